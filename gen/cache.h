@@ -1,0 +1,57 @@
+/* cache.h — the on-disk store of compiled kernels (DESIGN.md §5).
+ *
+ * Content-addressed: the caller hashes everything that determines the artifact (format
+ * version, qgen version, emitted source, NVRTC version, arch, options) into a 32-byte key;
+ * the file name adds a readable prefix: "<name>-<first 16 hex of key>.qgc".
+ * Directory: $QGEN_CACHE_DIR, else $XDG_CACHE_HOME/qgen, else $HOME/.cache/qgen.
+ * QGEN_CACHE=off disables the disk (memory only).
+ *
+ * Entry file: magic "QGENCACH", u32 format version, u32 flags (0), key[32], u64 payload
+ * size, sha256(payload)[32], payload. A file that is short, long, of another version or key,
+ * or whose checksum fails is a miss (and is replaced by the next put). Writes go to a temp
+ * file in the same directory and are renamed into place, so concurrent processes never see
+ * a torn entry. An unwritable directory gives one warning and the cache works from memory.
+ * Every entry read or written in this process is also kept in memory.
+ */
+#ifndef QGEN_CACHE_H
+#define QGEN_CACHE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define QGEN_CACHE_FORMAT 1
+#define QGEN_CACHE_MAX_ENTRY (512u << 20) /* larger files are treated as corrupt */
+
+typedef struct qgen_cache qgen_cache;
+
+/* Open the cache at dir (NULL = resolve from the environment as above). Never fails for
+   an unusable directory: it warns once and works from memory. NULL only on OOM. */
+qgen_cache *qgen_cache_open(const char *dir);
+void qgen_cache_close(qgen_cache *c);
+
+/* The directory in use, or NULL when memory-only. */
+const char *qgen_cache_dir(const qgen_cache *c);
+
+/* Look an entry up. Returns 1 on a hit (*data is a fresh malloc copy the caller frees,
+   *size its length), 0 on a miss (absent, corrupt, other version/key). */
+int qgen_cache_get(qgen_cache *c, const char *name, const uint8_t key[32], void **data,
+                   size_t *size);
+
+/* Store an entry (memory always; disk when writable). Returns 0 when it reached the disk,
+   1 when it is held in memory only, -1 on OOM. */
+int qgen_cache_put(qgen_cache *c, const char *name, const uint8_t key[32], const void *data,
+                   size_t size);
+
+/* The path an entry has (or would have) on disk; "" when memory-only. */
+void qgen_cache_entry_path(const qgen_cache *c, const char *name, const uint8_t key[32],
+                           char *buf, size_t n);
+
+/* Walk the entries on disk: cb(file name, size in bytes, 1 if it verifies else 0). */
+int qgen_cache_list(qgen_cache *c, void (*cb)(void *ud, const char *file, uint64_t size, int ok),
+                    void *ud);
+
+/* Remove every *.qgc entry (and stale temp files) from the directory; returns the count
+   removed, or -1 on error. Other files are left alone. */
+int qgen_cache_clear(qgen_cache *c);
+
+#endif

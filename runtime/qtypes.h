@@ -1,0 +1,61 @@
+/* qtypes.h — the element/quant type traits table (host side).
+ *
+ * One row per type (ggml's type_traits pattern): name, values per block, bytes per block,
+ * whether it may be a KV-cache type or an input/output type, and the bit-exact CPU
+ * conversions. Everything else in qgen (spec validation, layout sizes, the CPU reference,
+ * the emitter's choice of device traits) reads this table instead of switching on types.
+ *
+ * Quantizers follow ggml's reference quantizers exactly (DESIGN.md §3): f32 arithmetic,
+ * `id` from the f32 `d`, the stored `d` rounded to f16 (nearest even). The f16/bf16
+ * conversions are round-to-nearest-even and match CUDA's __float2half_rn/__float2bfloat16_rn
+ * bit for bit on every non-NaN input (a NaN becomes 0x7e00 / 0x7fc0 here).
+ */
+#ifndef QGEN_QTYPES_H
+#define QGEN_QTYPES_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum qgen_type {
+  QGEN_TYPE_F32 = 0,
+  QGEN_TYPE_F16,
+  QGEN_TYPE_BF16,
+  QGEN_TYPE_Q8_0,
+  QGEN_TYPE_Q4_0,
+  QGEN_TYPE_Q5_0,
+  QGEN_TYPE_COUNT
+} qgen_type;
+
+typedef struct qgen_type_traits {
+  const char *name;       /* spec spelling: "f16", "q8_0", ... */
+  const char *device;     /* name of the device traits struct in templates/qtypes.cuh */
+  int block;              /* values per block (1 for plain floats) */
+  int block_bytes;        /* bytes per block */
+  int is_quant;           /* a ggml block format with an f16 scale */
+  int kv_ok;              /* may be a K or V cache type */
+  int io_ok;              /* may be the type of q/k/v inputs and of the output */
+  /* n values (n a multiple of block) from src to f32. */
+  void (*to_f32)(const void *src, float *dst, int64_t n);
+  /* n values (n a multiple of block) from f32 to dst, ggml-exact. */
+  void (*from_f32)(const float *src, void *dst, int64_t n);
+} qgen_type_traits;
+
+/* The row for t, or NULL when t is out of range. */
+const qgen_type_traits *qgen_type_traits_of(qgen_type t);
+/* Look a type up by its spec spelling; returns 0 and sets *t, or -1. */
+int qgen_type_from_name(const char *name, qgen_type *t);
+/* Bytes of n values of type t (n a multiple of the block); 0 if n is not. */
+size_t qgen_type_row_bytes(qgen_type t, int64_t n);
+/* A comma-separated list of the type names accepted where mask(traits) is true, for
+   error messages: which = 0 all, 1 kv types, 2 io types. Static storage. */
+const char *qgen_type_names(int which);
+
+/* Scalar conversions, bit-exact with CUDA's intrinsics of the same rounding. */
+uint16_t qgen_f32_to_f16(float x);    /* nearest even (__float2half_rn) */
+uint16_t qgen_f32_to_f16_rd(float x); /* toward -inf (__float2half_rd) */
+uint16_t qgen_f32_to_f16_ru(float x); /* toward +inf (__float2half_ru) */
+float qgen_f16_to_f32(uint16_t h);
+uint16_t qgen_f32_to_bf16(float x);   /* nearest even (__float2bfloat16_rn) */
+float qgen_bf16_to_f32(uint16_t h);
+
+#endif
