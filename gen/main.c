@@ -1,0 +1,256 @@
+/* main.c — the qgen command line.
+ *
+ *   qgen emit   --spec F [-o DIR] [--arch sm_80,...] [--variant NAME] [--print]
+ *   qgen check  --spec F [--variant NAME] [--quick]         (GPU machine; exits 77 without one)
+ *   qgen cache  path | list | clear
+ *   qgen version
+ *
+ * Exit codes: 0 ok, 1 user error (bad spec, bad arguments), 2 internal or toolchain error,
+ * 77 no GPU (check). Errors go to stderr as "qgen: message".
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "build.h"
+#include "check.h"
+#include "cache.h"
+#include "emit.h"
+#include "nvrtc.h"
+#include "spec.h"
+#include "util.h"
+
+enum { EXIT_USER = 1, EXIT_INTERNAL = 2 };
+
+static const char USAGE[] =
+    "qgen " QGEN_VERSION " — generate, compile and run Quest sparse-attention decode kernels\n"
+    "\n"
+    "usage: qgen <command> [options]\n"
+    "\n"
+    "commands:\n"
+    "  emit     expand the CUDA templates for a spec and compile them with NVRTC (cached)\n"
+    "  check    run the GPU-vs-CPU-reference checks of a spec (needs a GPU; 77 without)\n"
+    "  cache    show (path), list or clear the kernel cache\n"
+    "  version  print versions (qgen, NVRTC)\n"
+    "\n"
+    "Run 'qgen <command> --help' for the options of a command.\n"
+    "\n"
+    "environment:\n"
+    "  QGEN_CACHE_DIR     cache directory (default $XDG_CACHE_HOME/qgen, else ~/.cache/qgen)\n"
+    "  QGEN_CACHE=off     keep compiled kernels in memory only\n"
+    "  QGEN_TEMPLATE_DIR  read CUDA templates from this directory instead of the embedded copy\n"
+    "  CUDA_HOME          CUDA toolkit for NVRTC and its headers (QGEN_NVRTC: libnvrtc.so path)\n"
+    "\n"
+    "exit codes: 0 ok, 1 bad spec or arguments, 2 internal or toolchain error, 77 no GPU\n";
+
+static const char EMIT_USAGE[] =
+    "usage: qgen emit --spec FILE [-o DIR] [--arch LIST] [--variant NAME] [--print]\n"
+    "\n"
+    "Loads the Lua spec FILE, emits one CUDA translation unit per variant, compiles it with\n"
+    "NVRTC to a cubin for every architecture (and keeps the PTX for forward compatibility),\n"
+    "and stores the result in the kernel cache. Prints one line per kernel: name, arch,\n"
+    "registers, spill stores/loads, stack and shared memory, cubin size, time, cache hit/miss.\n"
+    "\n"
+    "  --spec FILE      the spec (a Lua file returning spec{...} or a list of them)\n"
+    "  -o, --out DIR    also write DIR/<uri>.cu, DIR/<uri>_sm<arch>.cubin, DIR/<uri>.ptx\n"
+    "  --arch LIST      comma-separated sm_XX list, overrides the spec's archs\n"
+    "  --variant NAME   only this variant of a multi-variant spec\n"
+    "  --print          print the emitted source to stdout\n"
+    "  -h, --help       this text\n";
+
+static const char CACHE_USAGE[] =
+    "usage: qgen cache path | list | clear\n"
+    "\n"
+    "  path   print the cache directory (or 'memory only')\n"
+    "  list   list the entries with their size and whether they verify\n"
+    "  clear  remove every entry (and stale temporary files)\n";
+
+static int die(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int die(int code, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fputs("qgen: ", stderr);
+  vfprintf(stderr, fmt, ap);
+  fputc('\n', stderr);
+  va_end(ap);
+  return code;
+}
+
+static int is_help(const char *a) { return strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0; }
+
+/* "sm_80,sm_90" -> {80, 90}; returns the count or -1. */
+static int parse_archs(const char *s, int *archs, int max) {
+  int n = 0;
+  while (*s) {
+    int v;
+    char *end;
+    if (strncmp(s, "sm_", 3) != 0) return -1;
+    v = (int)strtol(s + 3, &end, 10);
+    if (end == s + 3 || (*end && *end != ',') || n == max) return -1;
+    archs[n++] = v;
+    s = *end ? end + 1 : end;
+  }
+  return n ? n : -1;
+}
+
+static int write_file(const char *dir, const char *name, const void *data, size_t n) {
+  char path[4096];
+  qgen_fmt(path, sizeof path, "%s/%s", dir, name);
+  if (qgen_write_atomic(path, data, n) != 0) return die(EXIT_USER, "%s: cannot write: %s", path, strerror(errno));
+  return 0;
+}
+
+static void print_layout(const qgen_spec *s, const char *path) {
+  qgen_layout L;
+  qgen_spec_layout(s, &L);
+  const size_t kt = L.k_row_bytes * (size_t)s->n_head_kv, vt = L.v_row_bytes * (size_t)s->n_head_kv;
+  printf("%s (%s): head_dim %d, heads %d/%d (group %d), k %s, v %s, in %s, out %s, block %d, ", s->name, path,
+         s->head_dim, s->n_head, s->n_head_kv, L.group, qgen_type_traits_of(s->k_type)->name,
+         qgen_type_traits_of(s->v_type)->name, qgen_type_traits_of(s->in_type)->name,
+         qgen_type_traits_of(s->out_type)->name, s->block);
+  if (!s->sparse) printf("dense\n");
+  else if (s->budget) printf("sparse budget %lld tokens, sink %d, recent %d\n", (long long)s->budget, s->sink, s->recent);
+  else printf("sparse coverage %g, sink %d, recent %d\n", s->coverage, s->sink, s->recent);
+  printf("  cache per token per layer: %zu bytes (K %zu + V %zu)", kt + vt, kt, vt);
+  if (s->sparse) printf(" + bounds %.1f", (double)L.bounds_page_bytes / s->block);
+  printf("; 1M tokens: %.2f GiB\n", (double)(kt + vt + (double)L.bounds_page_bytes / s->block) * (1 << 20) / (1u << 30));
+}
+
+static int cmd_emit(int argc, char **argv) {
+  const char *spec = NULL, *out = NULL, *variant = NULL, *arch_list = NULL;
+  int print = 0;
+  for (int i = 0; i < argc; i++) {
+    const char *a = argv[i];
+    if (is_help(a)) {
+      fputs(EMIT_USAGE, stdout);
+      return 0;
+    }
+    if (strcmp(a, "--print") == 0) print = 1;
+    else if (i + 1 < argc && strcmp(a, "--spec") == 0) spec = argv[++i];
+    else if (i + 1 < argc && (strcmp(a, "-o") == 0 || strcmp(a, "--out") == 0)) out = argv[++i];
+    else if (i + 1 < argc && strcmp(a, "--variant") == 0) variant = argv[++i];
+    else if (i + 1 < argc && strcmp(a, "--arch") == 0) arch_list = argv[++i];
+    else return die(EXIT_USER, "emit: unknown or incomplete option '%s' (see qgen emit --help)", a);
+  }
+  if (!spec) return die(EXIT_USER, "emit: --spec FILE is required (see qgen emit --help)");
+  int archs[QGEN_MAX_ARCHS], n_archs = 0;
+  if (arch_list && (n_archs = parse_archs(arch_list, archs, QGEN_MAX_ARCHS)) < 0)
+    return die(EXIT_USER, "emit: --arch '%s': expected a comma-separated list like sm_80,sm_90", arch_list);
+
+  static qgen_spec_set set;
+  static char err[65536];
+  if (qgen_spec_load(spec, &set, err, sizeof err) != 0) return die(EXIT_USER, "%s", err);
+  if (variant && !qgen_spec_find(&set, variant)) return die(EXIT_USER, "%s: no variant named '%s'", spec, variant);
+
+  /* Refuse archs NVRTC cannot target before compiling anything. */
+  int known[64], n_known = qgen_nvrtc_archs(known, 64);
+  if (n_known < 0) {
+    qgen_nvrtc_version(&(int){0}, &(int){0}, err, sizeof err);
+    return die(EXIT_INTERNAL, "%s", err);
+  }
+  if (out && qgen_mkdir_p(out, 0755) != 0) return die(EXIT_USER, "%s: cannot create directory: %s", out, strerror(errno));
+
+  qgen_cache *cache = qgen_cache_open(NULL);
+  int rc = 0;
+  for (int v = 0; v < set.n && rc == 0; v++) {
+    const qgen_spec *s = &set.v[v];
+    if (variant && strcmp(s->name, variant) != 0) continue;
+    const int *use = n_archs ? archs : s->archs;
+    const int nu = n_archs ? n_archs : s->n_archs;
+    for (int i = 0; i < nu; i++) {
+      int ok = use[i] >= 80;
+      for (int k = 0; ok && k < n_known; k++) ok = known[k] == use[i] ? 2 : ok;
+      if (ok != 2) {
+        rc = die(EXIT_USER, "%s: arch sm_%d is not supported (%s)", spec, use[i],
+                 use[i] < 80 ? "qgen kernels need sm_80 or newer" : "this NVRTC cannot target it");
+        break;
+      }
+    }
+    if (rc) break;
+    print_layout(s, spec);
+    qgen_artifact arts[QGEN_MAX_ARCHS];
+    char *src = NULL;
+    double t0 = qgen_now_ms();
+    if (qgen_build(s, use, nu, cache, arts, &src, err, sizeof err) != 0) {
+      rc = die(EXIT_INTERNAL, "%s", err);
+      break;
+    }
+    char uri[256], name[320];
+    qgen_spec_uri(s, uri, sizeof uri);
+    if (print) fputs(src, stdout);
+    if (out) {
+      qgen_fmt(name, sizeof name, "%s.cu", uri);
+      rc = write_file(out, name, src, strlen(src));
+      qgen_fmt(name, sizeof name, "%s.ptx", uri);
+      if (!rc) rc = write_file(out, name, arts[0].ptx, arts[0].ptx_size);
+      if (!rc) printf("  wrote %s/%s.cu and the .ptx\n", out, uri);
+    }
+    for (int i = 0; i < nu; i++) {
+      const qgen_artifact *a = &arts[i];
+      if (out && !rc) {
+        qgen_fmt(name, sizeof name, "%s_sm%d.cubin", uri, a->arch);
+        rc = write_file(out, name, a->cubin, a->cubin_size);
+      }
+      for (int k = 0; k < a->n_kernels; k++) {
+        const qgen_kernel_info *ki = &a->k[k];
+        printf("  sm_%d  %-11s  regs %3d  spill %d/%d  stack %d  smem %d  cubin %zu B  %7.1f ms  %s\n", a->arch,
+               ki->name, ki->regs, ki->spill_stores, ki->spill_loads, ki->stack, ki->smem_static, a->cubin_size,
+               a->ms, a->cache_hit ? "hit" : "miss");
+      }
+      qgen_artifact_free(&arts[i]);
+    }
+    printf("  %d arch(s) in %.1f ms\n", nu, qgen_now_ms() - t0);
+    free(src);
+  }
+  qgen_cache_close(cache);
+  return rc;
+}
+
+static void list_cb(void *ud, const char *file, uint64_t size, int ok) {
+  (void)ud;
+  printf("%10llu  %s  %s\n", (unsigned long long)size, ok ? "ok     " : "corrupt", file);
+}
+
+static int cmd_cache(int argc, char **argv) {
+  if (argc != 1 || is_help(argv[0])) {
+    fputs(CACHE_USAGE, argc == 1 ? stdout : stderr);
+    return argc == 1 ? 0 : EXIT_USER;
+  }
+  qgen_cache *c = qgen_cache_open(NULL);
+  if (!c) return die(EXIT_INTERNAL, "out of memory");
+  const char *dir = qgen_cache_dir(c);
+  int rc = 0;
+  if (strcmp(argv[0], "path") == 0) printf("%s\n", dir ? dir : "memory only (QGEN_CACHE=off or no usable directory)");
+  else if (strcmp(argv[0], "list") == 0) {
+    if (qgen_cache_list(c, list_cb, NULL) < 0) rc = die(EXIT_INTERNAL, "%s: cannot list", dir);
+  } else if (strcmp(argv[0], "clear") == 0) {
+    int n = qgen_cache_clear(c);
+    if (n < 0) rc = die(EXIT_INTERNAL, "%s: cannot clear", dir ? dir : "cache");
+    else printf("removed %d entr%s from %s\n", n, n == 1 ? "y" : "ies", dir ? dir : "memory");
+  } else rc = die(EXIT_USER, "cache: unknown action '%s' (path, list or clear)", argv[0]);
+  qgen_cache_close(c);
+  return rc;
+}
+
+static int cmd_version(void) {
+  int major, minor;
+  char err[512];
+  printf("qgen %s\n", QGEN_VERSION);
+  if (qgen_nvrtc_version(&major, &minor, err, sizeof err) == 0) printf("nvrtc %d.%d\n", major, minor);
+  else printf("nvrtc: %s\n", err);
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2 || is_help(argv[1])) {
+    fputs(USAGE, argc < 2 ? stderr : stdout);
+    return argc < 2 ? EXIT_USER : 0;
+  }
+  const char *cmd = argv[1];
+  if (strcmp(cmd, "emit") == 0) return cmd_emit(argc - 2, argv + 2);
+  if (strcmp(cmd, "check") == 0) return qgen_check_main(argc - 2, argv + 2);
+  if (strcmp(cmd, "cache") == 0) return cmd_cache(argc - 2, argv + 2);
+  if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) return cmd_version();
+  return die(EXIT_USER, "unknown command '%s' (see qgen --help)", cmd);
+}

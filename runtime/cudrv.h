@@ -1,0 +1,37 @@
+/* cudrv.h — the CUDA driver API behind one function table, loaded with
+ * dlopen("libcuda.so.1") on first use, so qgen and every CPU test start on machines with
+ * no driver and no GPU. Only the entry points qgen uses are listed; each member has the
+ * driver's own (versioned) prototype from cuda.h.
+ */
+#ifndef QGEN_CUDRV_H
+#define QGEN_CUDRV_H
+
+#include <cuda.h>
+
+#define QGEN_CU_FUNCS(X)                                                                    \
+  X(cuInit) X(cuDriverGetVersion) X(cuGetErrorString) X(cuDeviceGetCount) X(cuDeviceGet)      \
+  X(cuDeviceGetAttribute) X(cuDeviceGetName) X(cuDevicePrimaryCtxRetain)                     \
+  X(cuDevicePrimaryCtxRelease) X(cuCtxSetCurrent) X(cuCtxGetCurrent) X(cuCtxSynchronize)     \
+  X(cuModuleLoadData) X(cuModuleLoadDataEx) X(cuModuleUnload) X(cuModuleGetFunction)          \
+  X(cuFuncSetAttribute) X(cuFuncGetAttribute) X(cuOccupancyMaxActiveBlocksPerMultiprocessor) \
+  X(cuLaunchKernel) X(cuMemAlloc) X(cuMemFree) X(cuMemcpyHtoD) X(cuMemcpyDtoH)               \
+  X(cuMemcpyDtoD) X(cuMemsetD8) X(cuMemsetD8Async) X(cuMemsetD32Async) X(cuMemGetInfo)        \
+  X(cuStreamCreate) X(cuStreamDestroy) X(cuStreamSynchronize) X(cuStreamBeginCapture)         \
+  X(cuStreamEndCapture) X(cuGraphInstantiate) X(cuGraphLaunch) X(cuGraphDestroy)              \
+  X(cuGraphExecDestroy) X(cuEventCreate) X(cuEventDestroy) X(cuEventRecord)                   \
+  X(cuEventSynchronize) X(cuEventElapsedTime) X(cuMemcpyHtoDAsync)
+
+typedef struct qgen_cudrv {
+#define X(f) __typeof__(&f) f;
+  QGEN_CU_FUNCS(X)
+#undef X
+} qgen_cudrv;
+
+/* The table, or NULL when libcuda.so.1 cannot be loaded or cuInit fails; *why then says
+   which ("no CUDA driver", "cuInit failed: ..."). Thread-safe; loads once. */
+const qgen_cudrv *qgen_cudrv_get(const char **why);
+
+/* cuGetErrorString with a fallback. */
+const char *qgen_cu_errstr(CUresult r);
+
+#endif

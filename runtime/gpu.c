@@ -1,0 +1,343 @@
+/* gpu.c — the GPU executor: loads the generated module, owns the device memory of a cache,
+ * and launches the step kernels through the driver API (cudrv.h).
+ *
+ * Open: the device's compute capability picks the artifact — a cubin for exactly that
+ * arch, else the PTX of the newest arch below it (the driver JIT-compiles it; info.from_ptx
+ * says so). With a spec, the kernels are built for the device's arch (cache, then NVRTC).
+ *
+ * A step launches only kernels with by-value arguments (kargs.h): sparse =
+ * estimate → select → attend (→ combine when the lists were split), dense = attend
+ * (→ combine). Grids are sized from capacities known at open/create time, never from
+ * device-side lengths, so a captured graph stays valid as sequences grow. The split count
+ * for a batch of nb rows targets one wave of attend CTAs: ceil(SMs * CTAs/SM / (nb *
+ * n_head_kv)), at most QGEN_MAX_SPLITS; the partial buffers are sized for the worst nb.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../gen/build.h"
+#include "../gen/nvrtc.h"
+#include "../gen/util.h"
+#include "cudrv.h"
+#include "internal.h"
+#include "kargs.h"
+
+#define QGEN_MAX_SPLITS 64
+
+struct gpu_ctx {
+  const qgen_cudrv *cu;
+  CUdevice dev;
+  CUcontext cuctx;
+  CUmodule mod;
+  CUfunction f_append, f_estimate, f_select, f_attend, f_combine;
+  int sm_count, arch, attend_per_sm;
+};
+
+struct gpu_kv {
+  CUdeviceptr k, v, bounds, page_table, seq_len, scores, list, count, part_o, part_ml;
+};
+
+#define CU(call)                                                                                      \
+  do {                                                                                                \
+    CUresult r_ = (call);                                                                             \
+    if (r_ != CUDA_SUCCESS)                                                                           \
+      return qgen_fail(c, r_ == CUDA_ERROR_OUT_OF_MEMORY ? QGEN_ERR_OUT_OF_MEMORY : QGEN_ERR_CUDA, \
+                       "%s: %s", #call, qgen_cu_errstr(r_));                                          \
+  } while (0)
+
+static int max_splits(const gpu_ctx *g, const qgen_layout *L, int nb) {
+  int target = g->sm_count * (g->attend_per_sm > 0 ? g->attend_per_sm : 1);
+  int per = nb * L->n_head_kv;
+  int ms = (target + per - 1) / per;
+  return ms < 1 ? 1 : ms > QGEN_MAX_SPLITS ? QGEN_MAX_SPLITS : ms;
+}
+
+/* ---- open ---------------------------------------------------------------------------- */
+
+static qgen_status load_module(qgen_ctx *c, const qgen_artifact *a) {
+  gpu_ctx *g = c->gpu;
+  const qgen_cudrv *cu = g->cu;
+  if (a->arch == g->arch) CU(cu->cuModuleLoadData(&g->mod, a->cubin));
+  else {
+    CU(cu->cuModuleLoadData(&g->mod, a->ptx));
+    c->info.from_ptx = 1;
+  }
+  CU(cu->cuModuleGetFunction(&g->f_append, g->mod, "qg_append"));
+  CU(cu->cuModuleGetFunction(&g->f_attend, g->mod, "qg_attend"));
+  CU(cu->cuModuleGetFunction(&g->f_combine, g->mod, "qg_combine"));
+  if (c->spec.sparse) {
+    CU(cu->cuModuleGetFunction(&g->f_estimate, g->mod, "qg_estimate"));
+    CU(cu->cuModuleGetFunction(&g->f_select, g->mod, "qg_select"));
+  }
+  int smem_max = 0;
+  CU(cu->cuDeviceGetAttribute(&smem_max, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, g->dev));
+  if (c->P.attend_smem > smem_max)
+    return qgen_fail(c, QGEN_ERR_UNSUPPORTED, "attend needs %d bytes of shared memory; this device allows %d per block",
+                     c->P.attend_smem, smem_max);
+  CU(cu->cuFuncSetAttribute(g->f_attend, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, c->P.attend_smem));
+  CU(cu->cuOccupancyMaxActiveBlocksPerMultiprocessor(&g->attend_per_sm, g->f_attend, c->P.attend_threads,
+                                                     (size_t)c->P.attend_smem));
+  if (g->attend_per_sm < 1) return qgen_fail(c, QGEN_ERR_UNSUPPORTED, "attend cannot run on this device (occupancy 0)");
+  return QGEN_OK;
+}
+
+/* The artifact to load: a cubin for the device's arch, else the newest PTX below it. */
+static const qgen_artifact *pick(const qgen_artifact *arts, int n, int arch) {
+  const qgen_artifact *best = NULL;
+  for (int i = 0; i < n; i++) {
+    if (arts[i].arch == arch) return &arts[i];
+    if (arts[i].arch < arch && arts[i].ptx_size && (!best || arts[i].arch > best->arch)) best = &arts[i];
+  }
+  return best;
+}
+
+static qgen_status gpu_open(qgen_ctx *c, const qgen_open_opts *o, const qgen_artifact *arts, int n_arts) {
+  const char *why = "";
+  const qgen_cudrv *cu = qgen_cudrv_get(&why);
+  if (!cu) return qgen_fail(c, strstr(why, "driver") ? QGEN_ERR_NO_DRIVER : QGEN_ERR_NO_DEVICE, "%s", why);
+  gpu_ctx *g = calloc(1, sizeof *g);
+  if (!g) return QGEN_ERR_OUT_OF_MEMORY;
+  c->gpu = g;
+  g->cu = cu;
+  int count = 0;
+  CU(cu->cuDeviceGetCount(&count));
+  if (o->device < 0 || o->device >= count)
+    return qgen_fail(c, QGEN_ERR_NO_DEVICE, "CUDA device %d does not exist (%d found)", o->device, count);
+  CU(cu->cuDeviceGet(&g->dev, o->device));
+  int major = 0, minor = 0;
+  CU(cu->cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, g->dev));
+  CU(cu->cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, g->dev));
+  CU(cu->cuDeviceGetAttribute(&g->sm_count, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, g->dev));
+  CU(cu->cuDeviceGetName(c->info.device_name, sizeof c->info.device_name, g->dev));
+  g->arch = major * 10 + minor;
+  c->info.arch = g->arch;
+  c->info.sm_count = g->sm_count;
+  if (g->arch < 80)
+    return qgen_fail(c, QGEN_ERR_UNSUPPORTED, "%s is sm_%d; qgen kernels need sm_80 or newer", c->info.device_name, g->arch);
+  CU(cu->cuDevicePrimaryCtxRetain(&g->cuctx, g->dev));
+  CU(cu->cuCtxSetCurrent(g->cuctx));
+
+  if (n_arts > 0) {
+    const qgen_artifact *a = pick(arts, n_arts, g->arch);
+    if (!a) return qgen_fail(c, QGEN_ERR_UNSUPPORTED, "the bundle has no cubin for sm_%d and no PTX for an older arch", g->arch);
+    c->info.cache_hit = 1;
+    return load_module(c, a);
+  }
+  /* JIT: the device's arch when NVRTC knows it, else the newest it knows below (PTX). */
+  int known[64], nk = qgen_nvrtc_archs(known, 64), target = 0;
+  if (nk < 0) {
+    int mj, mn;
+    qgen_nvrtc_version(&mj, &mn, c->err, sizeof c->err);
+    return QGEN_ERR_COMPILE;
+  }
+  for (int i = 0; i < nk; i++)
+    if (known[i] <= g->arch && known[i] > target) target = known[i];
+  if (target < 80) return qgen_fail(c, QGEN_ERR_UNSUPPORTED, "NVRTC cannot target sm_%d or an older sm_80+ arch", g->arch);
+  qgen_cache *cache = qgen_cache_open(o->cache_dir);
+  qgen_artifact a;
+  char *err = malloc(65536);
+  qgen_status st = QGEN_OK;
+  if (!err) st = QGEN_ERR_OUT_OF_MEMORY;
+  else if (qgen_build(&c->spec, &target, 1, cache, &a, NULL, err, 65536) != 0) st = qgen_fail(c, QGEN_ERR_COMPILE, "%s", err);
+  free(err);
+  qgen_cache_close(cache);
+  if (st != QGEN_OK) return st;
+  c->info.cache_hit = a.cache_hit;
+  st = load_module(c, &a);
+  qgen_artifact_free(&a);
+  return st;
+}
+
+qgen_status qgen_gpu_open(qgen_ctx *c, const qgen_open_opts *o, const qgen_artifact *arts, int n_arts) {
+  qgen_status st = gpu_open(c, o, arts, n_arts);
+  if (st != QGEN_OK && c->gpu) qgen_gpu_close(c); /* a context that failed holds no GPU state */
+  return st;
+}
+
+void qgen_gpu_close(qgen_ctx *c) {
+  gpu_ctx *g = c->gpu;
+  if (g->mod) {
+    g->cu->cuCtxSetCurrent(g->cuctx);
+    g->cu->cuModuleUnload(g->mod);
+  }
+  if (g->cuctx) g->cu->cuDevicePrimaryCtxRelease(g->dev);
+  free(g);
+  c->gpu = NULL;
+}
+
+/* ---- the cache ------------------------------------------------------------------------ */
+
+static qgen_status alloc0(qgen_ctx *c, CUdeviceptr *p, size_t bytes) {
+  const qgen_cudrv *cu = c->gpu->cu;
+  *p = 0;
+  if (bytes == 0) return QGEN_OK;
+  CU(cu->cuMemAlloc(p, bytes));
+  CU(cu->cuMemsetD8(*p, 0, bytes));
+  return QGEN_OK;
+}
+
+qgen_status qgen_gpu_cache_create(qgen_kv *kv) {
+  qgen_ctx *c = kv->ctx;
+  gpu_ctx *g = c->gpu;
+  const qgen_layout *L = &c->L;
+  gpu_kv *m = calloc(1, sizeof *m);
+  if (!m) return qgen_fail(c, QGEN_ERR_OUT_OF_MEMORY, "qgen_cache_create: out of host memory");
+  kv->gpu = m;
+  CU(g->cu->cuCtxSetCurrent(g->cuctx));
+  int rows = 0; /* batch rows x splits of the worst batch size */
+  for (int nb = 1; nb <= QGEN_MAX_BATCH; nb++)
+    if (nb * max_splits(g, L, nb) > rows) rows = nb * max_splits(g, L, nb);
+  const size_t sel = L->sparse ? (size_t)kv->max_seqs * L->n_head_kv * kv->pps : 0;
+  qgen_status st;
+  if ((st = alloc0(c, &m->k, (size_t)kv->n_pages * L->k_page_bytes)) ||
+      (st = alloc0(c, &m->v, (size_t)kv->n_pages * L->v_page_bytes)) ||
+      (st = alloc0(c, &m->bounds, (size_t)kv->n_pages * L->bounds_page_bytes)) ||
+      (st = alloc0(c, &m->page_table, (size_t)kv->n_pages * 4)) ||
+      (st = alloc0(c, &m->seq_len, (size_t)kv->max_seqs * 4)) || (st = alloc0(c, &m->scores, sel * 4)) ||
+      (st = alloc0(c, &m->list, sel * 4)) || (st = alloc0(c, &m->count, (size_t)kv->max_seqs * L->n_head_kv * 4)) ||
+      (st = alloc0(c, &m->part_o, (size_t)rows * L->n_head * L->head_dim * 4)) ||
+      (st = alloc0(c, &m->part_ml, (size_t)rows * L->n_head * 2 * 4)))
+    return st;
+  CU(g->cu->cuMemcpyHtoD(m->page_table, kv->host.page_table, (size_t)kv->n_pages * 4));
+  return QGEN_OK;
+}
+
+void qgen_gpu_cache_destroy(qgen_kv *kv) {
+  gpu_kv *m = kv->gpu;
+  const qgen_cudrv *cu = kv->ctx->gpu->cu;
+  cu->cuCtxSetCurrent(kv->ctx->gpu->cuctx);
+  CUdeviceptr all[] = {m->k, m->v, m->bounds, m->page_table, m->seq_len, m->scores, m->list, m->count, m->part_o, m->part_ml};
+  for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+    if (all[i]) cu->cuMemFree(all[i]);
+  free(m);
+  kv->gpu = NULL;
+}
+
+static qg_cache_args cache_args(const qgen_kv *kv) {
+  const gpu_kv *m = kv->gpu;
+  qg_cache_args a = {m->k, m->v, m->bounds, m->page_table, m->seq_len, kv->pps};
+  return a;
+}
+
+/* ---- steps ------------------------------------------------------------------------- */
+
+static qgen_status launch(qgen_ctx *c, CUfunction f, unsigned gx, unsigned gy, unsigned gz, int threads, int smem,
+                          CUstream s, void **args) {
+  CU(c->gpu->cu->cuLaunchKernel(f, gx, gy, gz, (unsigned)threads, 1, 1, (unsigned)smem, s, args, NULL));
+  return QGEN_OK;
+}
+
+qgen_status qgen_gpu_append(qgen_kv *kv, const int *seq, int n_seq, const int *n_new, qgen_ptr k, qgen_ptr v,
+                            qgen_stream stream) {
+  qgen_ctx *c = kv->ctx;
+  const qgen_layout *L = &c->L;
+  CU(c->gpu->cu->cuCtxSetCurrent(c->gpu->cuctx));
+  qg_cache_args ca = cache_args(kv);
+  int64_t row = 0;
+  for (int i0 = 0; i0 < n_seq; i0 += QGEN_APPEND_MAX) {
+    qg_append_args a;
+    memset(&a, 0, sizeof a);
+    a.k_in = k;
+    a.v_in = v;
+    for (int i = i0; i < n_seq && a.n_seq < QGEN_APPEND_MAX; i++) {
+      const int j = a.n_seq++;
+      const int64_t start = kv->len[seq[i]];
+      a.seq[j] = seq[i];
+      a.start[j] = (int)start;
+      a.n_new[j] = n_new[i];
+      a.row0[j] = row;
+      a.work[j + 1] = a.work[j] + (n_new[i] ? (int)((start + n_new[i] - 1) / L->block - start / L->block + 1) : 0);
+      row += n_new[i];
+    }
+    if (a.work[a.n_seq] == 0) continue;
+    void *args[] = {&ca, &a};
+    qgen_status st = launch(c, c->gpu->f_append, (unsigned)a.work[a.n_seq], (unsigned)L->n_head_kv, 1,
+                            c->P.append_threads, 0, (CUstream)stream, args);
+    if (st != QGEN_OK) return st;
+  }
+  return QGEN_OK;
+}
+
+qgen_status qgen_gpu_attend(qgen_kv *kv, const int *seq, int n_seq, qgen_ptr q, qgen_ptr out,
+                            const qgen_budget *b, qgen_stream stream) {
+  qgen_ctx *c = kv->ctx;
+  gpu_ctx *g = c->gpu;
+  const qgen_layout *L = &c->L;
+  const qgen_plan *P = &c->P;
+  const gpu_kv *m = kv->gpu;
+  CUstream s = (CUstream)stream;
+  CU(g->cu->cuCtxSetCurrent(g->cuctx));
+  qg_cache_args ca = cache_args(kv);
+  qg_budget_args ba = {b->mode, b->coverage, b->tokens, b->sink, b->recent};
+  int dense = b->mode == QGEN_BUDGET_DENSE;
+  for (int i0 = 0; i0 < n_seq; i0 += QGEN_MAX_BATCH) {
+    qg_batch_args bt;
+    memset(&bt, 0, sizeof bt);
+    bt.n = n_seq - i0 < QGEN_MAX_BATCH ? n_seq - i0 : QGEN_MAX_BATCH;
+    memcpy(bt.seq, seq + i0, (size_t)bt.n * sizeof(int));
+    const int ms = max_splits(g, L, bt.n);
+    qg_work_args wk = {m->scores, m->list, m->count, m->part_o, m->part_ml, ms};
+    qgen_dptr qp = q + (qgen_dptr)i0 * L->q_bytes, op = out + (qgen_dptr)i0 * L->out_bytes;
+    qgen_status st;
+    if (!dense) {
+      void *ea[] = {&ca, &wk, &bt, &qp};
+      const unsigned ex = (unsigned)((kv->pps + P->est_pages - 1) / P->est_pages);
+      if ((st = launch(c, g->f_estimate, ex, (unsigned)L->n_head_kv, (unsigned)bt.n, P->est_threads, 0, s, ea))) return st;
+      void *sa[] = {&ca, &wk, &bt, &ba};
+      if ((st = launch(c, g->f_select, (unsigned)L->n_head_kv, (unsigned)bt.n, 1, P->sel_threads, 0, s, sa))) return st;
+    }
+    void *aa[] = {&ca, &wk, &bt, &qp, &op, &dense};
+    if ((st = launch(c, g->f_attend, (unsigned)ms, (unsigned)L->n_head_kv, (unsigned)bt.n, P->attend_threads,
+                     P->attend_smem, s, aa)))
+      return st;
+    if (ms > 1) {
+      void *ca2[] = {&ca, &wk, &bt, &op, &dense};
+      if ((st = launch(c, g->f_combine, (unsigned)L->n_head, (unsigned)bt.n, 1, P->comb_threads, 0, s, ca2))) return st;
+    }
+  }
+  return QGEN_OK;
+}
+
+/* ---- management ---------------------------------------------------------------------- */
+
+qgen_status qgen_gpu_reset(qgen_kv *kv, int seq) {
+  qgen_ctx *c = kv->ctx;
+  const qgen_cudrv *cu = c->gpu->cu;
+  CU(cu->cuCtxSetCurrent(c->gpu->cuctx));
+  CU(cu->cuCtxSynchronize());
+  CU(cu->cuMemsetD8(kv->gpu->seq_len + (CUdeviceptr)seq * 4, 0, 4));
+  return QGEN_OK;
+}
+
+qgen_status qgen_gpu_read(qgen_kv *kv, int which, void *host, size_t bytes) {
+  qgen_ctx *c = kv->ctx;
+  const qgen_cudrv *cu = c->gpu->cu;
+  const gpu_kv *m = kv->gpu;
+  CUdeviceptr src = which == QGEN_KV_K ? m->k : which == QGEN_KV_V ? m->v : which == QGEN_KV_BOUNDS ? m->bounds
+                  : which == QGEN_KV_PAGE_TABLE ? m->page_table : m->seq_len;
+  CU(cu->cuCtxSetCurrent(c->gpu->cuctx));
+  CU(cu->cuCtxSynchronize());
+  CU(cu->cuMemcpyDtoH(host, src, bytes));
+  return QGEN_OK;
+}
+
+qgen_status qgen_gpu_write_pages(qgen_kv *kv, int seq, const int32_t *pages, int64_t n) {
+  qgen_ctx *c = kv->ctx;
+  const qgen_cudrv *cu = c->gpu->cu;
+  CU(cu->cuCtxSetCurrent(c->gpu->cuctx));
+  CU(cu->cuCtxSynchronize());
+  CU(cu->cuMemcpyHtoD(kv->gpu->page_table + (CUdeviceptr)seq * kv->pps * 4, pages, (size_t)n * 4));
+  return QGEN_OK;
+}
+
+qgen_status qgen_gpu_selection(qgen_kv *kv, int seq, int32_t *lists, int32_t *counts) {
+  qgen_ctx *c = kv->ctx;
+  const qgen_cudrv *cu = c->gpu->cu;
+  const int nkv = c->L.n_head_kv;
+  CU(cu->cuCtxSetCurrent(c->gpu->cuctx));
+  CU(cu->cuCtxSynchronize());
+  CU(cu->cuMemcpyDtoH(lists, kv->gpu->list + (CUdeviceptr)seq * nkv * kv->pps * 4, (size_t)nkv * kv->pps * 4));
+  CU(cu->cuMemcpyDtoH(counts, kv->gpu->count + (CUdeviceptr)seq * nkv * 4, (size_t)nkv * 4));
+  return QGEN_OK;
+}

@@ -1,0 +1,49 @@
+/* plan.c — see plan.h. The numbers and why:
+ *  - attend tiles are 16 tokens per warp (the k of one mma) and never span pages; with
+ *    <= 16 query heads (one m-tile) 4 warps split a 64-token tile, more heads take more
+ *    m-tile warps and fewer token warps (at most 4 warps a CTA, G <= 64).
+ *  - 16-bit rows are padded in shared memory so the stride is an odd number of 16-byte
+ *    units (ldmatrix and the 8-byte K reads are then conflict-free); quantized rows are
+ *    copied as one contiguous slab (they are not 16-byte multiples).
+ *  - stages: as many as fit ~106 KiB (2..4), so two CTAs share an H100/H200 SM.
+ */
+#include "plan.h"
+
+static int pad_rows16(int bytes) { return (bytes / 16) % 2 == 0 ? bytes + 16 : bytes; }
+
+void qgen_plan_make(const qgen_layout *L, qgen_plan *p) {
+  const int D = L->head_dim;
+  p->mt = (L->group + 15) / 16;
+  p->warps_m = p->mt;
+  int wt = p->mt == 1 ? 4 : p->mt == 2 ? 2 : 1;
+  while (wt > 1 && L->block % (16 * wt)) wt /= 2;
+  p->warps_t = wt;
+  p->attend_threads = 32 * p->warps_m * p->warps_t;
+  p->tile = 16 * wt;
+  const int k16 = !qgen_type_traits_of(L->k_type)->is_quant;
+  const int v16 = !qgen_type_traits_of(L->v_type)->is_quant;
+  p->k_srow = k16 ? pad_rows16((int)L->k_row_bytes) : (int)L->k_row_bytes;
+  p->v_srow = v16 ? pad_rows16((int)L->v_row_bytes) : (int)L->v_row_bytes;
+  p->q_srow = pad_rows16(2 * D);
+  p->k_tile_bytes = (p->tile * p->k_srow + 15) / 16 * 16;
+  p->v_tile_bytes = (p->tile * p->v_srow + 15) / 16 * 16;
+  const int stage = p->k_tile_bytes + p->v_tile_bytes;
+  int stages = (106 * 1024) / stage;
+  p->stages = stages < 2 ? 2 : stages > 4 ? 4 : stages;
+  const int nq = L->k_type == QGEN_TYPE_BF16 ? 2 : 1;
+  const int q_bytes = nq * p->mt * 16 * p->q_srow;
+  const int red = p->warps_t * p->mt * 16 * (D + 2) * 4;
+  const int pipe = p->stages * stage;
+  p->attend_smem = q_bytes + (pipe > red ? pipe : red);
+  p->min_split_tokens = 256;
+
+  int lpp = D / 8;
+  if (lpp & (lpp - 1) || lpp > 32) lpp = 32; /* D/8 not a power of two: one channel group per lane */
+  p->est_lpp = lpp;
+  p->est_threads = 256;
+  p->est_pages = (p->est_threads / 32) * (32 / lpp) * 4;
+  p->sel_threads = 512;
+  p->sel_run = 8;
+  p->append_threads = 128;
+  p->comb_threads = 128;
+}

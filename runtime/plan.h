@@ -1,0 +1,29 @@
+/* plan.h — the launch plan of one specialization: tile sizes, pipeline depth, CTA sizes,
+ * shared-memory strides and budgets of the five kernels. One C function decides them; the
+ * emitter writes them into the generated source as QG_* defines (the templates
+ * static_assert what they can) and the runtime launches with the same numbers, so the two
+ * sides cannot drift apart.
+ */
+#ifndef QGEN_PLAN_H
+#define QGEN_PLAN_H
+
+#include "layout.h"
+
+#define QGEN_MAX_BATCH 256 /* sequences per attend launch (kernel argument array) */
+#define QGEN_APPEND_MAX 64 /* sequences per append launch */
+
+typedef struct qgen_plan {
+  /* attend: MT m-tiles of 16 query heads, WARPS_M x WARPS_T warps, TILE tokens a stage */
+  int mt, warps_m, warps_t, attend_threads, tile, stages;
+  int k_srow, v_srow, q_srow;     /* shared-memory bytes per K / V / q row */
+  int k_tile_bytes, v_tile_bytes; /* one stage */
+  int attend_smem;                /* dynamic shared memory of attend, bytes */
+  int min_split_tokens;           /* a split gets at least this many tokens */
+  int est_lpp, est_threads, est_pages; /* estimate: lanes per page, CTA size, pages a CTA */
+  int sel_threads, sel_run;            /* select: CTA size, pages per thread per pass */
+  int append_threads, comb_threads;
+} qgen_plan;
+
+void qgen_plan_make(const qgen_layout *L, qgen_plan *p);
+
+#endif

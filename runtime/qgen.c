@@ -1,0 +1,360 @@
+/* qgen.c — the public API (qgen.h): argument checking, the host mirror of sequence
+ * lengths, and dispatch to the GPU executor (gpu.c) or to the CPU reference (ref.c), which
+ * serves as a complete backend with the same memory layout.
+ *
+ * Every entry point validates everything before touching the cache, so a call that fails
+ * leaves the cache as it was.
+ */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../gen/emit.h"
+#include "../gen/util.h"
+#include "internal.h"
+#include "ref.h"
+
+qgen_status qgen_fail(qgen_ctx *ctx, qgen_status st, const char *fmt, ...) {
+  if (ctx) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(ctx->err, sizeof ctx->err, fmt, ap);
+    va_end(ap);
+  }
+  return st;
+}
+
+const char *qgen_status_str(qgen_status s) {
+  switch (s) {
+  case QGEN_OK: return "ok";
+  case QGEN_ERR_INVALID_ARG: return "invalid argument";
+  case QGEN_ERR_CAPACITY: return "sequence capacity exceeded";
+  case QGEN_ERR_SPEC: return "bad spec";
+  case QGEN_ERR_COMPILE: return "kernel compilation failed";
+  case QGEN_ERR_NO_DRIVER: return "no CUDA driver";
+  case QGEN_ERR_NO_DEVICE: return "no CUDA device";
+  case QGEN_ERR_UNSUPPORTED: return "unsupported";
+  case QGEN_ERR_OUT_OF_MEMORY: return "out of memory";
+  case QGEN_ERR_CUDA: return "CUDA error";
+  case QGEN_ERR_BUNDLE: return "bad bundle";
+  case QGEN_ERR_IO: return "I/O error";
+  }
+  return "unknown status";
+}
+
+const char *qgen_error(const qgen_ctx *ctx) { return ctx ? ctx->err : "no context"; }
+
+static void fill_info(qgen_ctx *c) {
+  const qgen_spec *s = &c->spec;
+  qgen_info *i = &c->info;
+  i->name = s->name;
+  i->k_type = qgen_type_traits_of(s->k_type)->name;
+  i->v_type = qgen_type_traits_of(s->v_type)->name;
+  i->in_type = qgen_type_traits_of(s->in_type)->name;
+  i->out_type = qgen_type_traits_of(s->out_type)->name;
+  i->head_dim = s->head_dim;
+  i->n_head = s->n_head;
+  i->n_head_kv = s->n_head_kv;
+  i->group = c->L.group;
+  i->block = s->block;
+  i->sparse = s->sparse;
+  i->scale = s->scale;
+  i->coverage = s->coverage;
+  i->budget = s->budget;
+  i->sink = s->sink;
+  i->recent = s->recent;
+  i->k_row_bytes = c->L.k_row_bytes;
+  i->v_row_bytes = c->L.v_row_bytes;
+  i->backend = c->backend;
+}
+
+qgen_status qgen_open(qgen_ctx **out, const char *path, const qgen_open_opts *o) {
+  static const qgen_open_opts defaults = {QGEN_BACKEND_GPU, 0, NULL, NULL};
+  if (!out) return QGEN_ERR_INVALID_ARG;
+  *out = NULL;
+  if (!o) o = &defaults;
+  qgen_ctx *c = calloc(1, sizeof *c);
+  if (!c) return QGEN_ERR_OUT_OF_MEMORY;
+  double t0 = qgen_now_ms();
+  qgen_status st = QGEN_OK;
+  if (!path) st = qgen_fail(c, QGEN_ERR_INVALID_ARG, "qgen_open: no spec path");
+  else if (o->backend != QGEN_BACKEND_GPU && o->backend != QGEN_BACKEND_CPU)
+    st = qgen_fail(c, QGEN_ERR_INVALID_ARG, "qgen_open: unknown backend %d", (int)o->backend);
+  qgen_spec_set *set = NULL;
+  if (st == QGEN_OK && !(set = malloc(sizeof *set))) st = QGEN_ERR_OUT_OF_MEMORY;
+  if (st == QGEN_OK && qgen_spec_load(path, set, c->err, sizeof c->err) != 0) st = QGEN_ERR_SPEC;
+  if (st == QGEN_OK) {
+    const qgen_spec *s = qgen_spec_find(set, o->variant);
+    if (!s) st = qgen_fail(c, QGEN_ERR_SPEC, "%s: no variant named '%s'", path, o->variant);
+    else c->spec = *s;
+  }
+  free(set);
+  if (st == QGEN_OK) {
+    qgen_spec_layout(&c->spec, &c->L);
+    qgen_plan_make(&c->L, &c->P);
+    c->backend = o->backend;
+    fill_info(c);
+    if (c->backend == QGEN_BACKEND_GPU) st = qgen_gpu_open(c, o, NULL, 0);
+  }
+  if (st != QGEN_OK) {
+    /* keep the message reachable: hand back the context only to carry qgen_error() */
+    *out = c;
+    return st;
+  }
+  c->info.open_ms = qgen_now_ms() - t0;
+  *out = c;
+  return QGEN_OK;
+}
+
+void qgen_close(qgen_ctx *c) {
+  if (!c) return;
+  if (c->gpu) qgen_gpu_close(c);
+  free(c);
+}
+
+void qgen_get_info(const qgen_ctx *c, qgen_info *i) {
+  if (c && i) *i = c->info;
+}
+
+qgen_attend_opts qgen_attend_defaults(const qgen_ctx *c) {
+  qgen_attend_opts o = {QGEN_ATTEND_DENSE, 1.0, 0, 0, 0};
+  if (c && c->spec.sparse) {
+    o.mode = QGEN_ATTEND_SPARSE;
+    o.coverage = c->spec.coverage;
+    o.budget = c->spec.budget;
+    o.sink = c->spec.sink;
+    o.recent = c->spec.recent;
+  }
+  return o;
+}
+
+/* ---- the cache ------------------------------------------------------------------------ */
+
+static void kv_free(qgen_kv *kv) {
+  if (!kv) return;
+  if (kv->gpu) qgen_gpu_cache_destroy(kv);
+  free(kv->host.k);
+  free(kv->host.v);
+  free(kv->host.bounds);
+  free(kv->host.page_table);
+  free(kv->host.seq_len);
+  free(kv->sel_lists);
+  free(kv->sel_counts);
+  free(kv->len);
+  free(kv);
+}
+
+qgen_status qgen_cache_create(qgen_ctx *c, qgen_kv **out, int max_seqs, long long max_tokens) {
+  if (!c || !out) return qgen_fail(c, QGEN_ERR_INVALID_ARG, "qgen_cache_create: null argument");
+  *out = NULL;
+  if (c->backend == QGEN_BACKEND_GPU && !c->gpu)
+    return qgen_fail(c, QGEN_ERR_INVALID_ARG, "qgen_cache_create: the context failed to open");
+  if (max_seqs <= 0 || max_tokens <= 0 || max_tokens > INT32_MAX)
+    return qgen_fail(c, QGEN_ERR_INVALID_ARG, "qgen_cache_create: max_seqs = %d, max_tokens = %lld (need >= 1, max_tokens < 2^31)",
+                     max_seqs, max_tokens);
+  const qgen_layout *L = &c->L;
+  qgen_kv *kv = calloc(1, sizeof *kv);
+  if (!kv) return qgen_fail(c, QGEN_ERR_OUT_OF_MEMORY, "qgen_cache_create: out of host memory");
+  kv->ctx = c;
+  kv->max_seqs = max_seqs;
+  kv->max_tokens = max_tokens;
+  kv->pps = qgen_pages_of(max_tokens, L->block);
+  kv->n_pages = kv->pps * max_seqs;
+  if ((double)kv->n_pages * (double)(L->k_page_bytes + L->v_page_bytes) > 1e15 || kv->n_pages > INT32_MAX) {
+    free(kv);
+    return qgen_fail(c, QGEN_ERR_INVALID_ARG, "qgen_cache_create: %d x %lld tokens is too large", max_seqs, max_tokens);
+  }
+  kv->len = calloc((size_t)max_seqs, sizeof *kv->len);
+  int32_t *pt = malloc((size_t)kv->n_pages * sizeof *pt);
+  if (!kv->len || !pt) {
+    free(pt);
+    kv_free(kv);
+    return qgen_fail(c, QGEN_ERR_OUT_OF_MEMORY, "qgen_cache_create: out of host memory");
+  }
+  for (int64_t i = 0; i < kv->n_pages; i++) pt[i] = (int32_t)i; /* sequence s owns pages [s*pps, (s+1)*pps) */
+  kv->host.page_table = pt;
+  kv->host.max_seqs = max_seqs;
+  kv->host.pages_per_seq = kv->pps;
+  kv->host.n_pages = kv->n_pages;
+  qgen_status st = QGEN_OK;
+  if (c->backend == QGEN_BACKEND_CPU) {
+    kv->host.k = calloc((size_t)kv->n_pages, L->k_page_bytes);
+    kv->host.v = calloc((size_t)kv->n_pages, L->v_page_bytes);
+    kv->host.seq_len = calloc((size_t)max_seqs, sizeof(int32_t));
+    if (L->sparse) kv->host.bounds = calloc((size_t)kv->n_pages, L->bounds_page_bytes);
+    if (L->sparse) kv->sel_lists = calloc((size_t)max_seqs * L->n_head_kv * kv->pps, sizeof(int32_t));
+    if (L->sparse) kv->sel_counts = calloc((size_t)max_seqs * L->n_head_kv, sizeof(int64_t));
+    if (!kv->host.k || !kv->host.v || !kv->host.seq_len || (L->sparse && (!kv->host.bounds || !kv->sel_lists || !kv->sel_counts)))
+      st = qgen_fail(c, QGEN_ERR_OUT_OF_MEMORY, "qgen_cache_create: out of host memory for %lld pages", (long long)kv->n_pages);
+  } else {
+    st = qgen_gpu_cache_create(kv);
+  }
+  if (st != QGEN_OK) {
+    kv_free(kv);
+    return st;
+  }
+  *out = kv;
+  return QGEN_OK;
+}
+
+void qgen_cache_destroy(qgen_kv *kv) { kv_free(kv); }
+
+static qgen_status check_seqs(qgen_kv *kv, const char *fn, const int *seq, int n_seq, int distinct) {
+  qgen_ctx *c = kv->ctx;
+  if (n_seq < 0) return qgen_fail(c, QGEN_ERR_INVALID_ARG, "%s: n_seq = %d", fn, n_seq);
+  if (n_seq > 0 && !seq) return qgen_fail(c, QGEN_ERR_INVALID_ARG, "%s: seq is NULL", fn);
+  for (int i = 0; i < n_seq; i++) {
+    if (seq[i] < 0 || seq[i] >= kv->max_seqs)
+      return qgen_fail(c, QGEN_ERR_INVALID_ARG, "%s: seq[%d] = %d is outside [0, %d)", fn, i, seq[i], kv->max_seqs);
+    for (int k = 0; distinct && k < i; k++)
+      if (seq[k] == seq[i]) return qgen_fail(c, QGEN_ERR_INVALID_ARG, "%s: sequence %d is listed twice", fn, seq[i]);
+  }
+  return QGEN_OK;
+}
+
+qgen_status qgen_append(qgen_kv *kv, const int *seq, int n_seq, const int *n_new, qgen_ptr k, qgen_ptr v,
+                        qgen_stream stream) {
+  if (!kv) return QGEN_ERR_INVALID_ARG;
+  qgen_ctx *c = kv->ctx;
+  qgen_status st = check_seqs(kv, "qgen_append", seq, n_seq, 1);
+  if (st != QGEN_OK) return st;
+  if (n_seq > 0 && !n_new) return qgen_fail(c, QGEN_ERR_INVALID_ARG, "qgen_append: n_new is NULL");
+  int64_t total = 0;
+  for (int i = 0; i < n_seq; i++) {
+    if (n_new[i] < 0) return qgen_fail(c, QGEN_ERR_INVALID_ARG, "qgen_append: n_new[%d] = %d", i, n_new[i]);
+    if (kv->len[seq[i]] + n_new[i] > kv->max_tokens)
+      return qgen_fail(c, QGEN_ERR_CAPACITY, "qgen_append: sequence %d holds %lld tokens; %d more exceed its capacity %lld",
+                       seq[i], (long long)kv->len[seq[i]], n_new[i], (long long)kv->max_tokens);
+    total += n_new[i];
+  }
+  if (total == 0) return QGEN_OK;
+  if (!k || !v) return qgen_fail(c, QGEN_ERR_INVALID_ARG, "qgen_append: k or v is NULL");
+  if (c->backend == QGEN_BACKEND_GPU) st = qgen_gpu_append(kv, seq, n_seq, n_new, k, v, stream);
+  else {
+    const size_t row = (size_t)c->L.n_head_kv * c->L.in_row_bytes;
+    int64_t r0 = 0;
+    for (int i = 0; i < n_seq; i++) {
+      qgen_ref_append(&c->L, &kv->host, seq[i], n_new[i], (const uint8_t *)(uintptr_t)k + r0 * row,
+                      (const uint8_t *)(uintptr_t)v + r0 * row);
+      r0 += n_new[i];
+    }
+  }
+  if (st == QGEN_OK)
+    for (int i = 0; i < n_seq; i++) kv->len[seq[i]] += n_new[i];
+  return st;
+}
+
+qgen_status qgen_reset(qgen_kv *kv, int seq) {
+  if (!kv) return QGEN_ERR_INVALID_ARG;
+  qgen_status st = check_seqs(kv, "qgen_reset", &seq, 1, 0);
+  if (st != QGEN_OK) return st;
+  if (kv->ctx->backend == QGEN_BACKEND_GPU) st = qgen_gpu_reset(kv, seq);
+  else kv->host.seq_len[seq] = 0;
+  if (st == QGEN_OK) kv->len[seq] = 0;
+  return st;
+}
+
+long long qgen_seq_len(const qgen_kv *kv, int seq) {
+  return kv && seq >= 0 && seq < kv->max_seqs ? (long long)kv->len[seq] : -1;
+}
+
+qgen_status qgen_attend(qgen_kv *kv, const int *seq, int n_seq, qgen_ptr q, qgen_ptr out,
+                        const qgen_attend_opts *opts, qgen_stream stream) {
+  if (!kv) return QGEN_ERR_INVALID_ARG;
+  qgen_ctx *c = kv->ctx;
+  qgen_status st = check_seqs(kv, "qgen_attend", seq, n_seq, 1);
+  if (st != QGEN_OK) return st;
+  if (n_seq == 0) return QGEN_OK;
+  if (!q || !out) return qgen_fail(c, QGEN_ERR_INVALID_ARG, "qgen_attend: q or out is NULL");
+  const qgen_attend_opts o = opts ? *opts : qgen_attend_defaults(c);
+  qgen_budget b = {QGEN_BUDGET_DENSE, 0, 0, 0, 0};
+  if (o.mode == QGEN_ATTEND_SPARSE) {
+    if (!c->spec.sparse)
+      return qgen_fail(c, QGEN_ERR_UNSUPPORTED, "qgen_attend: spec %s is dense (no bounds are kept); sparse attention needs a sparse spec", c->spec.name);
+    if (o.budget < 0 || o.sink < 0 || o.recent < 0)
+      return qgen_fail(c, QGEN_ERR_INVALID_ARG, "qgen_attend: budget %lld, sink %lld, recent %lld must be >= 0", o.budget, o.sink, o.recent);
+    if (o.budget == 0 && !(o.coverage > 0.0 && o.coverage <= 1.0))
+      return qgen_fail(c, QGEN_ERR_INVALID_ARG, "qgen_attend: coverage = %g must be in (0, 1] (or give budget > 0 tokens)", o.coverage);
+    b.mode = o.budget > 0 ? QGEN_BUDGET_TOKENS : QGEN_BUDGET_COVERAGE;
+    b.coverage = o.coverage;
+    b.tokens = o.budget;
+    b.sink = o.sink;
+    b.recent = o.recent;
+  } else if (o.mode != QGEN_ATTEND_DENSE) {
+    return qgen_fail(c, QGEN_ERR_INVALID_ARG, "qgen_attend: mode = %d (QGEN_ATTEND_DENSE or QGEN_ATTEND_SPARSE)", o.mode);
+  }
+  if (c->backend == QGEN_BACKEND_GPU) return qgen_gpu_attend(kv, seq, n_seq, q, out, &b, stream);
+  const qgen_layout *L = &c->L;
+  for (int i = 0; i < n_seq; i++) {
+    int32_t *lists = b.mode ? kv->sel_lists + (int64_t)seq[i] * L->n_head_kv * kv->pps : NULL;
+    int64_t *counts = b.mode ? kv->sel_counts + (int64_t)seq[i] * L->n_head_kv : NULL;
+    qgen_ref_step(L, &kv->host, seq[i], (const uint8_t *)(uintptr_t)q + (size_t)i * L->q_bytes, &b,
+                  (uint8_t *)(uintptr_t)out + (size_t)i * L->out_bytes, NULL, lists, counts);
+  }
+  return QGEN_OK;
+}
+
+/* ---- introspection ------------------------------------------------------------------ */
+
+size_t qgen_kv_size(const qgen_kv *kv, int which) {
+  if (!kv) return 0;
+  const qgen_layout *L = &kv->ctx->L;
+  switch (which) {
+  case QGEN_KV_K: return (size_t)kv->n_pages * L->k_page_bytes;
+  case QGEN_KV_V: return (size_t)kv->n_pages * L->v_page_bytes;
+  case QGEN_KV_BOUNDS: return (size_t)kv->n_pages * L->bounds_page_bytes;
+  case QGEN_KV_PAGE_TABLE: return (size_t)kv->n_pages * sizeof(int32_t);
+  case QGEN_KV_SEQ_LEN: return (size_t)kv->max_seqs * sizeof(int32_t);
+  }
+  return 0;
+}
+
+qgen_status qgen_kv_read(qgen_kv *kv, int which, void *host, size_t bytes) {
+  if (!kv) return QGEN_ERR_INVALID_ARG;
+  size_t want = qgen_kv_size(kv, which);
+  if (!host || want == 0 || bytes != want)
+    return qgen_fail(kv->ctx, QGEN_ERR_INVALID_ARG, "qgen_kv_read: array %d has %zu bytes, got a buffer of %zu", which, want, bytes);
+  if (kv->ctx->backend == QGEN_BACKEND_GPU) return qgen_gpu_read(kv, which, host, bytes);
+  const void *src = which == QGEN_KV_K ? (const void *)kv->host.k
+                    : which == QGEN_KV_V ? (const void *)kv->host.v
+                    : which == QGEN_KV_BOUNDS ? (const void *)kv->host.bounds
+                    : which == QGEN_KV_PAGE_TABLE ? (const void *)kv->host.page_table
+                    : (const void *)kv->host.seq_len;
+  memcpy(host, src, bytes);
+  return QGEN_OK;
+}
+
+qgen_status qgen_kv_map(qgen_kv *kv, int seq, const int *pages, long long n) {
+  if (!kv) return QGEN_ERR_INVALID_ARG;
+  qgen_ctx *c = kv->ctx;
+  qgen_status st = check_seqs(kv, "qgen_kv_map", &seq, 1, 0);
+  if (st != QGEN_OK) return st;
+  if (!pages || n <= 0 || n > kv->pps)
+    return qgen_fail(c, QGEN_ERR_INVALID_ARG, "qgen_kv_map: n = %lld pages (1..%lld) or pages is NULL", n, (long long)kv->pps);
+  if (kv->len[seq] != 0) return qgen_fail(c, QGEN_ERR_INVALID_ARG, "qgen_kv_map: sequence %d is not empty", seq);
+  for (long long i = 0; i < n; i++)
+    if (pages[i] < 0 || pages[i] >= kv->n_pages)
+      return qgen_fail(c, QGEN_ERR_INVALID_ARG, "qgen_kv_map: pages[%lld] = %d is outside [0, %lld)", i, pages[i], (long long)kv->n_pages);
+  if (c->backend == QGEN_BACKEND_GPU && (st = qgen_gpu_write_pages(kv, seq, pages, n)) != QGEN_OK) return st;
+  memcpy(kv->host.page_table + (int64_t)seq * kv->pps, pages, (size_t)n * sizeof *pages);
+  return QGEN_OK;
+}
+
+qgen_status qgen_kv_selection(qgen_kv *kv, int seq, int *lists, int *counts) {
+  if (!kv) return QGEN_ERR_INVALID_ARG;
+  qgen_ctx *c = kv->ctx;
+  qgen_status st = check_seqs(kv, "qgen_kv_selection", &seq, 1, 0);
+  if (st != QGEN_OK) return st;
+  if (!lists || !counts) return qgen_fail(c, QGEN_ERR_INVALID_ARG, "qgen_kv_selection: null output");
+  if (!c->spec.sparse) return qgen_fail(c, QGEN_ERR_UNSUPPORTED, "qgen_kv_selection: dense spec");
+  if (c->backend == QGEN_BACKEND_GPU) return qgen_gpu_selection(kv, seq, lists, counts);
+  const int64_t n = (int64_t)c->L.n_head_kv * kv->pps;
+  memcpy(lists, kv->sel_lists + (int64_t)seq * n, (size_t)n * sizeof *lists);
+  for (int h = 0; h < c->L.n_head_kv; h++) counts[h] = (int)kv->sel_counts[(int64_t)seq * c->L.n_head_kv + h];
+  return QGEN_OK;
+}
+
+long long qgen_kv_pages_per_seq(const qgen_kv *kv) { return kv ? kv->pps : -1; }
+long long qgen_kv_n_pages(const qgen_kv *kv) { return kv ? kv->n_pages : -1; }

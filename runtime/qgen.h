@@ -1,0 +1,146 @@
+/* qgen.h — libqgen, the public C API: Quest sparse-attention decode for one attention
+ * layer, with kernels generated for the model's spec.
+ *
+ *   qgen_ctx *ctx;   qgen_open(&ctx, "specs/qwen3-4b.lua", NULL);      JIT (cached) or bundle
+ *   qgen_kv *kv;     qgen_cache_create(ctx, &kv, max_seqs, max_tokens);  paged KV cache
+ *   qgen_append(kv, seq, n_seq, n_new, k, v, stream);                  new K/V rows
+ *   qgen_attend(kv, seq, n_seq, q, out, NULL, stream);                 one decode step
+ *
+ * Pointers are qgen_ptr: a CUdeviceptr for the GPU backend, a host address (cast) for the
+ * CPU reference backend. Streams are CUstream (NULL = the legacy default stream); the CPU
+ * backend ignores them. Tensors (row-major, in the spec's in_type / out_type):
+ *   k, v  [tokens][n_head_kv][head_dim]  the rows of seq[0] first, then seq[1], ...
+ *   q     [n_seq][n_head][head_dim]      one query token per listed sequence
+ *   out   [n_seq][n_head][head_dim]
+ * Query head h attends with KV head h / (n_head / n_head_kv).
+ *
+ * A step (qgen_append, qgen_attend) only launches kernels: no allocation, no host
+ * synchronisation, so it can be captured in a CUDA graph. All memory is taken by
+ * qgen_cache_create; kernels are compiled (or loaded) by qgen_open, never inside a step.
+ * Calls on one qgen_kv must not run concurrently from several threads. Every call checks
+ * its arguments and returns a status; a call that fails changes nothing.
+ */
+#ifndef QGEN_H
+#define QGEN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef unsigned long long qgen_ptr;     /* CUdeviceptr, or a host address (CPU backend) */
+typedef struct CUstream_st *qgen_stream; /* CUstream */
+typedef struct qgen_ctx qgen_ctx;
+typedef struct qgen_kv qgen_kv;
+
+typedef enum qgen_status {
+  QGEN_OK = 0,
+  QGEN_ERR_INVALID_ARG,  /* a null pointer, an id or size out of range, a bad option */
+  QGEN_ERR_CAPACITY,     /* an append past a sequence's capacity */
+  QGEN_ERR_SPEC,         /* the spec did not load or validate */
+  QGEN_ERR_COMPILE,      /* NVRTC is missing or failed */
+  QGEN_ERR_NO_DRIVER,    /* libcuda.so.1 could not be loaded */
+  QGEN_ERR_NO_DEVICE,    /* no (such) CUDA device */
+  QGEN_ERR_UNSUPPORTED,  /* the device, bundle or request is not supported by this build */
+  QGEN_ERR_OUT_OF_MEMORY,
+  QGEN_ERR_CUDA,         /* a CUDA driver call failed (qgen_error says which) */
+  QGEN_ERR_BUNDLE,       /* a bundle file is malformed */
+  QGEN_ERR_IO,
+} qgen_status;
+
+typedef enum qgen_backend {
+  QGEN_BACKEND_GPU = 0, /* default */
+  QGEN_BACKEND_CPU = 1, /* the plain-C reference executor (the test oracle) */
+} qgen_backend;
+
+typedef struct qgen_open_opts {
+  qgen_backend backend;
+  int device;            /* CUDA device ordinal */
+  const char *variant;   /* a variant of a multi-variant spec; NULL = the first */
+  const char *cache_dir; /* NULL = $QGEN_CACHE_DIR, $XDG_CACHE_HOME/qgen, ~/.cache/qgen */
+} qgen_open_opts;
+
+/* Open a spec (.lua: compiled on first use, then from the cache) or a bundle (.qgb).
+   On failure *ctx still receives a context that only carries qgen_error(); close it. */
+qgen_status qgen_open(qgen_ctx **ctx, const char *spec_or_bundle, const qgen_open_opts *opts);
+void qgen_close(qgen_ctx *ctx);
+/* What went wrong in the last failed call on ctx (or on its caches), in words. */
+const char *qgen_error(const qgen_ctx *ctx);
+const char *qgen_status_str(qgen_status s);
+
+typedef struct qgen_info {
+  const char *name, *k_type, *v_type, *in_type, *out_type;
+  int head_dim, n_head, n_head_kv, group, block, sparse;
+  double scale, coverage;   /* coverage 0 when the spec's budget is in tokens */
+  long long budget;         /* tokens, 0 when the spec's budget is a coverage */
+  long long sink, recent;
+  size_t k_row_bytes, v_row_bytes; /* one token, one KV head */
+  qgen_backend backend;
+  int arch;                 /* compute capability * 10 of the device (GPU backend) */
+  int sm_count;
+  char device_name[128];
+  int from_ptx;             /* the device had no matching cubin: the driver JIT-ed PTX */
+  double open_ms;           /* time qgen_open took */
+  int cache_hit;            /* kernels came from the cache (or a bundle) */
+} qgen_info;
+void qgen_get_info(const qgen_ctx *ctx, qgen_info *info);
+
+/* A paged KV cache for one layer: max_seqs sequences of up to max_tokens tokens each. The
+   memory is taken now, zero-filled; sequence s starts empty. */
+qgen_status qgen_cache_create(qgen_ctx *ctx, qgen_kv **kv, int max_seqs, long long max_tokens);
+void qgen_cache_destroy(qgen_kv *kv);
+
+/* Append n_new[i] tokens to sequence seq[i] (distinct, 0 <= seq < max_seqs) for each i <
+   n_seq; n_new[i] may be 0. Fails with QGEN_ERR_CAPACITY, changing nothing, when a
+   sequence would exceed max_tokens. */
+qgen_status qgen_append(qgen_kv *kv, const int *seq, int n_seq, const int *n_new, qgen_ptr k,
+                        qgen_ptr v, qgen_stream stream);
+
+/* Forget the tokens of sequence seq (its pages are reused by later appends). */
+qgen_status qgen_reset(qgen_kv *kv, int seq);
+/* Tokens held by sequence seq, or -1 for a bad id. */
+long long qgen_seq_len(const qgen_kv *kv, int seq);
+
+enum { QGEN_ATTEND_DENSE = 0, QGEN_ATTEND_SPARSE = 1 };
+typedef struct qgen_attend_opts {
+  int mode;                 /* QGEN_ATTEND_DENSE or QGEN_ATTEND_SPARSE (needs a sparse spec) */
+  double coverage;          /* fraction of pages in (0, 1] ... */
+  long long budget;         /* ... or tokens (> 0); exactly one of the two is used: budget if > 0 */
+  long long sink, recent;   /* tokens always attended at the start / end (>= 0) */
+} qgen_attend_opts;
+/* The spec's defaults (sparse if the spec is). qgen_attend with opts == NULL uses them. */
+qgen_attend_opts qgen_attend_defaults(const qgen_ctx *ctx);
+
+/* One decode step for n_seq distinct sequences: q and out hold one row per listed
+   sequence. A sequence with no tokens gives zeros. */
+qgen_status qgen_attend(qgen_kv *kv, const int *seq, int n_seq, qgen_ptr q, qgen_ptr out,
+                        const qgen_attend_opts *opts, qgen_stream stream);
+
+/* ---- introspection (tests and tools; synchronous, not for the decode loop) ------------ */
+
+enum {
+  QGEN_KV_K = 0,      /* K pool  [n_pages][n_head_kv][block][k_row_bytes] */
+  QGEN_KV_V,          /* V pool */
+  QGEN_KV_BOUNDS,     /* [n_pages][n_head_kv][2][head_dim] f16 (sparse specs) */
+  QGEN_KV_PAGE_TABLE, /* [max_seqs][pages_per_seq] int32 */
+  QGEN_KV_SEQ_LEN,    /* [max_seqs] int32 */
+};
+/* Bytes of one of the cache's arrays (0 when it has none). */
+size_t qgen_kv_size(const qgen_kv *kv, int which);
+/* Copy that array to host memory (bytes must equal qgen_kv_size); waits for the device. */
+qgen_status qgen_kv_read(qgen_kv *kv, int which, void *host, size_t bytes);
+/* Map sequence seq's logical pages to physical pages pages[0..n) (each in
+   [0, n_pages), n <= pages_per_seq); only while the sequence is empty. */
+qgen_status qgen_kv_map(qgen_kv *kv, int seq, const int *pages, long long n);
+/* The page lists of the last sparse qgen_attend of seq: lists[h * pages_per_seq + i],
+   counts[h] for each KV head h. Waits for the device. */
+qgen_status qgen_kv_selection(qgen_kv *kv, int seq, int *lists, int *counts);
+long long qgen_kv_pages_per_seq(const qgen_kv *kv);
+long long qgen_kv_n_pages(const qgen_kv *kv);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,77 @@
+// append.cu — write new K/V rows into their pages and keep the per-page key bounds.
+//
+// One CTA per (page touched by this call, KV head): it owns that page's rows and bounds,
+// so no atomics are needed, and the same kernel serves decode (1 token per sequence) and
+// filling a long context (thousands per sequence). Each warp writes whole rows: lane l
+// holds elements l, l+32, ... of the row, which lets the q8_0/q4_0/q5_0 quantizers reduce a
+// 32-value block with warp shuffles. Bounds are min/max over the keys *as given* (before
+// quantization), rounded outward to f16; the call that writes a page's first token
+// overwrites them, later calls min/max-merge (layout.h). The CTA of a sequence's first
+// page on head 0 publishes the new length.
+
+struct qg_append_args {
+  const u8 *k_in, *v_in; // [tokens][N_KV][D] in IT
+  int n_seq;
+  int seq[APPEND_MAX];   // cache slot
+  int start[APPEND_MAX]; // tokens the sequence held before this call
+  int n_new[APPEND_MAX];
+  int work[APPEND_MAX + 1]; // prefix sum of pages touched: CTA x belongs to seq i when work[i] <= x < work[i+1]
+  i64 row0[APPEND_MAX];     // first input row of each sequence
+};
+
+static_assert(sizeof(qg_append_args) == QG_SIZEOF_APPEND, "qg_append_args differs from runtime/kargs.h");
+
+extern "C" __global__ void __launch_bounds__(QG_APPEND_THREADS) qg_append(qg_cache c, qg_append_args a) {
+  constexpr int NW = QG_APPEND_THREADS / 32, E = D / 32;
+  const int h = blockIdx.y, x = blockIdx.x, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  if (x >= a.work[a.n_seq]) return;
+  int i = 0;
+  while (a.work[i + 1] <= x) i++;
+  const int seq = a.seq[i];
+  const i64 start = a.start[i], end = start + a.n_new[i];
+  const i64 lp = start / BLOCK + (x - a.work[i]); // logical page
+  const i64 t0 = max(start, lp * BLOCK), t1 = min(end, (lp + 1) * BLOCK);
+  const i64 phys = c.page_table[(i64)seq * c.pages_per_seq + lp];
+  u8 *krows = c.k + (phys * N_KV + h) * (i64)(BLOCK * KT::ROW);
+  u8 *vrows = c.v + (phys * N_KV + h) * (i64)(BLOCK * VT::ROW);
+
+  float mn[E], mx[E];
+#pragma unroll
+  for (int e = 0; e < E; e++) mn[e] = INFINITY, mx[e] = -INFINITY;
+  for (i64 t = t0 + warp; t < t1; t += NW) {
+    const i64 in = ((a.row0[i] + (t - start)) * N_KV + h) * D;
+    float xk[E], xv[E];
+#pragma unroll
+    for (int e = 0; e < E; e++) {
+      xk[e] = IT::load(a.k_in, in + lane + 32 * e);
+      xv[e] = IT::load(a.v_in, in + lane + 32 * e);
+      mn[e] = fminf(mn[e], xk[e]);
+      mx[e] = fmaxf(mx[e], xk[e]);
+    }
+    const i64 slot = t - lp * BLOCK;
+    KT::store_row(krows + slot * KT::ROW, xk, lane);
+    VT::store_row(vrows + slot * VT::ROW, xv, lane);
+  }
+  if (h == 0 && x == a.work[i] && threadIdx.x == 0) c.seq_len[seq] = (int)end;
+
+  if constexpr (SPARSE) {
+    __shared__ float red[2][NW][D];
+#pragma unroll
+    for (int e = 0; e < E; e++) {
+      red[0][warp][lane + 32 * e] = mn[e];
+      red[1][warp][lane + 32 * e] = mx[e];
+    }
+    __syncthreads();
+    __half *bd = (__half *)c.bounds + (phys * N_KV + h) * 2 * D;
+    const bool fresh = t0 == lp * BLOCK; // this call writes the page's first token
+    for (int d = threadIdx.x; d < D; d += QG_APPEND_THREADS) {
+      float lo = red[0][0][d], hi = red[1][0][d];
+      for (int w = 1; w < NW; w++) lo = fminf(lo, red[0][w][d]), hi = fmaxf(hi, red[1][w][d]);
+      lo = __half2float(__float2half_rd(lo));
+      hi = __half2float(__float2half_ru(hi));
+      if (!fresh) lo = fminf(lo, __half2float(bd[d])), hi = fmaxf(hi, __half2float(bd[D + d]));
+      bd[d] = __float2half_rn(lo);
+      bd[D + d] = __float2half_rn(hi);
+    }
+  }
+}

@@ -1,0 +1,185 @@
+// common.cuh — shared device helpers for every qgen kernel.
+//
+// The emitter prepends a block of #defines (QG_HEAD_DIM, QG_GROUP, QG_K_TYPE, the launch
+// plan ...) and then concatenates the templates in order: common.cuh, qtypes.cuh, append.cu,
+// [estimate.cu, select.cu when sparse], attend.cu, combine.cu. This file turns the defines
+// into constexprs and holds what more than one kernel needs: integer types, warp reductions,
+// a block-wide scan, cp.async and mma wrappers, and the per-batch argument structs that the
+// host fills (field order and types mirror runtime/gpu.c; keep the two in step).
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+
+#ifndef INFINITY // NVRTC has no <math.h>
+#define INFINITY __int_as_float(0x7f800000)
+#endif
+
+typedef unsigned char u8;
+typedef unsigned short u16;
+typedef unsigned int u32;
+typedef long long i64;
+typedef unsigned long long u64;
+
+constexpr int D = QG_HEAD_DIM;
+constexpr int N_HEAD = QG_N_HEAD;
+constexpr int N_KV = QG_N_HEAD_KV;
+constexpr int G = QG_GROUP;
+constexpr int BLOCK = QG_BLOCK;
+constexpr bool SPARSE = QG_SPARSE != 0;
+constexpr float SCALE_LOG2 = QG_SCALE * 1.4426950408889634f; // softmax in base 2
+
+constexpr int MAX_BATCH = QG_MAX_BATCH; // sequences per attend launch
+constexpr int APPEND_MAX = QG_APPEND_MAX; // sequences per append launch
+
+static_assert(D % 32 == 0 && D <= 256, "head_dim must be a multiple of 32, at most 256");
+static_assert(BLOCK % 32 == 0, "block must be a multiple of 32");
+
+// ---- warp and block reductions ------------------------------------------------------
+
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+// Exclusive scan of v over the block (blockDim.x a multiple of 32, at most 1024);
+// *total gets the block's sum. Uses 33 ints of scratch; ends with a barrier.
+__device__ __forceinline__ int block_exclusive_scan(int v, int *scratch, int *total) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+  int x = v;
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    int y = __shfl_up_sync(0xffffffffu, x, o);
+    if (lane >= o) x += y;
+  }
+  if (lane == 31) scratch[warp] = x;
+  __syncthreads();
+  if (warp == 0) {
+    int w = lane < nw ? scratch[lane] : 0;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+      int y = __shfl_up_sync(0xffffffffu, w, o);
+      if (lane >= o) w += y;
+    }
+    scratch[lane] = w; // inclusive over warps
+    if (lane == 31) scratch[32] = w;
+  }
+  __syncthreads();
+  int before = (warp > 0 ? scratch[warp - 1] : 0) + x - v;
+  *total = scratch[32];
+  __syncthreads();
+  return before;
+}
+
+// ---- numbers ------------------------------------------------------------------------
+
+__device__ __forceinline__ float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// max that keeps a NaN (fmaxf drops it): the Quest score is NaN if any head's is.
+__device__ __forceinline__ float max_keep_nan(float a, float b) { return (a > b || a != a) ? a : b; }
+
+// ---- async copies and tensor-core helpers (sm_80+) ------------------------------------
+
+__device__ __forceinline__ u32 smem_u32(const void *p) { return (u32)__cvta_generic_to_shared(p); }
+
+// 16-byte global -> shared copy; src_bytes = 0 zero-fills the destination.
+__device__ __forceinline__ void cp_async16(void *dst, const void *src, int src_bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_u32(dst)), "l"(src), "r"(src_bytes));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N> __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
+
+__device__ __forceinline__ void ldmatrix_x4(u32 r[4], const void *p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(smem_u32(p)));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(u32 r[4], const void *p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(smem_u32(p)));
+}
+
+// D(16x8 f32) += A(16x16) * B(16x8); BF selects bf16 operands instead of f16.
+template <bool BF> __device__ __forceinline__ void mma16816(float c[4], const u32 a[4], u32 b0, u32 b1) {
+  if constexpr (BF)
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  else
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Two floats packed as an mma operand word (low half = first).
+template <bool BF> __device__ __forceinline__ u32 pack2(float lo, float hi) {
+  if constexpr (BF) {
+    __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+    return *(u32 *)&h;
+  } else {
+    __half2 h = __floats2half2_rn(lo, hi);
+    return *(u32 *)&h;
+  }
+}
+// The rounding residue of pack2 (x - rounded x), packed the same way: with it a bf16
+// operand carries ~16 mantissa bits (hi + lo), which keeps bf16 caches as exact as f16.
+template <bool BF> __device__ __forceinline__ u32 pack2_residue(float lo, float hi, u32 packed) {
+  if constexpr (BF) {
+    __nv_bfloat162 h = *(__nv_bfloat162 *)&packed;
+    return pack2<true>(lo - __low2float(h), hi - __high2float(h));
+  } else {
+    __half2 h = *(__half2 *)&packed;
+    return pack2<false>(lo - __low2float(h), hi - __high2float(h));
+  }
+}
+
+// ---- per-launch arguments (filled by runtime/gpu.c, passed by value) -------------------
+
+// The cache of one layer, as every step kernel sees it.
+struct qg_cache {
+  u8 *k;                 // [n_pages][N_KV][BLOCK][K_ROW]
+  u8 *v;                 // [n_pages][N_KV][BLOCK][V_ROW]
+  u16 *bounds;           // [n_pages][N_KV][2][D] f16 (sparse)
+  const int *page_table; // [max_seqs][pages_per_seq]
+  int *seq_len;          // [max_seqs]
+  i64 pages_per_seq;
+};
+
+// The step's scratch: page lists, scores, split partials (sized by the runtime).
+struct qg_work {
+  float *scores;       // [max_seqs][N_KV][pages_per_seq]
+  int *list;           // [max_seqs][N_KV][pages_per_seq]
+  int *count;          // [max_seqs][N_KV]
+  float *part_o;       // [MAX_BATCH][N_HEAD][max_splits][D]
+  float *part_ml;      // [MAX_BATCH][N_HEAD][max_splits][2]
+  int max_splits;
+};
+
+struct qg_budget {
+  int mode;            // 0 dense, 1 coverage, 2 tokens (layout.h)
+  double coverage;
+  i64 tokens, sink, recent;
+};
+
+struct qg_batch {
+  int n;               // sequences in this launch
+  int seq[MAX_BATCH];  // cache slot of each batch row
+};
+
+// Pages of a sequence of len tokens.
+__device__ __forceinline__ i64 pages_of(i64 len) { return (len + BLOCK - 1) / BLOCK; }
+
+// Splits for a list of L pages: at least QG_MIN_SPLIT_TOKENS tokens each, at most
+// max_splits. A function of L alone, so sparse with a full budget splits like dense.
+__device__ __forceinline__ int n_splits(i64 L, int max_splits) {
+  constexpr i64 per = QG_MIN_SPLIT_TOKENS / BLOCK > 0 ? QG_MIN_SPLIT_TOKENS / BLOCK : 1;
+  i64 n = (L + per - 1) / per;
+  if (n > max_splits) n = max_splits;
+  return n < 1 ? 1 : (int)n;
+}
+
+static_assert(sizeof(qg_cache) == QG_SIZEOF_CACHE && sizeof(qg_work) == QG_SIZEOF_WORK &&
+                  sizeof(qg_budget) == QG_SIZEOF_BUDGET && sizeof(qg_batch) == QG_SIZEOF_BATCH,
+              "kernel argument structs differ from runtime/kargs.h");

@@ -1,0 +1,156 @@
+// qtypes.cuh — device traits, one struct per element type (the device half of the table in
+// runtime/qtypes.c; the struct names are that table's `device` column).
+//
+// Every struct has:
+//   load(p, i) / store(p, i, x)   io types (f32, f16, bf16): element i of a q/k/v/out array
+//   ROW                           cache types: bytes of one head_dim row
+//   Q16                           16-bit cache type: rows are 16-byte multiples, V is read
+//                                 with ldmatrix.trans; otherwise V columns are permuted
+//   BF                            the mma operand type is bf16 (else f16)
+//   store_row(row, x, lane)       append: the warp writes one row; lane holds x[i], the
+//                                 element lane + 32*i. Quantizers are ggml-exact: explicit
+//                                 _rn arithmetic so nothing is contracted into an FMA.
+//   load4(row, d0)                attend: elements d0..d0+3 (d0 % 4 == 0) of a row held in
+//                                 shared memory, dequantized to two packed operand words.
+// Quantized blocks are only 2-byte aligned, so their loads are 16-bit.
+
+__device__ __forceinline__ u32 ld_u32_a2(const u8 *p) { // 4 bytes at a 2-byte boundary
+  return (u32) * (const u16 *)p | (u32) * (const u16 *)(p + 2) << 16;
+}
+// Four small unsigned bytes (values < 256) to two f16 pairs of value (byte - bias).
+__device__ __forceinline__ uint2 bytes_to_half4(u32 q, float bias) {
+  const __half2 b = __float2half2_rn(1024.0f + bias);
+  u32 w0 = __byte_perm(q, 0x64, 0x4140), w1 = __byte_perm(q, 0x64, 0x4342); // 1024 + byte
+  __half2 h0 = __hsub2(*(__half2 *)&w0, b), h1 = __hsub2(*(__half2 *)&w1, b);
+  return make_uint2(*(u32 *)&h0, *(u32 *)&h1);
+}
+__device__ __forceinline__ uint2 scale_half4(uint2 v, __half d) {
+  __half2 dd = __half2half2(d);
+  __half2 a = __hmul2(*(__half2 *)&v.x, dd), b = __hmul2(*(__half2 *)&v.y, dd);
+  return make_uint2(*(u32 *)&a, *(u32 *)&b);
+}
+
+// The element of largest magnitude in a 32-value block held one per lane (the first one on
+// ties, +0 when all are zero), as ggml's q4_0/q5_0 quantizers pick it.
+__device__ __forceinline__ float warp_signed_absmax(float x, int lane) {
+  float a = fabsf(x);
+  int idx = lane;
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    float oa = __shfl_xor_sync(0xffffffffu, a, o);
+    int oi = __shfl_xor_sync(0xffffffffu, idx, o);
+    if (oa > a || (oa == a && oi < idx)) { a = oa; idx = oi; }
+  }
+  float m = __shfl_sync(0xffffffffu, x, idx);
+  return a > 0.0f ? m : 0.0f;
+}
+
+struct qg_f32 {
+  static __device__ __forceinline__ float load(const void *p, i64 i) { return ((const float *)p)[i]; }
+  static __device__ __forceinline__ void store(void *p, i64 i, float x) { ((float *)p)[i] = x; }
+};
+
+struct qg_f16 {
+  static constexpr int ROW = D * 2;
+  static constexpr bool Q16 = true, BF = false;
+  static __device__ __forceinline__ float load(const void *p, i64 i) { return __half2float(((const __half *)p)[i]); }
+  static __device__ __forceinline__ void store(void *p, i64 i, float x) { ((__half *)p)[i] = __float2half_rn(x); }
+  static __device__ __forceinline__ void store_row(u8 *row, const float (&x)[D / 32], int lane) {
+#pragma unroll
+    for (int i = 0; i < D / 32; i++) ((__half *)row)[lane + 32 * i] = __float2half_rn(x[i]);
+  }
+  static __device__ __forceinline__ uint2 load4(const u8 *row, int d0) { return *(const uint2 *)(row + 2 * d0); }
+};
+
+struct qg_bf16 {
+  static constexpr int ROW = D * 2;
+  static constexpr bool Q16 = true, BF = true;
+  static __device__ __forceinline__ float load(const void *p, i64 i) { return __bfloat162float(((const __nv_bfloat16 *)p)[i]); }
+  static __device__ __forceinline__ void store(void *p, i64 i, float x) { ((__nv_bfloat16 *)p)[i] = __float2bfloat16_rn(x); }
+  static __device__ __forceinline__ void store_row(u8 *row, const float (&x)[D / 32], int lane) {
+#pragma unroll
+    for (int i = 0; i < D / 32; i++) ((__nv_bfloat16 *)row)[lane + 32 * i] = __float2bfloat16_rn(x[i]);
+  }
+  static __device__ __forceinline__ uint2 load4(const u8 *row, int d0) { return *(const uint2 *)(row + 2 * d0); }
+};
+
+// q8_0: {f16 d; int8 qs[32]}, x = qs*d; d = amax/127, qs = round(x/d).
+struct qg_q8_0 {
+  static constexpr int ROW = D / 32 * 34;
+  static constexpr bool Q16 = false, BF = false;
+  static __device__ __forceinline__ void store_row(u8 *row, const float (&x)[D / 32], int lane) {
+#pragma unroll
+    for (int i = 0; i < D / 32; i++) {
+      u8 *blk = row + i * 34;
+      const float amax = warp_max(fabsf(x[i]));
+      const float d = __fdiv_rn(amax, 127.0f), id = d != 0.0f ? __fdiv_rn(1.0f, d) : 0.0f;
+      blk[2 + lane] = (u8)(signed char)(int)roundf(__fmul_rn(x[i], id));
+      if (lane == 0) *(__half *)blk = __float2half_rn(d);
+    }
+  }
+  static __device__ __forceinline__ uint2 load4(const u8 *row, int d0) {
+    const u8 *blk = row + (d0 >> 5) * 34;
+    const u32 q = ld_u32_a2(blk + 2 + (d0 & 31)) ^ 0x80808080u; // int8 + 128
+    return scale_half4(bytes_to_half4(q, 128.0f), *(const __half *)blk);
+  }
+};
+
+// q4_0: {f16 d; u8 qs[16]}, element j < 16 in the low nibble of qs[j], j+16 in the high;
+// x = (nibble - 8)*d; d = max/-8, q = min(15, trunc(x/d + 8.5)).
+struct qg_q4_0 {
+  static constexpr int ROW = D / 32 * 18;
+  static constexpr bool Q16 = false, BF = false;
+  static __device__ __forceinline__ void store_row(u8 *row, const float (&x)[D / 32], int lane) {
+#pragma unroll
+    for (int i = 0; i < D / 32; i++) {
+      u8 *blk = row + i * 18;
+      const float d = __fdiv_rn(warp_signed_absmax(x[i], lane), -8.0f);
+      const float id = d != 0.0f ? __fdiv_rn(1.0f, d) : 0.0f;
+      const int q = min(15, (int)__fadd_rn(__fmul_rn(x[i], id), 8.5f));
+      const int hi = __shfl_down_sync(0xffffffffu, q, 16);
+      if (lane < 16) blk[2 + lane] = (u8)(q | hi << 4);
+      if (lane == 0) *(__half *)blk = __float2half_rn(d);
+    }
+  }
+  static __device__ __forceinline__ uint2 load4(const u8 *row, int d0) {
+    const u8 *blk = row + (d0 >> 5) * 18;
+    const int w = d0 & 31;
+    const u32 q = (ld_u32_a2(blk + 2 + (w & 15)) >> (w & 16 ? 4 : 0)) & 0x0f0f0f0fu;
+    return scale_half4(bytes_to_half4(q, 8.0f), *(const __half *)blk);
+  }
+};
+
+// q5_0: {f16 d; u8 qh[4]; u8 qs[16]}, low 4 bits as q4_0, bit 4 of element j is bit j of
+// the little-endian qh; x = (q - 16)*d; d = max/-16, q = min(31, trunc(x/d + 16.5)).
+struct qg_q5_0 {
+  static constexpr int ROW = D / 32 * 22;
+  static constexpr bool Q16 = false, BF = false;
+  static __device__ __forceinline__ void store_row(u8 *row, const float (&x)[D / 32], int lane) {
+#pragma unroll
+    for (int i = 0; i < D / 32; i++) {
+      u8 *blk = row + i * 22;
+      const float d = __fdiv_rn(warp_signed_absmax(x[i], lane), -16.0f);
+      const float id = d != 0.0f ? __fdiv_rn(1.0f, d) : 0.0f;
+      const int q = min(31, (int)__fadd_rn(__fmul_rn(x[i], id), 16.5f));
+      const int hi = __shfl_down_sync(0xffffffffu, q, 16);
+      const u32 qh = __ballot_sync(0xffffffffu, q & 16);
+      if (lane < 16) blk[6 + lane] = (u8)((q & 15) | (hi & 15) << 4);
+      if (lane < 4) blk[2 + lane] = (u8)(qh >> 8 * lane);
+      if (lane == 0) *(__half *)blk = __float2half_rn(d);
+    }
+  }
+  static __device__ __forceinline__ uint2 load4(const u8 *row, int d0) {
+    const u8 *blk = row + (d0 >> 5) * 22;
+    const int w = d0 & 31;
+    const u32 hb = (ld_u32_a2(blk + 2) >> w) & 15u; // 5th bits of the four elements
+    const u32 spread = (hb & 1u) << 4 | (hb & 2u) << 11 | (hb & 4u) << 18 | (hb & 8u) << 25;
+    const u32 q = ((ld_u32_a2(blk + 6 + (w & 15)) >> (w & 16 ? 4 : 0)) & 0x0f0f0f0fu) | spread;
+    return scale_half4(bytes_to_half4(q, 16.0f), *(const __half *)blk);
+  }
+};
+
+using KT = QG_K_TYPE;
+using VT = QG_V_TYPE;
+using IT = QG_IN_TYPE;
+using OT = QG_OUT_TYPE;
+static_assert(KT::ROW == QG_K_ROW && VT::ROW == QG_V_ROW, "plan and type traits disagree on row bytes");

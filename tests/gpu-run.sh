@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# gpu-run.sh — the GPU test run on a GPU machine, from a build folder made elsewhere:
+#   bash tests/gpu-run.sh BUILD_DIR [OUT_DIR] [quick]
+# Prints the machine (GPU, driver), runs `qgen check` on every spec (and the > 4 GiB
+# sequence for qwen3-4b unless quick), and leaves the log in OUT_DIR/gpu-check.log.
+set -u -o pipefail
+build=${1:?build dir}
+out=${2:-.}
+mode=${3:-full}
+mkdir -p "$out"
+log="$out/gpu-check.log"
+{
+  echo "# qgen GPU check — $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  echo "# command: bash tests/gpu-run.sh $*"
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | sed 's/^/# gpu: /'
+  echo "# cuda toolkit: $(ls -d /usr/local/cuda-* 2>/dev/null | tr '\n' ' ')"
+} | tee "$log"
+export QGEN_CACHE_DIR=${QGEN_CACHE_DIR:-/tmp/qgen-cache}
+quick=""
+[ "$mode" = quick ] && quick=--quick
+fail=0
+for s in specs/*.lua; do
+  "$build/qgen" check --spec "$s" $quick 2>&1 | tee -a "$log" || fail=$((fail + 1))
+done
+if [ "$mode" != quick ]; then
+  "$build/qgen" check --spec specs/qwen3-4b.lua --big 2>&1 | grep -E "big|checks passed|FAIL" | tee -a "$log" || fail=$((fail + 1))
+fi
+echo "# specs with failures: $fail" | tee -a "$log"
+exit $((fail > 0))
