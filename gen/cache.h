@@ -3,8 +3,11 @@
  * Content-addressed: the caller hashes everything that determines the artifact (format
  * version, qgen version, emitted source, NVRTC version, arch, options) into a 32-byte key;
  * the file name adds a readable prefix: "<name>-<first 16 hex of key>.qgc".
- * Directory: $QGEN_CACHE_DIR, else $XDG_CACHE_HOME/qgen, else $HOME/.cache/qgen.
- * QGEN_CACHE=off disables the disk (memory only).
+ * The name is sanitized: bytes outside [A-Za-z0-9._-] become '_' (so no name can leave the
+ * directory), it is cut to 100 bytes, and an empty or NULL name becomes "entry".
+ * Directory: $QGEN_CACHE_DIR, else $XDG_CACHE_HOME/qgen, else $HOME/.cache/qgen (empty
+ * variables count as unset; a relative XDG_CACHE_HOME is ignored, as the XDG spec says).
+ * QGEN_CACHE=off (or 0) disables the disk (memory only), even for an explicit dir.
  *
  * Entry file: magic "QGENCACH", u32 format version, u32 flags (0), key[32], u64 payload
  * size, sha256(payload)[32], payload. A file that is short, long, of another version or key,
@@ -12,6 +15,9 @@
  * file in the same directory and are renamed into place, so concurrent processes never see
  * a torn entry. An unwritable directory gives one warning and the cache works from memory.
  * Every entry read or written in this process is also kept in memory.
+ * A cache that could create its directory but later fails to write an entry warns once,
+ * keeps reading existing entries from the directory and stores new ones in memory only.
+ * One qgen_cache may be shared by threads (a mutex guards its memory store).
  */
 #ifndef QGEN_CACHE_H
 #define QGEN_CACHE_H
@@ -38,7 +44,8 @@ int qgen_cache_get(qgen_cache *c, const char *name, const uint8_t key[32], void 
                    size_t *size);
 
 /* Store an entry (memory always; disk when writable). Returns 0 when it reached the disk,
-   1 when it is held in memory only, -1 on OOM. */
+   1 when it is held in memory only (no usable directory, a failed write, or a payload
+   larger than QGEN_CACHE_MAX_ENTRY), -1 on OOM or bad arguments. */
 int qgen_cache_put(qgen_cache *c, const char *name, const uint8_t key[32], const void *data,
                    size_t size);
 
@@ -46,12 +53,16 @@ int qgen_cache_put(qgen_cache *c, const char *name, const uint8_t key[32], const
 void qgen_cache_entry_path(const qgen_cache *c, const char *name, const uint8_t key[32],
                            char *buf, size_t n);
 
-/* Walk the entries on disk: cb(file name, size in bytes, 1 if it verifies else 0). */
+/* Walk the entries on disk: cb(file name, size in bytes, 1 if it verifies else 0); an
+   entry verifies when its whole file checks out and its key matches its name. Returns the
+   number of entries walked (0 when memory-only), or -1 when the directory can't be read. */
 int qgen_cache_list(qgen_cache *c, void (*cb)(void *ud, const char *file, uint64_t size, int ok),
                     void *ud);
 
 /* Remove every *.qgc entry (and stale temp files) from the directory; returns the count
-   removed, or -1 on error. Other files are left alone. */
+   removed, or -1 on error. Other files are left alone. A temp file is stale when the
+   process named in it is gone, or it is over a minute old (a write in progress is kept).
+   The in-memory copies are dropped too, so a later get misses until the next put. */
 int qgen_cache_clear(qgen_cache *c);
 
 #endif

@@ -21,8 +21,8 @@ void qgen_spec_layout(const qgen_spec *s, qgen_layout *L) {
                    s->in_type, s->out_type, s->scale, s->sparse);
 }
 
-static const char *const KERNELS_SPARSE[] = {"qg_append", "qg_estimate", "qg_select", "qg_attend", "qg_combine", NULL};
-static const char *const KERNELS_DENSE[] = {"qg_append", "qg_attend", "qg_combine", NULL};
+static const char *const KERNELS_SPARSE[] = {"qg_append", "qg_estimate", "qg_select", "qg_attend", NULL};
+static const char *const KERNELS_DENSE[] = {"qg_append", "qg_attend", NULL};
 
 const char *const *qgen_kernel_names(const qgen_spec *s) { return s->sparse ? KERNELS_SPARSE : KERNELS_DENSE; }
 
@@ -102,25 +102,26 @@ char *qgen_emit_source(const qgen_spec *s, size_t *len, char *err, size_t errlen
   sb_printf(&b, "#define QG_K_TYPE %s\n#define QG_V_TYPE %s\n#define QG_IN_TYPE %s\n#define QG_OUT_TYPE %s\n",
             device_type(s->k_type), device_type(s->v_type), device_type(s->in_type), device_type(s->out_type));
   sb_printf(&b, "#define QG_K_ROW %zu\n#define QG_V_ROW %zu\n", L.k_row_bytes, L.v_row_bytes);
-  sb_printf(&b, "#define QG_MAX_BATCH %d\n#define QG_APPEND_MAX %d\n", QGEN_MAX_BATCH, QGEN_APPEND_MAX);
+  sb_printf(&b, "#define QG_MAX_BATCH %d\n#define QG_APPEND_MAX %d\n#define QG_SEL_BINS %d\n", QGEN_MAX_BATCH,
+            QGEN_APPEND_MAX, QGEN_SEL_BINS);
   sb_printf(&b, "#define QG_MT %d\n#define QG_WARPS_M %d\n#define QG_WARPS_T %d\n#define QG_ATTEND_THREADS %d\n",
             P.mt, P.warps_m, P.warps_t, P.attend_threads);
   sb_printf(&b, "#define QG_TILE %d\n#define QG_STAGES %d\n#define QG_K_SROW %d\n#define QG_V_SROW %d\n#define QG_Q_SROW %d\n",
             P.tile, P.stages, P.k_srow, P.v_srow, P.q_srow);
   sb_printf(&b, "#define QG_K_TILE_BYTES %d\n#define QG_V_TILE_BYTES %d\n#define QG_MIN_SPLIT_TOKENS %d\n",
             P.k_tile_bytes, P.v_tile_bytes, P.min_split_tokens);
-  sb_printf(&b, "#define QG_EST_LPP %d\n#define QG_EST_THREADS %d\n#define QG_EST_PAGES %d\n", P.est_lpp,
-            P.est_threads, P.est_pages);
-  sb_printf(&b, "#define QG_SEL_THREADS %d\n#define QG_SEL_RUN %d\n#define QG_APPEND_THREADS %d\n#define QG_COMB_THREADS %d\n",
-            P.sel_threads, P.sel_run, P.append_threads, P.comb_threads);
+  sb_printf(&b, "#define QG_EST_THREADS %d\n#define QG_EST_PAGES %d\n#define QG_EST_QROW %d\n", P.est_threads,
+            P.est_pages, P.est_qrow);
+  sb_printf(&b, "#define QG_SEL_THREADS %d\n#define QG_SEL_SMEM_KEYS %d\n#define QG_APPEND_THREADS %d\n",
+            P.sel_threads, P.sel_smem_keys, P.append_threads);
 
   sb_printf(&b, "#define QG_SIZEOF_CACHE %zu\n#define QG_SIZEOF_WORK %zu\n#define QG_SIZEOF_BUDGET %zu\n",
             sizeof(qg_cache_args), sizeof(qg_work_args), sizeof(qg_budget_args));
   sb_printf(&b, "#define QG_SIZEOF_BATCH %zu\n#define QG_SIZEOF_APPEND %zu\n", sizeof(qg_batch_args),
             sizeof(qg_append_args));
 
-  static const char *const sparse_units[] = {"common.cuh", "qtypes.cuh", "append.cu", "estimate.cu", "select.cu", "attend.cu", "combine.cu", NULL};
-  static const char *const dense_units[] = {"common.cuh", "qtypes.cuh", "append.cu", "attend.cu", "combine.cu", NULL};
+  static const char *const sparse_units[] = {"common.cuh", "qtypes.cuh", "append.cu", "estimate.cu", "select.cu", "combine.cu", "attend.cu", NULL};
+  static const char *const dense_units[] = {"common.cuh", "qtypes.cuh", "append.cu", "combine.cu", "attend.cu", NULL};
   for (const char *const *u = s->sparse ? sparse_units : dense_units; *u; u++)
     if (put_template(&b, *u, err, errlen) != 0) {
       free(b.p);

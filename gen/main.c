@@ -15,6 +15,8 @@
 
 #include "build.h"
 #include "check.h"
+
+int qgen_bench_main(int argc, char **argv); /* bench/bench.c */
 #include "cache.h"
 #include "emit.h"
 #include "nvrtc.h"
@@ -31,6 +33,7 @@ static const char USAGE[] =
     "commands:\n"
     "  emit     expand the CUDA templates for a spec and compile them with NVRTC (cached)\n"
     "  check    run the GPU-vs-CPU-reference checks of a spec (needs a GPU; 77 without)\n"
+    "  bench    time the decode step on the GPU (contexts x batches x coverages)\n"
     "  cache    show (path), list or clear the kernel cache\n"
     "  version  print versions (qgen, NVRTC)\n"
     "\n"
@@ -249,6 +252,7 @@ int main(int argc, char **argv) {
   }
   const char *cmd = argv[1];
   if (strcmp(cmd, "emit") == 0) return cmd_emit(argc - 2, argv + 2);
+  if (strcmp(cmd, "bench") == 0) return qgen_bench_main(argc - 2, argv + 2);
   if (strcmp(cmd, "check") == 0) return qgen_check_main(argc - 2, argv + 2);
   if (strcmp(cmd, "cache") == 0) return cmd_cache(argc - 2, argv + 2);
   if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) return cmd_version();

@@ -6,8 +6,8 @@
  * says so). With a spec, the kernels are built for the device's arch (cache, then NVRTC).
  *
  * A step launches only kernels with by-value arguments (kargs.h): sparse =
- * estimate → select → attend (→ combine when the lists were split), dense = attend
- * (→ combine). Grids are sized from capacities known at open/create time, never from
+ * estimate → select → attend, dense = attend; attend merges its own splits
+ * (combine.cu). Grids are sized from capacities known at open/create time, never from
  * device-side lengths, so a captured graph stays valid as sequences grow. The split count
  * for a batch of nb rows targets one wave of attend CTAs: ceil(SMs * CTAs/SM / (nb *
  * n_head_kv)), at most QGEN_MAX_SPLITS; the partial buffers are sized for the worst nb.
@@ -23,19 +23,19 @@
 #include "internal.h"
 #include "kargs.h"
 
-#define QGEN_MAX_SPLITS 64
 
 struct gpu_ctx {
   const qgen_cudrv *cu;
   CUdevice dev;
   CUcontext cuctx;
   CUmodule mod;
-  CUfunction f_append, f_estimate, f_select, f_attend, f_combine;
+  CUfunction f_append, f_estimate, f_select, f_attend;
   int sm_count, arch, attend_per_sm;
+  CUevent *marks; /* benchmarks: recorded before select and before attend (internal.h) */
 };
 
 struct gpu_kv {
-  CUdeviceptr k, v, bounds, page_table, seq_len, scores, list, count, part_o, part_ml;
+  CUdeviceptr k, v, bounds, page_table, seq_len, scores, list, count, part_o, part_ml, ticket, hist;
 };
 
 #define CU(call)                                                                                      \
@@ -46,10 +46,11 @@ struct gpu_kv {
                        "%s: %s", #call, qgen_cu_errstr(r_));                                          \
   } while (0)
 
+/* Splits per (row, KV head): as many as fill the resident CTA slots once, rounded down
+   so the last wave is not a small tail (288 CTAs on 264 slots run as two waves). */
 static int max_splits(const gpu_ctx *g, const qgen_layout *L, int nb) {
   int target = g->sm_count * (g->attend_per_sm > 0 ? g->attend_per_sm : 1);
-  int per = nb * L->n_head_kv;
-  int ms = (target + per - 1) / per;
+  int ms = target / (nb * L->n_head_kv);
   return ms < 1 ? 1 : ms > QGEN_MAX_SPLITS ? QGEN_MAX_SPLITS : ms;
 }
 
@@ -65,10 +66,10 @@ static qgen_status load_module(qgen_ctx *c, const qgen_artifact *a) {
   }
   CU(cu->cuModuleGetFunction(&g->f_append, g->mod, "qg_append"));
   CU(cu->cuModuleGetFunction(&g->f_attend, g->mod, "qg_attend"));
-  CU(cu->cuModuleGetFunction(&g->f_combine, g->mod, "qg_combine"));
   if (c->spec.sparse) {
     CU(cu->cuModuleGetFunction(&g->f_estimate, g->mod, "qg_estimate"));
     CU(cu->cuModuleGetFunction(&g->f_select, g->mod, "qg_select"));
+    CU(cu->cuFuncSetAttribute(g->f_select, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 4 * c->P.sel_smem_keys));
   }
   int smem_max = 0;
   CU(cu->cuDeviceGetAttribute(&smem_max, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, g->dev));
@@ -76,6 +77,11 @@ static qgen_status load_module(qgen_ctx *c, const qgen_artifact *a) {
     return qgen_fail(c, QGEN_ERR_UNSUPPORTED, "attend needs %d bytes of shared memory; this device allows %d per block",
                      c->P.attend_smem, smem_max);
   CU(cu->cuFuncSetAttribute(g->f_attend, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, c->P.attend_smem));
+  /* all of L1 as shared memory, for every kernel: attend's occupancy is bounded by it, and
+     kernels that agree on the carveout need no SM reconfiguration between them */
+  CUfunction all[] = {g->f_append, g->f_attend, g->f_estimate, g->f_select};
+  for (int i = 0; i < 4; i++)
+    if (all[i]) CU(cu->cuFuncSetAttribute(all[i], CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, 100));
   CU(cu->cuOccupancyMaxActiveBlocksPerMultiprocessor(&g->attend_per_sm, g->f_attend, c->P.attend_threads,
                                                      (size_t)c->P.attend_smem));
   if (g->attend_per_sm < 1) return qgen_fail(c, QGEN_ERR_UNSUPPORTED, "attend cannot run on this device (occupancy 0)");
@@ -197,7 +203,9 @@ qgen_status qgen_gpu_cache_create(qgen_kv *kv) {
       (st = alloc0(c, &m->seq_len, (size_t)kv->max_seqs * 4)) || (st = alloc0(c, &m->scores, sel * 4)) ||
       (st = alloc0(c, &m->list, sel * 4)) || (st = alloc0(c, &m->count, (size_t)kv->max_seqs * L->n_head_kv * 4)) ||
       (st = alloc0(c, &m->part_o, (size_t)rows * L->n_head * L->head_dim * 4)) ||
-      (st = alloc0(c, &m->part_ml, (size_t)rows * L->n_head * 2 * 4)))
+      (st = alloc0(c, &m->part_ml, (size_t)rows * L->n_head * 2 * 4)) ||
+      (st = alloc0(c, &m->ticket, (size_t)QGEN_MAX_BATCH * L->n_head_kv * 4)) ||
+      (st = alloc0(c, &m->hist, L->sparse ? (size_t)QGEN_MAX_BATCH * L->n_head_kv * QGEN_SEL_BINS * 4 : 0)))
     return st;
   CU(g->cu->cuMemcpyHtoD(m->page_table, kv->host.page_table, (size_t)kv->n_pages * 4));
   return QGEN_OK;
@@ -207,7 +215,7 @@ void qgen_gpu_cache_destroy(qgen_kv *kv) {
   gpu_kv *m = kv->gpu;
   const qgen_cudrv *cu = kv->ctx->gpu->cu;
   cu->cuCtxSetCurrent(kv->ctx->gpu->cuctx);
-  CUdeviceptr all[] = {m->k, m->v, m->bounds, m->page_table, m->seq_len, m->scores, m->list, m->count, m->part_o, m->part_ml};
+  CUdeviceptr all[] = {m->k, m->v, m->bounds, m->page_table, m->seq_len, m->scores, m->list, m->count, m->part_o, m->part_ml, m->ticket, m->hist};
   for (size_t i = 0; i < sizeof all / sizeof *all; i++)
     if (all[i]) cu->cuMemFree(all[i]);
   free(m);
@@ -277,24 +285,25 @@ qgen_status qgen_gpu_attend(qgen_kv *kv, const int *seq, int n_seq, qgen_ptr q, 
     bt.n = n_seq - i0 < QGEN_MAX_BATCH ? n_seq - i0 : QGEN_MAX_BATCH;
     memcpy(bt.seq, seq + i0, (size_t)bt.n * sizeof(int));
     const int ms = max_splits(g, L, bt.n);
-    qg_work_args wk = {m->scores, m->list, m->count, m->part_o, m->part_ml, ms};
+    qg_work_args wk = {m->scores, m->list, m->count, m->part_o, m->part_ml, m->ticket, m->hist, ms};
     qgen_dptr qp = q + (qgen_dptr)i0 * L->q_bytes, op = out + (qgen_dptr)i0 * L->out_bytes;
     qgen_status st;
     if (!dense) {
-      void *ea[] = {&ca, &wk, &bt, &qp};
+      void *ea[] = {&ca, &wk, &bt, &ba, &qp};
       const unsigned ex = (unsigned)((kv->pps + P->est_pages - 1) / P->est_pages);
       if ((st = launch(c, g->f_estimate, ex, (unsigned)L->n_head_kv, (unsigned)bt.n, P->est_threads, 0, s, ea))) return st;
-      void *sa[] = {&ca, &wk, &bt, &ba};
-      if ((st = launch(c, g->f_select, (unsigned)L->n_head_kv, (unsigned)bt.n, 1, P->sel_threads, 0, s, sa))) return st;
     }
+    if (g->marks) CU(g->cu->cuEventRecordWithFlags(g->marks[0], s, CU_EVENT_RECORD_EXTERNAL));
+    if (!dense) {
+      void *sa[] = {&ca, &wk, &bt, &ba};
+      const int smem = 4 * (int)(kv->pps < P->sel_smem_keys ? kv->pps : P->sel_smem_keys);
+      if ((st = launch(c, g->f_select, (unsigned)L->n_head_kv, (unsigned)bt.n, 1, P->sel_threads, smem, s, sa))) return st;
+    }
+    if (g->marks) CU(g->cu->cuEventRecordWithFlags(g->marks[1], s, CU_EVENT_RECORD_EXTERNAL));
     void *aa[] = {&ca, &wk, &bt, &qp, &op, &dense};
     if ((st = launch(c, g->f_attend, (unsigned)ms, (unsigned)L->n_head_kv, (unsigned)bt.n, P->attend_threads,
                      P->attend_smem, s, aa)))
       return st;
-    if (ms > 1) {
-      void *ca2[] = {&ca, &wk, &bt, &op, &dense};
-      if ((st = launch(c, g->f_combine, (unsigned)L->n_head, (unsigned)bt.n, 1, P->comb_threads, 0, s, ca2))) return st;
-    }
   }
   return QGEN_OK;
 }
@@ -341,3 +350,6 @@ qgen_status qgen_gpu_selection(qgen_kv *kv, int seq, int32_t *lists, int32_t *co
   CU(cu->cuMemcpyDtoH(counts, kv->gpu->count + (CUdeviceptr)seq * nkv * 4, (size_t)nkv * 4));
   return QGEN_OK;
 }
+
+void qgen_gpu_set_marks(qgen_ctx *c, CUevent *marks) { c->gpu->marks = marks; }
+int qgen_gpu_max_splits(const qgen_ctx *c, int nb) { return max_splits(c->gpu, &c->L, nb); }

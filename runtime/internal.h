@@ -51,4 +51,10 @@ qgen_status qgen_gpu_read(qgen_kv *kv, int which, void *host, size_t bytes);
 qgen_status qgen_gpu_write_pages(qgen_kv *kv, int seq, const int32_t *pages, int64_t n);
 qgen_status qgen_gpu_selection(qgen_kv *kv, int seq, int32_t *lists, int32_t *counts);
 
+/* Benchmarks: record marks[0] before select and marks[1] before attend in every step
+   (NULL stops it); the splits a batch of nb rows gets. */
+struct CUevent_st;
+void qgen_gpu_set_marks(qgen_ctx *c, struct CUevent_st **marks);
+int qgen_gpu_max_splits(const qgen_ctx *c, int nb);
+
 #endif

@@ -18,7 +18,7 @@ typedef struct qg_cache_args {
 } qg_cache_args;
 
 typedef struct qg_work_args {
-  qgen_dptr scores, list, count, part_o, part_ml;
+  qgen_dptr scores, list, count, part_o, part_ml, ticket, hist;
   int max_splits;
 } qg_work_args;
 

@@ -21,7 +21,10 @@
  *
  * Quest score of a page for a KV head: max over the group's query heads g of
  *   sum_d ( q_gd > 0 ? q_gd*kmax_d : q_gd < 0 ? q_gd*kmin_d : 0 )
- * (unscaled; the zero case avoids 0*inf).
+ * (unscaled). The GPU computes the same sum as a matrix product,
+ *   sum_d ( min(q_gd,0)*kmin_d + max(q_gd,0)*kmax_d ),
+ * equal for finite bounds; a bound that is infinite (a key beyond +-65504 given as f32 or
+ * bf16) makes that page's GPU score NaN, so the GPU always attends it.
  *
  * Selection (per sequence and KV head), n = ceil(len / block) pages:
  *   forced  = pages holding tokens [0, sink) ∪ pages holding tokens [len - recent, len)

@@ -6,6 +6,7 @@
  *    units (ldmatrix and the 8-byte K reads are then conflict-free); quantized rows are
  *    copied as one contiguous slab (they are not 16-byte multiples).
  *  - stages: as many as fit ~106 KiB (2..4), so two CTAs share an H100/H200 SM.
+ *  - estimate: one m16 tile of pages per warp, 4 warps a CTA.
  */
 #include "plan.h"
 
@@ -33,17 +34,17 @@ void qgen_plan_make(const qgen_layout *L, qgen_plan *p) {
   const int nq = L->k_type == QGEN_TYPE_BF16 ? 2 : 1;
   const int q_bytes = nq * p->mt * 16 * p->q_srow;
   const int red = p->warps_t * p->mt * 16 * (D + 2) * 4;
-  const int pipe = p->stages * stage;
-  p->attend_smem = q_bytes + (pipe > red ? pipe : red);
+  const int comb = L->group * QGEN_MAX_SPLITS * 4; /* the last split's merge weights */
+  int area = p->stages * stage;
+  if (red > area) area = red;
+  if (comb > area) area = comb;
+  p->attend_smem = q_bytes + area;
   p->min_split_tokens = 256;
 
-  int lpp = D / 8;
-  if (lpp & (lpp - 1) || lpp > 32) lpp = 32; /* D/8 not a power of two: one channel group per lane */
-  p->est_lpp = lpp;
-  p->est_threads = 256;
-  p->est_pages = (p->est_threads / 32) * (32 / lpp) * 4;
-  p->sel_threads = 512;
-  p->sel_run = 8;
+  p->est_threads = 128;
+  p->est_pages = 16 * (p->est_threads / 32); /* an m16 tile of pages per warp */
+  p->est_qrow = pad_rows16(4 * D);            /* 2D halves: [Q- | Q+] */
+  p->sel_threads = 1024;
+  p->sel_smem_keys = 24576; /* 96 KiB: a 1.5M-token sequence at block 64 */
   p->append_threads = 128;
-  p->comb_threads = 128;
 }

@@ -11,6 +11,8 @@
 
 #define QGEN_MAX_BATCH 256 /* sequences per attend launch (kernel argument array) */
 #define QGEN_APPEND_MAX 64 /* sequences per append launch */
+#define QGEN_MAX_SPLITS 64 /* splits of one (row, KV head) list */
+#define QGEN_SEL_BINS 2048 /* bins of the first radix digit (the top 11 bits of a score key) */
 
 typedef struct qgen_plan {
   /* attend: MT m-tiles of 16 query heads, WARPS_M x WARPS_T warps, TILE tokens a stage */
@@ -19,9 +21,9 @@ typedef struct qgen_plan {
   int k_tile_bytes, v_tile_bytes; /* one stage */
   int attend_smem;                /* dynamic shared memory of attend, bytes */
   int min_split_tokens;           /* a split gets at least this many tokens */
-  int est_lpp, est_threads, est_pages; /* estimate: lanes per page, CTA size, pages a CTA */
-  int sel_threads, sel_run;            /* select: CTA size, pages per thread per pass */
-  int append_threads, comb_threads;
+  int est_threads, est_pages, est_qrow; /* estimate: CTA size, pages a CTA, staged q row bytes */
+  int sel_threads, sel_smem_keys;      /* select: CTA size, pages whose keys it keeps in smem */
+  int append_threads;
 } qgen_plan;
 
 void qgen_plan_make(const qgen_layout *L, qgen_plan *p);

@@ -18,7 +18,7 @@
 //                                     so O's columns are permuted (vcol) and put back on store
 // bf16 operands carry a residue (hi + lo, two mmas) so bf16 caches are not less exact than
 // f16. The warps' (m, l, O) meet in shared memory; a single split writes the output, more
-// write f32 partials that combine.cu merges in split order (deterministic).
+// write f32 partials and the last of them merges all in split order (combine.cu).
 
 constexpr int MT = QG_MT, WARPS_M = QG_WARPS_M, WARPS_T = QG_WARPS_T, NW = WARPS_M * WARPS_T;
 constexpr int THREADS = NW * 32, TILE = QG_TILE, STAGES = QG_STAGES;
@@ -98,15 +98,6 @@ extern "C" __global__ void __launch_bounds__(QG_ATTEND_THREADS) qg_attend(qg_cac
   constexpr int TPP = BLOCK / TILE; // tiles per page
   const i64 n_tiles = (p1 - p0) * TPP;
 
-  // Stage the group's queries (rows >= G are zero) in the k-slot permutation.
-  for (int i = threadIdx.x; i < MT * 16 * D; i += THREADS) {
-    const int r = i / D, d = i % D;
-    const float x = r < G ? IT::load(q, ((i64)b * N_HEAD + h * G + r) * D + d) : 0.0f;
-    const u32 w = pack2<KT::BF>(x, 0.0f);
-    *(u16 *)(qsm + r * Q_SROW + 2 * k_slot(d)) = (u16)w;
-    if constexpr (NQ == 2) *(u16 *)(qsm + MT * 16 * Q_SROW + r * Q_SROW + 2 * k_slot(d)) = (u16)pack2_residue<true>(x, 0.0f, w);
-  }
-
   // Page prefetch: cur serves the tiles being issued, nxt the page after it.
   i64 ci = p0;
   page_ref cur = {0, 0}, nxt = {0, 0};
@@ -130,6 +121,16 @@ extern "C" __global__ void __launch_bounds__(QG_ATTEND_THREADS) qg_attend(qg_cac
   for (int s = 0; s < STAGES - 1; s++) {
     if (s < n_tiles) issue(s);
     cp_async_commit();
+  }
+
+  // Stage the group's queries (rows >= G are zero) in the k-slot permutation, while the
+  // first tiles are on their way.
+  for (int i = threadIdx.x; i < MT * 16 * D; i += THREADS) {
+    const int r = i / D, d = i % D;
+    const float x = r < G ? IT::load(q, ((i64)b * N_HEAD + h * G + r) * D + d) : 0.0f;
+    const u32 w = pack2<KT::BF>(x, 0.0f);
+    *(u16 *)(qsm + r * Q_SROW + 2 * k_slot(d)) = (u16)w;
+    if constexpr (NQ == 2) *(u16 *)(qsm + MT * 16 * Q_SROW + r * Q_SROW + 2 * k_slot(d)) = (u16)pack2_residue<true>(x, 0.0f, w);
   }
 
   float o[D / 8][4];
@@ -297,5 +298,21 @@ extern "C" __global__ void __launch_bounds__(QG_ATTEND_THREADS) qg_attend(qg_cac
         wk.part_ml[(row * wk.max_splits + split) * 2 + 1] = lsum;
       }
     }
+  }
+  if (ns == 1) return;
+
+  // The last split of this (row, KV head) to finish merges all of them (combine.cu).
+  __shared__ int s_last;
+  __threadfence(); // this CTA's partial is visible device-wide before its ticket
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    int *t = wk.ticket + (i64)b * N_KV + h;
+    s_last = atomicAdd(t, 1) == ns - 1;
+    if (s_last) *t = 0;
+  }
+  __syncthreads();
+  if (s_last) {
+    __threadfence();
+    combine_group<THREADS>(wk, b, h, ns, out, (float *)stages);
   }
 }

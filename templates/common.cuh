@@ -154,6 +154,8 @@ struct qg_work {
   int *count;          // [max_seqs][N_KV]
   float *part_o;       // [MAX_BATCH][N_HEAD][max_splits][D]
   float *part_ml;      // [MAX_BATCH][N_HEAD][max_splits][2]
+  int *ticket;         // [MAX_BATCH][N_KV]: splits done; zero between steps
+  u32 *hist;           // [MAX_BATCH][N_KV][2048]: top-11-bit key histogram of the candidates; zero between steps
   int max_splits;
 };
 
@@ -183,3 +185,36 @@ __device__ __forceinline__ int n_splits(i64 L, int max_splits) {
 static_assert(sizeof(qg_cache) == QG_SIZEOF_CACHE && sizeof(qg_work) == QG_SIZEOF_WORK &&
                   sizeof(qg_budget) == QG_SIZEOF_BUDGET && sizeof(qg_batch) == QG_SIZEOF_BATCH,
               "kernel argument structs differ from runtime/kargs.h");
+
+// ---- selection rules shared by estimate and select (layout.h) ---------------------------
+
+// Pages a sequence of len tokens must attend: [0, sp) (sink) and [rf, n) (recent and the
+// last page); the candidates for top-K are [sp, rf).
+__device__ __forceinline__ void forced_ranges(const qg_budget &bg, i64 len, i64 &sp, i64 &rf) {
+  const i64 n = pages_of(len);
+  sp = pages_of(min(bg.sink, len));
+  rf = bg.recent > 0 ? max((i64)0, len - bg.recent) / BLOCK : n - 1;
+  rf = min(rf, n - 1);
+  if (rf < sp) rf = sp;
+}
+
+// Order-preserving u32 key of a score: larger score, larger key; NaN above everything.
+__device__ __forceinline__ u32 score_key(float s) {
+  if (s != s) return 0xffffffffu;
+  u32 u = s == 0.0f ? 0u : __float_as_uint(s); // -0 ranks as +0
+  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+
+// Add 1 to hist[bin] for every lane with valid set, one atomic per distinct bin of the
+// warp's leader and one per other lane (keys cluster, so usually one atomic in all).
+// Works on shared or global memory.
+__device__ __forceinline__ void hist_add(u32 *hist, bool valid, u32 bin) {
+  const u32 vm = __ballot_sync(0xffffffffu, valid);
+  if (!vm) return;
+  const int leader = __ffs(vm) - 1;
+  const u32 lb = __shfl_sync(0xffffffffu, bin, leader);
+  const u32 same = __ballot_sync(0xffffffffu, valid && bin == lb);
+  if ((int)(threadIdx.x & 31) == leader) atomicAdd(&hist[lb], (u32)__popc(same));
+  else if (valid && bin != lb) atomicAdd(&hist[bin], 1u);
+}
+

@@ -46,13 +46,14 @@ __device__ __forceinline__ float warp_signed_absmax(float x, int lane) {
 }
 
 struct qg_f32 {
+  static constexpr bool EXACT_F16 = false; // an io type whose values are all f16 values
   static __device__ __forceinline__ float load(const void *p, i64 i) { return ((const float *)p)[i]; }
   static __device__ __forceinline__ void store(void *p, i64 i, float x) { ((float *)p)[i] = x; }
 };
 
 struct qg_f16 {
   static constexpr int ROW = D * 2;
-  static constexpr bool Q16 = true, BF = false;
+  static constexpr bool Q16 = true, BF = false, EXACT_F16 = true;
   static __device__ __forceinline__ float load(const void *p, i64 i) { return __half2float(((const __half *)p)[i]); }
   static __device__ __forceinline__ void store(void *p, i64 i, float x) { ((__half *)p)[i] = __float2half_rn(x); }
   static __device__ __forceinline__ void store_row(u8 *row, const float (&x)[D / 32], int lane) {
@@ -64,7 +65,7 @@ struct qg_f16 {
 
 struct qg_bf16 {
   static constexpr int ROW = D * 2;
-  static constexpr bool Q16 = true, BF = true;
+  static constexpr bool Q16 = true, BF = true, EXACT_F16 = false;
   static __device__ __forceinline__ float load(const void *p, i64 i) { return __bfloat162float(((const __nv_bfloat16 *)p)[i]); }
   static __device__ __forceinline__ void store(void *p, i64 i, float x) { ((__nv_bfloat16 *)p)[i] = __float2bfloat16_rn(x); }
   static __device__ __forceinline__ void store_row(u8 *row, const float (&x)[D / 32], int lane) {

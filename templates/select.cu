@@ -5,17 +5,16 @@
 // [sp, rf). K_eff = min(n, max(K, |forced|)); the list is forced ∪ the best K_eff - |forced|
 // pages of [sp, rf) by score (ties to the lower index, NaN above every number), ascending.
 //
-// One CTA per (KV head, batch row). Scores map to order-preserving u32 keys; a 4-pass radix
-// select (8 bits a pass, a 256-bin shared histogram) finds the threshold key T and how many
-// pages equal to T to take; one compaction pass then writes the list in ascending order
-// (a block scan places each thread's run). No sort, no atomics outside shared memory, and
-// the result does not depend on thread scheduling.
-
-__device__ __forceinline__ u32 score_key(float s) {
-  if (s != s) return 0xffffffffu;           // NaN first
-  u32 u = s == 0.0f ? 0u : __float_as_uint(s); // -0 ranks as +0
-  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
-}
+// One CTA per (KV head, batch row) of 1024 threads. Scores map to order-preserving u32
+// keys (score_key), copied once into shared memory (up to QG_SEL_SMEM_KEYS pages; longer
+// lists read global memory on every pass). A 3-pass radix select (11, 11, 10 bits) finds the
+// threshold key and how many pages equal to it to take; the first pass's histogram was
+// counted by estimate, the others aggregate their increments per warp (keys cluster, so
+// mostly one atomic per warp) and a block-wide scan finds the crossing bin. The compaction
+// gives each warp a contiguous segment of pages, walked 32 at a time with ballots
+// (coalesced, conflict-free): one pass counts, block scans of the warp totals place the
+// segments, one pass writes. The result does not depend on thread scheduling, nor its
+// cost on how the scores are distributed.
 
 // The budget in pages (layout.c qgen_budget_pages).
 __device__ __forceinline__ i64 budget_pages(const qg_budget &bg, i64 n, i64 nf) {
@@ -27,17 +26,24 @@ __device__ __forceinline__ i64 budget_pages(const qg_budget &bg, i64 n, i64 nf) 
 }
 
 extern "C" __global__ void __launch_bounds__(QG_SEL_THREADS) qg_select(qg_cache c, qg_work wk, qg_batch bt, qg_budget bg) {
-  constexpr int T = QG_SEL_THREADS, RUN = QG_SEL_RUN;
-  const int h = blockIdx.x, b = blockIdx.y, tid = threadIdx.x;
+  constexpr int T = QG_SEL_THREADS, NWARP = T / 32;
+  static_assert(T == 1024 && QG_SEL_BINS == 2048, "select: a 1024-thread CTA, an 11-bit first digit");
+  extern __shared__ u32 keys[]; // [min(pages_per_seq, QG_SEL_SMEM_KEYS)]
+  __shared__ u32 hist[2048];
+  __shared__ u32 s_bin, s_rem;
+  __shared__ int scan[33];
+  const int h = blockIdx.x, b = blockIdx.y, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int seq = bt.seq[b];
   const i64 len = c.seq_len[seq], n = pages_of(len), base = ((i64)seq * N_KV + h) * c.pages_per_seq;
   const float *sc = wk.scores + base;
   int *list = wk.list + base;
 
-  const i64 sp = pages_of(min(bg.sink, len));
-  i64 rf = bg.recent > 0 ? max((i64)0, len - bg.recent) / BLOCK : n - 1;
-  rf = min(rf, n - 1);
-  if (rf < sp) rf = sp;
+  // estimate counted the first digit; take it and leave zeros for the next step
+  u32 *ghist = wk.hist + ((i64)b * N_KV + h) * QG_SEL_BINS;
+  for (int i = tid; i < 2048; i += T) hist[i] = __ldcg(ghist + i), ghist[i] = 0;
+
+  i64 sp, rf;
+  forced_ranges(bg, len, sp, rf);
   const i64 nf = n == 0 ? 0 : sp + (n - rf);
   const i64 k = budget_pages(bg, n, nf);
   if (tid == 0) wk.count[(i64)seq * N_KV + h] = (int)k;
@@ -45,78 +51,78 @@ extern "C" __global__ void __launch_bounds__(QG_SEL_THREADS) qg_select(qg_cache 
     for (i64 p = tid; p < n; p += T) list[p] = (int)p;
     return;
   }
+  const bool smem_keys = n <= QG_SEL_SMEM_KEYS;
+  if (smem_keys)
+    for (i64 p = sp + tid; p < rf; p += T) keys[p] = score_key(sc[p]);
+  __syncthreads();
+  auto key_at = [&](i64 p) -> u32 { return smem_keys ? keys[p] : score_key(sc[p]); };
 
-  // Radix select of the (k - nf)-th largest key among [sp, rf).
-  __shared__ u32 hist[256];
-  __shared__ u32 s_bin, s_rem;
-  __shared__ int scan[33];
+  // Radix select of the (k - nf)-th largest key among [sp, rf): 11 + 11 + 10 bits.
   u32 prefix = 0, mask = 0, rem = (u32)(k - nf);
   if (rem == 0) prefix = 0xffffffffu; // nothing to pick: no key exceeds it, take none equal
-  for (int shift = 24; rem > 0 && shift >= 0; shift -= 8) {
-    for (int i = tid; i < 256; i += T) hist[i] = 0;
-    __syncthreads();
-    for (i64 p = sp + tid; p < rf; p += T) {
-      const u32 key = score_key(sc[p]);
-      if ((key & mask) == prefix) atomicAdd(&hist[(key >> shift) & 255u], 1u);
-    }
-    __syncthreads();
-    if (tid < 32) { // warp 0: lane l owns bins 255-8l .. 248-8l, counted from the top
-      u32 cnt[8], sum = 0;
-#pragma unroll
-      for (int i = 0; i < 8; i++) cnt[i] = hist[255 - 8 * tid - i], sum += cnt[i];
-      u32 incl = sum;
-#pragma unroll
-      for (int o = 1; o < 32; o <<= 1) {
-        u32 y = __shfl_up_sync(0xffffffffu, incl, o);
-        if (tid >= o) incl += y;
+  for (int pass = 0; rem > 0 && pass < 3; pass++) {
+    const int shift = pass == 0 ? 21 : pass == 1 ? 10 : 0, bits = pass == 2 ? 10 : 11, nbins = 1 << bits;
+    if (pass > 0) { // pass 0's histogram came from estimate
+      for (int i = tid; i < nbins; i += T) hist[i] = 0;
+      __syncthreads();
+      for (i64 p0 = sp; p0 < rf; p0 += T) { // the same trip count for every thread
+        const i64 p = p0 + tid;
+        const u32 key = p < rf ? key_at(p) : 0;
+        hist_add(hist, p < rf && (key & mask) == prefix, (key >> shift) & (u32)(nbins - 1));
       }
-      const u32 excl = incl - sum;
-      if (excl < rem && incl >= rem) { // the crossing bin is in this lane
-        u32 acc = excl;
-        for (int i = 0; i < 8; i++) {
-          if (acc + cnt[i] >= rem) { s_bin = 255 - 8 * tid - i; s_rem = rem - acc; break; }
-          acc += cnt[i];
-        }
+      __syncthreads();
+    }
+    // Thread t owns nbins/T bins counted from the top; one block scan of the owned sums
+    // finds the thread whose range holds the rem-th key.
+    const int per = nbins / T, top = nbins - 1 - tid * per;
+    u32 sum = 0;
+    for (int i = 0; i < per; i++) sum += hist[top - i];
+    int total;
+    const u32 before = (u32)block_exclusive_scan((int)sum, scan, &total);
+    if (before < rem && before + sum >= rem) {
+      u32 acc = before;
+      for (int i = 0; i < per; i++) {
+        const u32 cnt = hist[top - i];
+        if (acc + cnt >= rem) { s_bin = (u32)(top - i); s_rem = rem - acc; break; }
+        acc += cnt;
       }
     }
     __syncthreads();
     prefix |= s_bin << shift;
-    mask |= 255u << shift;
+    mask |= (u32)(nbins - 1) << shift;
     rem = s_rem;
     __syncthreads();
   }
   const u32 thr = prefix; // rem = how many keys equal to thr to take, lowest pages first
 
-  // Compaction: each thread takes a run of RUN pages; a block scan places the runs.
-  i64 out = 0, eq_seen = 0;
-  for (i64 p0 = 0; p0 < n; p0 += (i64)T * RUN) {
-    const i64 lo = p0 + (i64)tid * RUN, hi = min(n, lo + RUN);
-    int n_eq = 0;
-    for (i64 p = lo; p < hi; p++)
-      if (p >= sp && p < rf && score_key(sc[p]) == thr) n_eq++;
-    int tot_eq;
-    int eq_before = block_exclusive_scan(n_eq, scan, &tot_eq) + (int)eq_seen;
-    int n_sel = 0, e = eq_before;
-    for (i64 p = lo; p < hi; p++) {
-      bool sel = p < sp || p >= rf;
-      if (!sel) {
-        const u32 key = score_key(sc[p]);
-        sel = key > thr || (key == thr && (u32)e++ < rem);
-      }
-      n_sel += sel;
-    }
-    int tot_sel;
-    int pos = block_exclusive_scan(n_sel, scan, &tot_sel) + (int)out;
-    e = eq_before;
-    for (i64 p = lo; p < hi; p++) {
-      bool sel = p < sp || p >= rf;
-      if (!sel) {
-        const u32 key = score_key(sc[p]);
-        sel = key > thr || (key == thr && (u32)e++ < rem);
-      }
-      if (sel) list[pos++] = (int)p;
-    }
-    out += tot_sel;
-    eq_seen += tot_eq;
+  // Compaction: warp w owns pages [lo, hi), walked 32 at a time. Pass A counts the keys
+  // above and equal to the threshold; the pages selected before the segment follow from
+  // the block scans of those counts and the forced intervals. Pass B writes.
+  const i64 seg = ((n + NWARP - 1) / NWARP + 31) / 32 * 32, lo = min(n, warp * seg), hi = min(n, lo + seg);
+  const u32 below = (1u << lane) - 1;
+  int n_gt = 0, n_eq = 0;
+  for (i64 p0 = lo; p0 < hi; p0 += 32) {
+    const i64 p = p0 + lane;
+    const bool cand = p < hi && p >= sp && p < rf;
+    const u32 key = cand ? key_at(p) : 0;
+    n_gt += __popc(__ballot_sync(0xffffffffu, cand && key > thr));
+    n_eq += __popc(__ballot_sync(0xffffffffu, cand && key == thr));
+  }
+  int tot;
+  const int gt_before = __shfl_sync(0xffffffffu, block_exclusive_scan(lane == 0 ? n_gt : 0, scan, &tot), 0);
+  const int eq_before = __shfl_sync(0xffffffffu, block_exclusive_scan(lane == 0 ? n_eq : 0, scan, &tot), 0);
+  i64 pos = min(lo, sp) + max((i64)0, lo - rf) + gt_before + min((u32)eq_before, rem);
+  u32 e = (u32)eq_before;
+  for (i64 p0 = lo; p0 < hi; p0 += 32) {
+    const i64 p = p0 + lane;
+    const bool cand = p < hi && p >= sp && p < rf;
+    const u32 key = cand ? key_at(p) : 0;
+    const bool eq = cand && key == thr;
+    const u32 eqm = __ballot_sync(0xffffffffu, eq);
+    const bool sel = p < hi && (!cand || key > thr || (eq && e + __popc(eqm & below) < rem));
+    const u32 sm = __ballot_sync(0xffffffffu, sel);
+    if (sel) list[pos + __popc(sm & below)] = (int)p;
+    e += __popc(eqm);
+    pos += __popc(sm);
   }
 }

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # gpu-run.sh — the GPU test run on a GPU machine, from a build folder made elsewhere:
 #   bash tests/gpu-run.sh BUILD_DIR [OUT_DIR] [quick]
-# Prints the machine (GPU, driver), runs `qgen check` on every spec (and the > 4 GiB
-# sequence for qwen3-4b unless quick), and leaves the log in OUT_DIR/gpu-check.log.
+# Prints the machine (GPU, driver), runs `qgen check` on every spec in specs/ and tests/gpu/
+# (and the > 4 GiB sequence for qwen3-4b unless quick), and leaves the log in
+# OUT_DIR/gpu-check.log. Then compute-sanitizer: memcheck on every kernel of two specs,
+# racecheck (shared-memory hazards of attend, select, estimate) on two more, quick sizes.
 set -u -o pipefail
 build=${1:?build dir}
 out=${2:-.}
@@ -19,11 +21,20 @@ export QGEN_CACHE_DIR=${QGEN_CACHE_DIR:-/tmp/qgen-cache}
 quick=""
 [ "$mode" = quick ] && quick=--quick
 fail=0
-for s in specs/*.lua; do
+for s in specs/*.lua tests/gpu/*.lua; do
   "$build/qgen" check --spec "$s" $quick 2>&1 | tee -a "$log" || fail=$((fail + 1))
 done
 if [ "$mode" != quick ]; then
   "$build/qgen" check --spec specs/qwen3-4b.lua --big 2>&1 | grep -E "big|checks passed|FAIL" | tee -a "$log" || fail=$((fail + 1))
+fi
+if [ "$mode" != quick ] && command -v compute-sanitizer > /dev/null; then
+  for s in qwen3-4b qwen2.5-14b-1m; do
+    compute-sanitizer --tool memcheck "$build/qgen" check --spec specs/$s.lua --quick 2>&1 | grep -E "ERROR SUMMARY|checks passed" | sed "s/^/memcheck $s: /" | tee -a "$log"
+  done
+  for s in qwen2.5-0.5b gemma-3-4b; do
+    compute-sanitizer --tool racecheck "$build/qgen" check --spec specs/$s.lua --quick 2>&1 | grep -E "RACECHECK SUMMARY|checks passed" | sed "s/^/racecheck $s: /" | tee -a "$log"
+  done
+  grep -qE "ERROR SUMMARY: [1-9]|RACECHECK SUMMARY: [1-9]" "$log" && fail=$((fail + 1))
 fi
 echo "# specs with failures: $fail" | tee -a "$log"
 exit $((fail > 0))

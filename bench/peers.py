@@ -1,0 +1,137 @@
+#!/usr/bin/env python3
+"""peers.py — the decode step a user would run today, timed like `qgen bench` times ours.
+
+For every (context, batch): PyTorch scaled_dot_product_attention with the cuDNN and the
+flash backends over a dense f16 cache ([B, n_kv, ctx, D], enable_gqa), and a plain PyTorch
+Quest at each coverage < 1 (per-page key min/max kept beside the cache, upper bound per
+page, max over the query group, top-k pages, gather, SDPA). Each is captured in a CUDA graph per
+cache copy and replayed (CUDA events around each replay after warm-up, median of --runs),
+and also timed eagerly; enough cache copies are rotated that one pass is >= 4x L2.
+
+  python3 bench/peers.py --ctx 16384,131072 --batch 1 --coverage 1,0.25 --json peers.json
+"""
+import argparse
+import json
+import math
+import statistics
+
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+
+def timed(fn, inputs, runs, warmup):
+    """Median µs of fn over rotated inputs, replayed from one CUDA graph per input (as
+    `qgen bench` times our step), and eagerly (host launch latency included)."""
+    def median_of(call):
+        for i in range(warmup):
+            call(i)
+        ts = []
+        for i in range(runs):
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record()
+            call(i)
+            b.record()
+            b.synchronize()
+            ts.append(a.elapsed_time(b) * 1e3)
+        return statistics.median(ts)
+    eager = median_of(lambda i: fn(*inputs[i % len(inputs)]))
+    graphs = []
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for inp in inputs:  # warm up on the side stream before capture
+            fn(*inp)
+    torch.cuda.current_stream().wait_stream(s)
+    for inp in inputs:
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            fn(*inp)
+        graphs.append(g)
+    replay = median_of(lambda i: graphs[i % len(graphs)].replay())
+    return replay, eager
+
+
+def tokens(s):
+    """16384, 16K or 1M -> tokens"""
+    s = s.strip().upper()
+    mult = {"K": 1024, "M": 1048576}.get(s[-1:], 1)
+    return int(float(s[:-1] if mult > 1 else s) * mult)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--ctx", default="16384,131072")
+    ap.add_argument("--batch", default="1")
+    ap.add_argument("--coverage", default="1,0.25")
+    ap.add_argument("--heads", type=int, default=32)
+    ap.add_argument("--kv-heads", type=int, default=8)
+    ap.add_argument("--head-dim", type=int, default=128)
+    ap.add_argument("--block", type=int, default=64)
+    ap.add_argument("--runs", type=int, default=50)
+    ap.add_argument("--warmup", type=int, default=10)
+    ap.add_argument("--mem-gib", type=float, default=60)
+    ap.add_argument("--json", default="peers.json")
+    a = ap.parse_args()
+    H, HK, D, BS = a.heads, a.kv_heads, a.head_dim, a.block
+    G = H // HK
+    rows = []
+    dev = torch.device("cuda")
+    for C in [tokens(x) for x in a.ctx.split(",")]:
+        for B in [int(x) for x in a.batch.split(",")]:
+            cache = 2 * B * HK * C * D * 2
+            if cache > a.mem_gib * 2**30:
+                print(f"skip B{B} ctx {C}: {cache / 2**30:.1f} GiB")
+                continue
+            R = max(1, min(16, math.ceil(4 * 64e6 / cache)))
+            kvs = []
+            for _ in range(R):
+                k = torch.randn(B, HK, C, D, device=dev, dtype=torch.float16)
+                v = torch.randn(B, HK, C, D, device=dev, dtype=torch.float16)
+                kvs.append((k, v))
+            q = torch.randn(B, H, 1, D, device=dev, dtype=torch.float16)
+            row = {"ctx": C, "batch": B}
+            for name, be in (("cudnn_us", SDPBackend.CUDNN_ATTENTION), ("flash_us", SDPBackend.FLASH_ATTENTION)):
+                try:
+                    with sdpa_kernel(be):
+                        row[name], row[name.replace("_us", "_eager_us")] = timed(
+                            lambda k, v: F.scaled_dot_product_attention(q, k, v, enable_gqa=True), kvs, a.runs, a.warmup)
+                except Exception as e:  # a backend that refuses the shape
+                    print(f"{name} B{B} ctx {C}: {type(e).__name__}: {str(e)[:120]}")
+                    row[name] = None
+            npg = (C + BS - 1) // BS
+            pad = npg * BS - C
+            bounds = []
+            for k, _ in kvs:
+                kp = F.pad(k, (0, 0, 0, pad)).view(B, HK, npg, BS, D)
+                bounds.append((kp.amin(3), kp.amax(3)))
+            for cov in [float(x) for x in a.coverage.split(",")]:
+                if cov >= 1:
+                    continue
+                kpages = max(1, math.ceil(cov * npg))
+
+                def quest(i, kpages=kpages):
+                    k, v = kvs[i]
+                    kmin, kmax = bounds[i]
+                    qg = q.view(B, HK, G, 1, D)
+                    ub = torch.maximum(qg * kmin.unsqueeze(2), qg * kmax.unsqueeze(2)).sum(-1).amax(2)  # [B, HK, npg]
+                    idx = ub.topk(kpages, dim=-1).indices  # [B, HK, kpages]
+                    tok = (idx.unsqueeze(-1) * BS + torch.arange(BS, device=dev)).flatten(2).clamp_(max=C - 1)
+                    kg = torch.gather(k, 2, tok.unsqueeze(-1).expand(-1, -1, -1, D))
+                    vg = torch.gather(v, 2, tok.unsqueeze(-1).expand(-1, -1, -1, D))
+                    return F.scaled_dot_product_attention(q, kg, vg, enable_gqa=True)
+
+                with sdpa_kernel([SDPBackend.CUDNN_ATTENTION, SDPBackend.FLASH_ATTENTION]):
+                    us, eager = timed(quest, [(i,) for i in range(R)], a.runs, a.warmup)
+                rows.append({"ctx": C, "batch": B, "coverage": cov, "torch_quest_us": us, "torch_quest_eager_us": eager})
+            rows.append(dict(row, coverage=1.0))
+            print(json.dumps(rows[-1]), flush=True)
+            del kvs, bounds
+            torch.cuda.empty_cache()
+    with open(a.json, "w") as f:
+        json.dump({"torch": torch.__version__, "cudnn": torch.backends.cudnn.version(), "heads": H,
+                   "gpu": torch.cuda.get_device_name(), "rows": rows}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

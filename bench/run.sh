@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# run.sh — the benchmark of bench/results/, ours and the peers in one run, on a GPU machine:
+#   bash bench/run.sh BUILD_DIR OUT_DIR [full|probe]
+# full  = the grid of the performance issue (qwen3-4b f16/q8_0/q4_0: 16K..1M x B1,2,4,8 x
+#         coverage 1..0.0625; qwen2.5-14b-1m: 16K..128K x B1,4,8), then merge.py
+# probe = a few cells, for tuning
+set -u -o pipefail
+build=${1:?build dir}
+out=${2:?out dir}
+mode=${3:-full}
+mkdir -p "$out"
+q="$build/qgen"
+export QGEN_CACHE_DIR=${QGEN_CACHE_DIR:-/tmp/qgen-cache}
+cov=1,0.5,0.25,0.125,0.0625
+if [ "$mode" = full ]; then
+  ctx4=16K,24K,32K,40K,64K,128K,256K,512K,1M; b4=1,2,4,8
+  ctx14=16K,24K,32K,40K,64K,128K; b14=1,4,8
+else
+  ctx4=16K,128K,1M; b4=1,4; ctx14=128K; b14=1; cov=1,0.25,0.0625
+fi
+cat > "$out/meta.json" <<META
+{"gpu": "$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)",
+ "driver": "$(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -1)",
+ "cuda": "$(basename "$(readlink -f /usr/local/cuda)" | sed 's/cuda-//')",
+ "date": "$(date -u +%Y-%m-%d)",
+ "command": "bash bench/run.sh $build OUT $mode"}
+META
+set -x
+"$q" bench --spec specs/qwen3-4b.lua --variant qwen3-4b --ctx $ctx4 --batch $b4 --coverage $cov --jit --json "$out/q4b-f16.json"
+for t in q8_0 q4_0; do
+  "$q" bench --spec specs/qwen3-4b.lua --variant qwen3-4b-$t --ctx $ctx4 --batch $b4 --coverage $cov --json "$out/q4b-$t.json"
+done
+"$q" bench --spec specs/qwen2.5-14b-1m.lua --variant qwen2.5-14b-1m --ctx $ctx14 --batch $b14 --coverage $cov --json "$out/q14b-f16.json"
+python3 bench/peers.py --heads 32 --ctx $ctx4 \
+  --batch $b4 --coverage $cov --json "$out/peers32.json"
+python3 bench/peers.py --heads 40 --ctx $ctx14 \
+  --batch $b14 --coverage $cov --json "$out/peers40.json"
+python3 bench/merge.py --qgen "$out"/q4b-*.json "$out"/q14b-*.json --peers "$out"/peers32.json "$out"/peers40.json \
+  --meta "$out/meta.json" --out "$out/decode-h200" --chart

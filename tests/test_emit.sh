@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# test_emit.sh — `qgen emit` end to end (no GPU needed): the main spec writes its unit,
+# cubins for sm_80 and sm_90 and the PTX, compiling every kernel; a second run is all cache
+# hits; every spec in specs/ and tests/gpu/ emits; bad arguments exit 1.
+# Env: QGEN (the binary), QGEN_SOURCE_DIR.
+set -u
+[ -n "${QGEN:-}" ] || { echo "QGEN not set"; exit 77; }
+cd "$QGEN_SOURCE_DIR" || exit 1
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+export QGEN_CACHE_DIR="$tmp/cache"
+pass=0 fail=0
+ok() { if [ "$1" = 0 ]; then pass=$((pass + 1)); echo "ok   $2"; else fail=$((fail + 1)); echo "FAIL $2"; fi; }
+
+"$QGEN" emit --spec specs/qwen3-4b.lua -o "$tmp/out" > "$tmp/first.txt" 2>&1
+ok $? "emit specs/qwen3-4b.lua -o DIR exits 0"
+n_cu=$(ls "$tmp/out"/*.cu 2>/dev/null | wc -l)
+n_cubin=$(ls "$tmp/out"/*_sm80.cubin "$tmp/out"/*_sm90.cubin 2>/dev/null | wc -l)
+n_ptx=$(ls "$tmp/out"/*.ptx 2>/dev/null | wc -l)
+ok $([ "$n_cu" = 3 ] && [ "$n_cubin" = 6 ] && [ "$n_ptx" = 3 ]; echo $?) "writes 3 units, 6 cubins (sm_80, sm_90), 3 PTX files for the 3 variants (got $n_cu/$n_cubin/$n_ptx)"
+for k in qg_append qg_estimate qg_select qg_attend; do
+  n=$(grep -cE "sm_(80|90) +$k .* miss$" "$tmp/first.txt")
+  ok $([ "$n" = 6 ] && echo 0 || echo 1) "kernel $k compiled for sm_80 and sm_90 in every variant ($n of 6 lines)"
+done
+grep -q "spill 0/0" "$tmp/first.txt"; ok $? "ptxas report (registers, spills) printed"
+grep -q "cache per token per layer: 4096 bytes" "$tmp/first.txt"; ok $? "bytes per token of the layout printed"
+grep -q "#define QG_HEAD_DIM 128" "$tmp/out"/qwen3-4b_d128_*_if16_of16_b64_sparse.cu; ok $? "the unit starts with the generated constants"
+
+t0=$(date +%s%N)
+"$QGEN" emit --spec specs/qwen3-4b.lua > "$tmp/second.txt" 2>&1
+rc=$?
+t1=$(date +%s%N)
+ok $rc "second emit exits 0"
+misses=$(grep -c " miss$" "$tmp/second.txt")
+hits=$(grep -c " hit$" "$tmp/second.txt")
+ok $([ "$misses" = 0 ] && [ "$hits" = 24 ]; echo $?) "second emit is all cache hits ($hits hits, $misses misses; $(((t1 - t0) / 1000000)) ms)"
+
+for s in specs/*.lua tests/gpu/*.lua; do
+  "$QGEN" emit --spec "$s" > "$tmp/all.txt" 2>&1
+  ok $? "emit $s"
+done
+
+"$QGEN" emit --spec specs/qwen2.5-0.5b.lua --print --arch sm_90 > "$tmp/print.txt" 2>&1
+grep -q "extern \"C\" __global__ void" "$tmp/print.txt"; ok $? "--print writes the unit to stdout"
+"$QGEN" emit > /dev/null 2>&1; ok $([ $? = 1 ]; echo $?) "emit without --spec exits 1"
+"$QGEN" emit --spec specs/qwen3-4b.lua --arch sm_75 > /dev/null 2>"$tmp/err.txt"; rc=$?
+ok $([ $rc = 1 ] && grep -q "sm_80 or newer" "$tmp/err.txt"; echo $?) "--arch sm_75 exits 1 and says why"
+"$QGEN" emit --spec specs/qwen3-4b.lua --arch 90 > /dev/null 2>&1; ok $([ $? = 1 ]; echo $?) "--arch 90 (no sm_) exits 1"
+"$QGEN" emit --spec specs/qwen3-4b.lua --variant nope > /dev/null 2>&1; ok $([ $? = 1 ]; echo $?) "an unknown --variant exits 1"
+"$QGEN" frobnicate > /dev/null 2>&1; ok $([ $? = 1 ]; echo $?) "an unknown command exits 1"
+"$QGEN" --help | grep -q "emit"; ok $? "qgen --help lists the commands"
+"$QGEN" emit --help | grep -q -- "--arch"; ok $? "qgen emit --help explains the options"
+QGEN_TEMPLATE_DIR="$tmp/none" "$QGEN" emit --spec specs/qwen2.5-0.5b.lua --arch sm_90 > /dev/null 2>"$tmp/err.txt"
+ok $([ $? = 2 ] && grep -q "cannot open" "$tmp/err.txt"; echo $?) "a missing QGEN_TEMPLATE_DIR template is an internal error (exit 2) naming the file"
+echo "$pass passed, $fail failed"
+[ "$fail" = 0 ]

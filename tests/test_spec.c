@@ -1,0 +1,630 @@
+/* test_spec.c — unit tests of the sandboxed Lua spec loader (gen/spec.c).
+ *
+ * Covers: every spec in specs/ (loads, documented defaults, canonical text round trip,
+ * URI), every invalid spec in tests/specs_bad (fails with a message that names the file
+ * and matches the file's "-- expect: REGEX" line), the defaults and edge cases of each
+ * field, the sandbox (missing libraries, print to stderr, determinism, limits), bytecode
+ * and file errors. Prints one line per check and "N passed, N failed"; exit 0 on success.
+ */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <fcntl.h>
+#include <math.h>
+#include <regex.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "spec.h"
+#include "util.h"
+
+#ifndef QGEN_SOURCE_DIR
+#define QGEN_SOURCE_DIR "."
+#endif
+
+static int n_pass, n_fail;
+
+/* Under valgrind (or with QGEN_TEST_SLOW set) the 5 s wall-clock limit may stop a spec
+   before it has filled the 64 MiB memory limit; then that message is accepted too. */
+static int slow_run(void) {
+  const char *p = getenv("LD_PRELOAD");
+  return (p && strstr(p, "vgpreload")) || getenv("QGEN_TEST_SLOW");
+}
+
+/* err says the memory limit tripped (or, on a slow run, the time limit) */
+static int memory_limit_hit(const char *e) {
+  return strstr(e, "memory limit exceeded") || (slow_run() && strstr(e, "time limit exceeded"));
+}
+
+static void check(int ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void check(int ok, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fputs(ok ? "ok   " : "FAIL ", stdout);
+  vprintf(fmt, ap);
+  fputc('\n', stdout);
+  va_end(ap);
+  if (ok)
+    n_pass++;
+  else
+    n_fail++;
+  fflush(stdout);
+}
+
+static qgen_spec_set set;
+static char err[2048];
+
+/* Load source text named "t.lua"; returns the loader's result. */
+static int load(const char *src) {
+  return qgen_spec_load_string("t.lua", src, strlen(src), &set, err, sizeof err);
+}
+
+/* Load src and expect failure with a message containing `want`. */
+static void expect_fail(const char *what, const char *src, const char *want) {
+  int rc = load(src);
+  check(rc == -1 && set.n == 0 && strstr(err, want) && !strchr(err, '\n'),
+        "%s: fails with \"%s\" (got: %s)", what, want, rc ? err : "success");
+}
+
+/* Load src and expect success with one variant; returns it (or a zeroed spec). */
+static const qgen_spec *expect_ok(const char *what, const char *src) {
+  static const qgen_spec none;
+  int rc = load(src);
+  check(rc == 0 && set.n == 1, "%s: loads (%s)", what, rc ? err : "ok");
+  return rc == 0 && set.n >= 1 ? &set.v[0] : &none;
+}
+
+static int spec_eq(const qgen_spec *a, const qgen_spec *b) {
+  /* every field but line (where the spec was written, not what it specializes) */
+  if (strcmp(a->name, b->name) || a->head_dim != b->head_dim || a->n_head != b->n_head ||
+      a->n_head_kv != b->n_head_kv || a->k_type != b->k_type || a->v_type != b->v_type ||
+      a->in_type != b->in_type || a->out_type != b->out_type || a->block != b->block ||
+      a->sparse != b->sparse || a->budget != b->budget || a->sink != b->sink ||
+      a->recent != b->recent || a->n_archs != b->n_archs)
+    return 0;
+  if (memcmp(&a->scale, &b->scale, sizeof a->scale) || memcmp(&a->coverage, &b->coverage, sizeof a->coverage))
+    return 0;
+  for (int i = 0; i < a->n_archs; i++)
+    if (a->archs[i] != b->archs[i]) return 0;
+  return 1;
+}
+
+static int archs_are(const qgen_spec *s, int n, const int *cc) {
+  if (s->n_archs != n) return 0;
+  for (int i = 0; i < n; i++)
+    if (s->archs[i] != cc[i]) return 0;
+  return 1;
+}
+
+/* canonical text -> load -> identical struct */
+static void round_trip(const qgen_spec *s) {
+  char text[4096], e2[1024];
+  qgen_spec_set back;
+  int n = qgen_spec_to_lua(s, text, sizeof text);
+  int rc = n > 0 ? qgen_spec_load_string("canonical", text, (size_t)n, &back, e2, sizeof e2) : -1;
+  check(n > 0 && (size_t)n == strlen(text) && rc == 0 && back.n == 1 && spec_eq(s, &back.v[0]),
+        "%s: canonical text loads back to the same spec%s%s", s->name, rc ? ": " : "", rc ? e2 : "");
+  if (rc == 0) { /* and the canonical text of that is the same text */
+    char text2[4096];
+    int n2 = qgen_spec_to_lua(&back.v[0], text2, sizeof text2);
+    check(n2 == n && !strcmp(text, text2), "%s: canonical text is a fixed point", s->name);
+  }
+}
+
+/* ---------------------------------------------------------------- specs/ */
+
+static const struct {
+  const char *file, *name;
+  int head_dim, n_head, n_head_kv, recent;
+  qgen_type kv;
+  int optional; /* checked when the file has it */
+} REAL[] = {
+    {"qwen3-4b.lua", "qwen3-4b", 128, 32, 8, 256, QGEN_TYPE_F16, 0},
+    {"qwen3-4b.lua", "qwen3-4b-q8_0", 128, 32, 8, 256, QGEN_TYPE_Q8_0, 1},
+    {"qwen3-4b.lua", "qwen3-4b-q4_0", 128, 32, 8, 256, QGEN_TYPE_Q4_0, 1},
+    {"qwen2.5-14b-1m.lua", "qwen2.5-14b-1m", 128, 40, 8, 128, QGEN_TYPE_F16, 0},
+    {"qwen2.5-14b-1m.lua", "qwen2.5-14b-1m-q8_0", 128, 40, 8, 128, QGEN_TYPE_Q8_0, 0},
+    {"qwen2.5-14b-1m.lua", "qwen2.5-14b-1m-q4_0", 128, 40, 8, 128, QGEN_TYPE_Q4_0, 0},
+    {"llama-3.1-8b.lua", "llama-3.1-8b", 128, 32, 8, 128, QGEN_TYPE_F16, 0},
+    {"gemma-3-4b.lua", "gemma-3-4b", 256, 8, 4, 128, QGEN_TYPE_F16, 0},
+    {"llama-2-7b.lua", "llama-2-7b", 128, 32, 32, 128, QGEN_TYPE_F16, 0},
+    {"qwen2.5-0.5b.lua", "qwen2.5-0.5b", 64, 14, 2, 128, QGEN_TYPE_F16, 0},
+    {"phi-3-mini.lua", "phi-3-mini", 96, 32, 32, 128, QGEN_TYPE_F16, 0},
+};
+
+static int ends_with(const char *s, const char *suffix) {
+  size_t a = strlen(s), b = strlen(suffix);
+  return a >= b && !strcmp(s + a - b, suffix);
+}
+
+static int only_lua(const struct dirent *d) { return ends_with(d->d_name, ".lua"); }
+
+static void test_real_specs(void) {
+  static const int sm80_90[] = {80, 90};
+  char path[4096];
+  struct dirent **list;
+  int n = scandir(QGEN_SOURCE_DIR "/specs", &list, only_lua, alphasort);
+  check(n >= 7, "specs/ holds at least 7 specs (%d)", n);
+  for (int i = 0; i < n; i++) {
+    qgen_fmt(path, sizeof path, "%s/specs/%s", QGEN_SOURCE_DIR, list[i]->d_name);
+    int rc = qgen_spec_load(path, &set, err, sizeof err);
+    check(rc == 0 && set.n >= 1, "specs/%s loads (%s)", list[i]->d_name, rc ? err : "ok");
+    for (int k = 0; rc == 0 && k < set.n; k++) {
+      const qgen_spec *s = &set.v[k];
+      check(s->n_head % s->n_head_kv == 0 && s->head_dim % 32 == 0 && s->n_archs >= 1,
+            "specs/%s: %s is consistent", list[i]->d_name, s->name);
+      round_trip(s);
+    }
+    free(list[i]);
+  }
+  if (n >= 0) free(list);
+
+  for (size_t i = 0; i < sizeof REAL / sizeof *REAL; i++) {
+    qgen_fmt(path, sizeof path, "%s/specs/%s", QGEN_SOURCE_DIR, REAL[i].file);
+    int rc = qgen_spec_load(path, &set, err, sizeof err);
+    const qgen_spec *s = rc ? NULL : qgen_spec_find(&set, REAL[i].name);
+    if (!s && REAL[i].optional) continue;
+    check(s != NULL, "%s has the variant %s", REAL[i].file, REAL[i].name);
+    if (!s) continue;
+    check(s->head_dim == REAL[i].head_dim && s->n_head == REAL[i].n_head &&
+              s->n_head_kv == REAL[i].n_head_kv,
+          "%s: d%d h%d kv%d", s->name, s->head_dim, s->n_head, s->n_head_kv);
+    check(s->k_type == REAL[i].kv && s->v_type == REAL[i].kv && s->in_type == QGEN_TYPE_F16 &&
+              s->out_type == QGEN_TYPE_F16,
+          "%s: cache type %s, f16 in/out", s->name, qgen_type_traits_of(REAL[i].kv)->name);
+    check(s->sparse == 1 && s->block == 64 && s->coverage == 0.25 && s->budget == 0 &&
+              s->sink == 64 && s->recent == REAL[i].recent,
+          "%s: sparse, block 64, coverage 0.25, sink 64, recent %d", s->name, REAL[i].recent);
+    check(s->scale == 1.0 / sqrt((double)s->head_dim), "%s: scale 1/sqrt(%d)", s->name, s->head_dim);
+    check(archs_are(s, 2, sm80_90), "%s: archs sm_80, sm_90", s->name);
+    check(s->line > 0, "%s: line of the spec{} call is known (%d)", s->name, s->line);
+  }
+
+  qgen_fmt(path, sizeof path, "%s/specs/qwen3-4b.lua", QGEN_SOURCE_DIR);
+  if (qgen_spec_load(path, &set, err, sizeof err) == 0) {
+    char uri[256];
+    qgen_spec_uri(&set.v[0], uri, sizeof uri);
+    check(!strcmp(uri, "qwen3-4b_d128_h32_g4_kf16_vf16_if16_of16_b64_sparse"), "uri of qwen3-4b: %s", uri);
+  }
+  qgen_fmt(path, sizeof path, "%s/specs/qwen2.5-14b-1m.lua", QGEN_SOURCE_DIR);
+  if (qgen_spec_load(path, &set, err, sizeof err) == 0) {
+    char uri[256];
+    check(set.n == 3 && !strcmp(set.v[0].name, "qwen2.5-14b-1m") &&
+              !strcmp(set.v[1].name, "qwen2.5-14b-1m-q8_0") && !strcmp(set.v[2].name, "qwen2.5-14b-1m-q4_0"),
+          "qwen2.5-14b-1m: three variants in order");
+    qgen_spec_uri(&set.v[2], uri, sizeof uri);
+    check(!strcmp(uri, "qwen2.5-14b-1m-q4_0_d128_h40_g5_kq4_0_vq4_0_if16_of16_b64_sparse"),
+          "uri of the q4_0 variant: %s", uri);
+    check(qgen_spec_find(&set, NULL) == &set.v[0] && qgen_spec_find(&set, "") == &set.v[0] &&
+              qgen_spec_find(&set, "qwen2.5-14b-1m-q8_0") == &set.v[1] &&
+              qgen_spec_find(&set, "qwen2.5-14b-1m-q5_0") == NULL,
+          "qgen_spec_find: NULL/\"\" = first, by name, absent = NULL");
+  }
+}
+
+/* ---------------------------------------------------------------- tests/specs_bad */
+
+/* The regex of the first line "-- expect: REGEX". */
+static int read_expect(const char *path, char *re, size_t n) {
+  char line[1024];
+  FILE *f = fopen(path, "rb");
+  if (!f) return -1;
+  int ok = fgets(line, sizeof line, f) != NULL;
+  fclose(f);
+  if (!ok || strncmp(line, "-- expect: ", 11)) return -1;
+  line[strcspn(line, "\r\n")] = 0;
+  qgen_fmt(re, n, "%s", line + 11);
+  return 0;
+}
+
+static int matches(const char *re, const char *text) {
+  regex_t rx;
+  if (regcomp(&rx, re, REG_EXTENDED | REG_NOSUB)) return -1;
+  int m = regexec(&rx, text, 0, NULL, 0) == 0;
+  regfree(&rx);
+  return m;
+}
+
+static void test_bad_specs(void) {
+  char path[4096], re[1024];
+  struct dirent **list;
+  int n = scandir(QGEN_SOURCE_DIR "/tests/specs_bad", &list, only_lua, alphasort);
+  check(n >= 20, "tests/specs_bad holds at least 20 specs (%d)", n);
+  for (int i = 0; i < n; i++) {
+    qgen_fmt(path, sizeof path, "%s/tests/specs_bad/%s", QGEN_SOURCE_DIR, list[i]->d_name);
+    if (read_expect(path, re, sizeof re)) {
+      check(0, "specs_bad/%s: first line is \"-- expect: REGEX\"", list[i]->d_name);
+      free(list[i]);
+      continue;
+    }
+    double t0 = qgen_now_ms();
+    int rc = qgen_spec_load(path, &set, err, sizeof err);
+    double ms = qgen_now_ms() - t0;
+    int m = rc ? matches(re, err) : 0;
+    if (m == 0 && strstr(re, "memory limit exceeded") && memory_limit_hit(err)) m = 1;
+    check(rc == -1 && set.n == 0 && m == 1 && strstr(err, path) && !strchr(err, '\n') &&
+              (ms < 15000 || slow_run()),
+          "specs_bad/%s: rejected in %.0f ms: %s%s%s", list[i]->d_name, ms, rc ? err : "(loaded!)",
+          m == 1 ? "" : "  [want /", m == 1 ? "" : re);
+    if (m != 1) printf("       want: /%s/%s\n", re, m < 0 ? " (bad regex)" : "");
+    free(list[i]);
+  }
+  if (n >= 0) free(list);
+}
+
+/* ---------------------------------------------------------------- fields and defaults */
+
+#define OK4 "name = \"m\", head_dim = 128, n_head = 32, n_head_kv = 8"
+
+static void test_defaults(void) {
+  static const int sm80_90[] = {80, 90};
+  const qgen_spec *s = expect_ok("minimal plain table", "return { " OK4 " }");
+  check(!strcmp(s->name, "m") && s->head_dim == 128 && s->n_head == 32 && s->n_head_kv == 8,
+        "minimal: the four required fields");
+  check(s->k_type == QGEN_TYPE_F16 && s->v_type == QGEN_TYPE_F16 && s->in_type == QGEN_TYPE_F16 &&
+            s->out_type == QGEN_TYPE_F16,
+        "default types: k, v, in, out = f16");
+  check(s->scale == 1.0 / sqrt(128.0), "default scale = 1/sqrt(head_dim)");
+  check(s->sparse == 0 && s->block == 64 && s->coverage == 0 && s->budget == 0 && s->sink == 0 &&
+            s->recent == 0,
+        "default: dense, block 64, no budget, sink = recent = 0");
+  check(archs_are(s, 2, sm80_90), "default archs: sm_80, sm_90");
+  check(s->line == 0, "a plain table has no line (%d)", s->line);
+
+  s = expect_ok("spec{} call", "\n\nreturn spec{\n " OK4 " }");
+  check(s->line == 3, "spec{} records the line of the call (%d)", s->line);
+  s = expect_ok("#! line", "#!/usr/bin/env lua\nreturn spec{ " OK4 " }");
+  check(s->line == 2, "a #! first line is skipped, line numbers kept (%d)", s->line);
+  s = expect_ok("UTF-8 BOM", "\xEF\xBB\xBFreturn spec{ " OK4 " }");
+
+  s = expect_ok("k_type only", "return { " OK4 ", k_type = 'q8_0' }");
+  check(s->k_type == QGEN_TYPE_Q8_0 && s->v_type == QGEN_TYPE_Q8_0, "v_type defaults to k_type");
+  s = expect_ok("mixed types", "return { " OK4 ", k_type = 'q8_0', v_type = 'q5_0', in_type = 'f32', out_type = 'bf16' }");
+  check(s->k_type == QGEN_TYPE_Q8_0 && s->v_type == QGEN_TYPE_Q5_0 && s->in_type == QGEN_TYPE_F32 &&
+            s->out_type == QGEN_TYPE_BF16,
+        "k q8_0, v q5_0, in f32, out bf16");
+  expect_fail("k_type f32", "return { " OK4 ", k_type = 'f32' }", "k_type = \"f32\" is not a KV cache type");
+  expect_fail("out_type q4_0", "return { " OK4 ", out_type = 'q4_0' }", "out_type = \"q4_0\" is not an input/output type");
+  expect_fail("k_type with NUL", "return { " OK4 ", k_type = 'f16\\0' }", "contains a NUL byte");
+  expect_fail("type suggestion", "return { " OK4 ", k_type = 'fp16' }", "(did you mean \"f16\"?)");
+
+  s = expect_ok("sparse = true", "return { " OK4 ", sparse = true }");
+  check(s->sparse == 1 && s->block == 64 && s->coverage == 0.25 && s->budget == 0 && s->sink == 64 &&
+            s->recent == 128,
+        "sparse = true: block 64, coverage 0.25, sink 64, recent 128");
+  s = expect_ok("sparse = false", "return { " OK4 ", sparse = false }");
+  check(s->sparse == 0 && s->block == 64 && s->coverage == 0 && s->sink == 0, "sparse = false: dense");
+  s = expect_ok("sparse = {}", "return { " OK4 ", sparse = {} }");
+  check(s->sparse == 1 && s->coverage == 0.25 && s->sink == 64 && s->recent == 128, "sparse = {}: the defaults");
+  s = expect_ok("sparse block 128", "return { " OK4 ", sparse = { block = 128 } }");
+  check(s->block == 128 && s->sink == 128 && s->recent == 256 && s->coverage == 0.25,
+        "sink and recent default to block and 2 * block");
+  s = expect_ok("budget", "return { " OK4 ", sparse = { budget = 4096, sink = 0, recent = 32 } }");
+  check(s->sparse == 1 && s->budget == 4096 && s->coverage == 0 && s->sink == 0 && s->recent == 32,
+        "budget 4096 (coverage 0), sink 0, recent 32");
+  s = expect_ok("budget 2^62", "return { " OK4 ", sparse = { budget = 2^62 } }");
+  check(s->budget == (int64_t)1 << 62, "budget = 2^62 (a float) is accepted");
+  expect_fail("budget 2^62 + 1", "return { " OK4 ", sparse = { budget = (1 << 62) + 1 } }", "sparse.budget = 4611686018427387905 is out of range");
+  expect_fail("budget 0", "return { " OK4 ", sparse = { budget = 0 } }", "sparse.budget = 0 is out of range");
+  expect_fail("sink 2^31", "return { " OK4 ", sparse = { sink = 2^31 } }", "sparse.sink = 2147483648.0 is out of range");
+  s = expect_ok("coverage 1", "return { " OK4 ", sparse = { coverage = 1 } }");
+  check(s->coverage == 1.0, "coverage = 1 is accepted");
+  expect_fail("coverage nan", "return { " OK4 ", sparse = { coverage = 0/0 } }", "nan is out of range");
+  expect_fail("coverage string", "return { " OK4 ", sparse = { coverage = '0.5' } }", "sparse.coverage = \"0.5\" is a string");
+  s = expect_ok("disabled", "return { " OK4 ", sparse = { enabled = false, block = 128, coverage = 0.5, sink = 7 } }");
+  check(s->sparse == 0 && s->block == 128 && s->coverage == 0 && s->budget == 0 && s->sink == 0 && s->recent == 0,
+        "enabled = false: dense, block kept, the rest zero");
+  expect_fail("enabled = 1", "return { " OK4 ", sparse = { enabled = 1 } }", "sparse.enabled = 1 is an integer; allowed: true or false");
+  expect_fail("sparse = 'yes'", "return { " OK4 ", sparse = 'yes' }", "sparse = \"yes\" is a string");
+  expect_fail("sparse[1]", "return { " OK4 ", sparse = { 64 } }", "unknown field 'sparse[1]'");
+
+  s = expect_ok("integral floats", "return { name = 'm', head_dim = 128.0, n_head = 32.0, n_head_kv = 8.0, sparse = { block = 32.0 } }");
+  check(s->head_dim == 128 && s->n_head == 32 && s->block == 32, "128.0 is the integer 128");
+  expect_fail("head_dim 1e300", "return { name = 'm', head_dim = 1e300, n_head = 32, n_head_kv = 8 }", "head_dim = 1e+300 is out of range");
+  expect_fail("head_dim inf", "return { name = 'm', head_dim = 1/0, n_head = 32, n_head_kv = 8 }", "head_dim = inf is not an integer");
+  expect_fail("head_dim 0", "return { name = 'm', head_dim = 0, n_head = 32, n_head_kv = 8 }", "head_dim = 0 is out of range");
+  expect_fail("head_dim missing", "return { name = 'm', n_head = 32, n_head_kv = 8 }", "missing required field 'head_dim'");
+  expect_fail("n_head_kv missing", "return { name = 'm', head_dim = 64, n_head = 32 }", "missing required field 'n_head_kv'");
+  expect_fail("n_head 0", "return { name = 'm', head_dim = 64, n_head = 0, n_head_kv = 8 }", "n_head = 0 is out of range");
+  expect_fail("n_head_kv > n_head", "return { name = 'm', head_dim = 64, n_head = 8, n_head_kv = 32 }", "n_head = 8 is not a multiple of n_head_kv = 32");
+  s = expect_ok("group 64", "return { name = 'm', head_dim = 32, n_head = 64, n_head_kv = 1 }");
+  check(s->n_head / s->n_head_kv == 64, "a group of 64 is the largest accepted");
+  expect_fail("group 65", "return { name = 'm', head_dim = 32, n_head = 65, n_head_kv = 1 }", "65 query heads per KV head is unsupported");
+  check(load("return { { name = 'a', head_dim = 32, n_head = 1, n_head_kv = 1 }, { name = 'b', head_dim = 256, n_head = 1, n_head_kv = 1 } }") == 0 &&
+            set.n == 2 && set.v[0].head_dim == 32 && set.v[1].head_dim == 256,
+        "head_dim 32 and 256 are accepted");
+
+  s = expect_ok("scale integer", "return { " OK4 ", scale = 1 }");
+  check(s->scale == 1.0, "scale = 1 is the number 1.0");
+  round_trip(s);
+  expect_fail("scale 0", "return { " OK4 ", scale = 0 }", "scale = 0 is not positive");
+  expect_fail("scale inf", "return { " OK4 ", scale = 1/0 }", "scale = inf is not finite");
+  s = expect_ok("scale 0.1 + 0.2", "return { " OK4 ", scale = 0.1 + 0.2 }");
+  round_trip(s);
+  s = expect_ok("scale tiny", "return { " OK4 ", scale = 5e-324 }");
+  round_trip(s);
+
+  static const int sorted[] = {80, 90, 121};
+  s = expect_ok("archs unsorted", "return { " OK4 ", archs = { 'sm_90', 'sm_80', 'sm_90', 'sm_121', 'sm_80' } }");
+  check(archs_are(s, 3, sorted), "archs are sorted and unique");
+  static const int all[] = {80, 86, 87, 89, 90, 100, 103, 110, 120, 121};
+  s = expect_ok("all archs", "return { " OK4 ", archs = { 'sm_121', 'sm_120', 'sm_110', 'sm_103', 'sm_100', 'sm_90', 'sm_89', 'sm_87', 'sm_86', 'sm_80' } }");
+  check(archs_are(s, 10, all), "all ten architectures");
+  round_trip(s);
+  expect_fail("archs string", "return { " OK4 ", archs = 'sm_80' }", "archs = \"sm_80\" is a string");
+  expect_fail("archs number", "return { " OK4 ", archs = { 90 } }", "archs[1] = 90 is an integer");
+  expect_fail("archs key", "return { " OK4 ", archs = { x = 'sm_80' } }", "archs.x is not a list entry");
+  expect_fail("archs sm_90a", "return { " OK4 ", archs = { 'sm_90a' } }", "archs[1] = \"sm_90a\" is not a known architecture");
+  expect_fail("archs sm_70", "return { " OK4 ", archs = { 'sm_80', 'sm_70' } }", "archs[2] = \"sm_70\" is not supported: qgen kernels need sm_80 or newer");
+
+  char name64[80];
+  memset(name64, 'a', 64);
+  name64[64] = 0;
+  char src[512];
+  qgen_fmt(src, sizeof src, "return { name = '%s', head_dim = 64, n_head = 1, n_head_kv = 1 }", name64);
+  s = expect_ok("name of 64 characters", src);
+  check(strlen(s->name) == 64, "a 64-character name is kept");
+  qgen_fmt(src, sizeof src, "return { name = '%sb', head_dim = 64, n_head = 1, n_head_kv = 1 }", name64);
+  expect_fail("name of 65 characters", src, "is 65 characters long");
+  s = expect_ok("name charset", "return { name = 'Az09._-', head_dim = 64, n_head = 1, n_head_kv = 1 }");
+  expect_fail("empty name", "return { name = '', head_dim = 64, n_head = 1, n_head_kv = 1 }", "name = \"\" is empty");
+  expect_fail("name slash", "return { name = '../x', head_dim = 64, n_head = 1, n_head_kv = 1 }", "name = \"../x\" contains '/' at position 3");
+  expect_fail("name number", "return { name = 7, head_dim = 64, n_head = 1, n_head_kv = 1 }", "name = 7 is an integer");
+  expect_fail("several unknown fields", "return { " OK4 ", zz = 1, aa = 2, [3] = 4 }", "unknown field '[3]' (and 2 more)");
+
+  /* the exact message shape of spec.h */
+  load("local a = 1\n\nreturn spec{\n  name = 'x', head_dim = 128, n_head = 30, n_head_kv = 8,\n}\n");
+  check(!strcmp(err, "t.lua:3: n_head = 30 is not a multiple of n_head_kv = 8"), "exact message: %s", err);
+  load("return { name = 'x', head_dim = 128, n_head = 32, n_head_kv = 8, archs = { 'sm_75' } }");
+  check(!strcmp(err, "t.lua: archs[1] = \"sm_75\" is not supported: qgen kernels need sm_80 or newer; allowed: "
+                     "sm_80, sm_86, sm_87, sm_89, sm_90, sm_100, sm_103, sm_110, sm_120, sm_121"),
+        "exact message: %s", err);
+  expect_fail("multi-line error", "error('a\\nb')", "t.lua:1: a b");
+  expect_fail("error(x, 0) gets the file name", "error('plain', 0)", "t.lua: plain");
+  expect_fail("error(42)", "error(42)", "t.lua: 42");
+}
+
+/* ---------------------------------------------------------------- variants */
+
+static void test_variants(void) {
+  int rc = load("local v = {}\n"
+                "for i, kv in ipairs { 'f16', 'q8_0', 'q4_0', 'q5_0', 'bf16' } do\n"
+                "  v[i] = spec{ name = 'm-' .. kv, head_dim = 64, n_head = 8, n_head_kv = 2, k_type = kv }\n"
+                "end\n"
+                "return v\n");
+  check(rc == 0 && set.n == 5 && set.v[3].k_type == QGEN_TYPE_Q5_0 && !strcmp(set.v[4].name, "m-bf16") &&
+            set.v[0].line == 3,
+        "five variants made in a loop (%s)", rc ? err : "ok");
+  char src[8192] = "return {";
+  for (int i = 0; i < QGEN_MAX_VARIANTS; i++) {
+    size_t l = strlen(src);
+    qgen_fmt(src + l, sizeof src - l, "{ name = 'v%d', head_dim = 64, n_head = 1, n_head_kv = 1 },", i);
+  }
+  strcat(src, "}");
+  rc = load(src);
+  check(rc == 0 && set.n == QGEN_MAX_VARIANTS, "%d variants are accepted", QGEN_MAX_VARIANTS);
+  expect_fail("hole", "return { [1] = { " OK4 " }, [3] = { name = 'n', head_dim = 64, n_head = 1, n_head_kv = 1 } }",
+              "hole at [2]");
+  expect_fail("variant error names the variant", "return { { " OK4 " }, { name = 'b', head_dim = 64, n_head = 1 } }",
+              "t.lua: variant 2 (\"b\"): missing required field 'n_head_kv'");
+  expect_fail("spec{} in a list keeps its line", "return {\n spec{ " OK4 " },\n spec{ name = 'b', head_dim = 64, n_head = 3, n_head_kv = 2 } }",
+              "t.lua:3: n_head = 3 is not a multiple of n_head_kv = 2");
+}
+
+/* ---------------------------------------------------------------- the sandbox */
+
+/* Run load(src) with stdout and stderr sent to files; returns their sizes. */
+static int load_captured(const char *src, long *out_bytes, long *err_bytes, char *err_text, size_t n) {
+  char po[] = "/tmp/qgen_spec_outXXXXXX", pe[] = "/tmp/qgen_spec_errXXXXXX";
+  int fo = mkstemp(po), fe = mkstemp(pe);
+  fflush(stdout);
+  fflush(stderr);
+  int so = dup(1), se = dup(2);
+  dup2(fo, 1);
+  dup2(fe, 2);
+  int rc = load(src);
+  fflush(stdout);
+  fflush(stderr);
+  dup2(so, 1);
+  dup2(se, 2);
+  close(so);
+  close(se);
+  *out_bytes = lseek(fo, 0, SEEK_END);
+  *err_bytes = lseek(fe, 0, SEEK_END);
+  ssize_t got = pread(fe, err_text, n - 1, 0);
+  err_text[got > 0 ? got : 0] = 0;
+  close(fo);
+  close(fe);
+  unlink(po);
+  unlink(pe);
+  return rc;
+}
+
+static void test_sandbox(void) {
+  expect_ok("string, table and math work",
+            "assert(string.rep('ab', 2, ',') == 'ab,ab')\n"
+            "assert(('x'):upper() == 'X' and ('hello'):sub(2, 3) == 'el')\n"
+            "assert(string.format('%d-%s', 3, 'a') == '3-a')\n"
+            "assert(table.concat({ 1, 2, 3 }, ',') == '1,2,3')\n"
+            "local t = { 3, 1, 2 }; table.sort(t); assert(t[1] == 1 and t[3] == 3)\n"
+            "local m = table.move({ 1, 2, 3 }, 1, 3, 2, {}); assert(m[2] == 1 and m[4] == 3)\n"
+            "assert(select('#', table.unpack({ 1, 2, 3 })) == 3)\n"
+            "assert(math.floor(2.5) == 2 and math.max(1, 5) == 5 and math.type(1) == 'integer')\n"
+            "assert(tostring(12) == '12' and tonumber('0x10') == 16)\n"
+            "assert(pcall(error, 'x') == false)\n"
+            "local ok = pcall(spec, { name = 'bad' }); assert(not ok)\n"
+            "return spec{ " OK4 " }");
+  expect_ok("the removed names are absent",
+            "for _, n in ipairs { 'io', 'os', 'package', 'debug', 'coroutine', 'utf8', 'require', 'load',\n"
+            "  'loadfile', 'dofile', 'collectgarbage', 'setmetatable', 'warn' } do\n"
+            "  assert(rawget(_G, n) == nil, n)\n"
+            "end\n"
+            "assert(getmetatable('') == false and getmetatable(_G) == false)\n"
+            "return { " OK4 " }");
+  expect_fail("a global typo", "return { name = nmae }", "t.lua:1: undefined global 'nmae'");
+  expect_fail("getmetatable('').__index", "getmetatable('').__index = nil", "attempt to index a boolean value");
+  expect_fail("table.remove on a huge border", "local t = {}\nfor k = 0, 62 do t[1 << k] = k end\n"
+              "for i = 1, 5 do t[i] = i end\ntable.remove(t, 1)", "t.lua:4: table.remove on a table of length");
+  expect_fail("table.sort on a huge border", "local t = {}\nfor k = 0, 62 do t[1 << k] = k end\n"
+              "for i = 1, 5 do t[i] = i end\ntable.sort(t, rawequal)", "t.lua:4: table.sort on a table of length");
+  expect_ok("table.insert and remove on small lists",
+            "local t = { 1, 2 }\ntable.insert(t, 3)\ntable.insert(t, 1, 0)\nassert(table.remove(t) == 3)\n"
+            "assert(table.remove(t, 1) == 0 and #t == 2)\nassert(string.rep('', 1 << 62) == '' and string.rep('a', 0) == '')\n"
+            "assert(string.rep('', 3, '-') == '--')\nreturn { " OK4 " }");
+  expect_fail("string.gsub", "return ('a'):gsub('a', 'b')", "string.gsub is not available in a spec");
+  expect_fail("string.match", "return ('a'):match('a')", "string.match is not available");
+  expect_fail("string.gmatch", "return ('a'):gmatch('a')", "string.gmatch is not available");
+
+  /* math.random is deterministic */
+  char n1[QGEN_NAME_MAX + 1] = "", n2[QGEN_NAME_MAX + 1] = "";
+  const char *rnd = "return { name = 'r' .. math.random(1, 1 << 40), head_dim = 64, n_head = 1, n_head_kv = 1 }";
+  if (load(rnd) == 0) memcpy(n1, set.v[0].name, sizeof n1);
+  if (load(rnd) == 0) memcpy(n2, set.v[0].name, sizeof n2);
+  check(n1[0] && !strcmp(n1, n2), "math.random gives the same numbers every load (%s, %s)", n1, n2);
+
+  /* print writes to stderr, at most 64 KiB */
+  long ob = -1, eb = -1;
+  char text[256];
+  int rc = load_captured("print('hello', 42, true, nil)\nreturn { " OK4 " }", &ob, &eb, text, sizeof text);
+  check(rc == 0 && ob == 0 && !strcmp(text, "hello\t42\ttrue\tnil\n"), "print writes to stderr, not stdout");
+  rc = load_captured("for i = 1, 1000 do print(string.rep('x', 1000)) end\nreturn { " OK4 " }", &ob, &eb, text,
+                     sizeof text);
+  check(rc == 0 && ob == 0 && eb > 60000 && eb < 70000, "print output is capped (%ld bytes)", eb);
+
+  /* binary chunks */
+  static const char fake[] = "\x1bLuaT\x00\x19\x93\r\n\x1a\n";
+  rc = qgen_spec_load_string("b.luac", fake, sizeof fake - 1, &set, err, sizeof err);
+  check(rc == -1 && strstr(err, "b.luac: this is a precompiled Lua chunk"), "a binary chunk is refused: %s", err);
+  rc = qgen_spec_load_string("b.luac", "\xEF\xBB\xBF\x1bLua", 7, &set, err, sizeof err);
+  check(rc == -1 && strstr(err, "precompiled"), "a binary chunk after a BOM is refused: %s", err);
+
+  /* API misuse and file errors */
+  check(qgen_spec_load_string("x", NULL, 0, &set, err, sizeof err) == -1, "NULL source fails");
+  check(qgen_spec_load_string("x", "return 1", 8, NULL, err, sizeof err) == -1, "NULL out fails");
+  check(qgen_spec_load_string("x", "return 1", 8, &set, NULL, 0) == -1, "a NULL err buffer is fine");
+  char small[8];
+  check(qgen_spec_load_string("x", "error('a long message')", 23, &set, small, sizeof small) == -1 &&
+            strlen(small) == 7,
+        "the message is cut to the buffer (%s)", small);
+  rc = qgen_spec_load("/nonexistent/spec.lua", &set, err, sizeof err);
+  check(rc == -1 && strstr(err, "/nonexistent/spec.lua") && strstr(err, "cannot open"), "missing file: %s", err);
+  char big[] = "/tmp/qgen_spec_bigXXXXXX";
+  int fd = mkstemp(big);
+  if (fd >= 0) {
+    char line[] = "-- padding padding padding padding padding padding padding padding padding\n";
+    for (int i = 0; i < (1 << 20) / (int)(sizeof line - 1) + 2; i++)
+      if (write(fd, line, sizeof line - 1) < 0) break;
+    close(fd);
+    rc = qgen_spec_load(big, &set, err, sizeof err);
+    check(rc == -1 && strstr(err, big) && strstr(err, "larger than"), "a file over 1 MiB: %s", err);
+    unlink(big);
+  }
+  rc = qgen_spec_load("/dev/zero", &set, err, sizeof err);
+  check(rc == -1 && strstr(err, "/dev/zero"), "/dev/zero: %s", err);
+}
+
+/* ---------------------------------------------------------------- limits */
+
+static void test_limits(const char *argv0) {
+  double t0 = qgen_now_ms();
+  int rc = load("local i = 0\nwhile true do i = i + 1 end");
+  double ms = qgen_now_ms() - t0;
+  check(rc == -1 && strstr(err, "t.lua:2: ") && strstr(err, "limit exceeded") && ms < 8000,
+        "an endless loop stops in %.0f ms: %s", ms, err);
+  t0 = qgen_now_ms();
+  rc = load("local t = {}\nwhile true do t[#t + 1] = 'x' .. #t end");
+  ms = qgen_now_ms() - t0;
+  check(rc == -1 && memory_limit_hit(err) && ms < 8000, "a growing table stops in %.0f ms: %s", ms, err);
+  t0 = qgen_now_ms();
+  rc = load("local s = string.rep('x', 40 << 20)\nlocal u = s .. s");
+  ms = qgen_now_ms() - t0;
+  check(rc == -1 && memory_limit_hit(err) && ms < 8000, "a large string stops in %.0f ms: %s", ms, err);
+  t0 = qgen_now_ms();
+  rc = load("local ok, e = pcall(string.rep, 'x', 1 << 30)\nassert(not ok)\n"
+            "local t = {}\nfor i = 1, 1000000 do t[i] = i end\nreturn { " OK4 " }");
+  ms = qgen_now_ms() - t0;
+  check(rc == 0, "a caught memory error and a million-element table are fine (%.0f ms)", ms);
+  t0 = qgen_now_ms();
+  rc = load("local function f() return f() end\nreturn f()");
+  ms = qgen_now_ms() - t0;
+  check(rc == -1 && strstr(err, "limit exceeded") && ms < 8000, "endless tail calls stop in %.0f ms: %s", ms, err);
+  t0 = qgen_now_ms();
+  rc = load("local ok = xpcall(function() while true do end end, function() while true do end end)\n"
+            "while true do end");
+  ms = qgen_now_ms() - t0;
+  check(rc == -1 && strstr(err, "limit exceeded") && ms < 8000, "a looping message handler stops in %.0f ms: %s", ms, err);
+  t0 = qgen_now_ms();
+  rc = load("local n = 0\nlocal function h(e) n = n + 1; if n > 3 then while true do end end; return e end\n"
+            "while true do xpcall(function() while true do end end, h) end");
+  ms = qgen_now_ms() - t0;
+  check(rc == -1 && strstr(err, "limit exceeded") && ms < 8000, "xpcall in a loop stops in %.0f ms: %s", ms, err);
+  rc = load("local ok, e, x = xpcall(function(a, b) return a + b, 'r' end, function(m) return 'h:' .. m end, 2, 3)\n"
+            "assert(ok == true and e == 5 and x == 'r')\n"
+            "ok, e = xpcall(error, function(m) return 'h:' .. m end, 'boom', 0)\n"
+            "assert(ok == false and e == 'h:boom', e)\n"
+            "return { " OK4 " }");
+  check(rc == 0, "xpcall passes arguments, results and the handler's value (%s)", rc ? err : "ok");
+  expect_fail("a caught memory error raised again", "local ok, e = pcall(string.rep, 'x', 1 << 30)\nerror(e)",
+              "t.lua:2: memory limit exceeded");
+  expect_ok("a load after the limits is normal", "return { " OK4 " }");
+
+  /* a real binary chunk from mkbytecode, next to this test binary */
+  char tool[4096], out[] = "/tmp/qgen_spec_bcXXXXXX", cmd[8300];
+  const char *slash = strrchr(argv0, '/');
+  qgen_fmt(tool, sizeof tool, "%.*smkbytecode", slash ? (int)(slash - argv0 + 1) : 0, argv0);
+  int fd = mkstemp(out);
+  if (fd >= 0) close(fd);
+  if (access(tool, X_OK) == 0 && fd >= 0) {
+    qgen_fmt(cmd, sizeof cmd, "'%s' '%s'", tool, out);
+    int made = system(cmd) == 0;
+    rc = made ? qgen_spec_load(out, &set, err, sizeof err) : 0;
+    check(made && rc == -1 && strstr(err, out) && strstr(err, "precompiled"), "real bytecode from mkbytecode: %s", err);
+  } else {
+    printf("skip real bytecode check: %s not built\n", tool);
+  }
+  if (fd >= 0) unlink(out);
+}
+
+/* ---------------------------------------------------------------- canonical text */
+
+static void test_to_lua(void) {
+  const qgen_spec *s0 = expect_ok("budget spec", "return { " OK4 ", k_type = 'q4_0', v_type = 'q8_0', in_type = 'f32', "
+                                  "out_type = 'bf16', scale = 0.1, sparse = { budget = 2048, block = 32, sink = 0, recent = 5 }, "
+                                  "archs = { 'sm_100' } }");
+  qgen_spec s = *s0;
+  round_trip(&s);
+  char text[4096];
+  int n = qgen_spec_to_lua(&s, text, sizeof text);
+  check(n > 0 && strstr(text, "budget = 2048") && !strstr(text, "coverage") && strstr(text, "scale = 0.1,") &&
+            !strncmp(text, "return spec{\n  name = \"m\",\n", 27),
+        "canonical text spells the budget, not coverage; shortest exact numbers");
+  check(qgen_spec_to_lua(&s, text, (size_t)n) == -1 && qgen_spec_to_lua(&s, text, (size_t)n + 1) == n &&
+            qgen_spec_to_lua(&s, text, 0) == -1,
+        "qgen_spec_to_lua: -1 when the buffer is too small, exact fit works");
+  s0 = expect_ok("dense spec", "return { " OK4 ", sparse = { enabled = false, block = 256 } }");
+  s = *s0;
+  round_trip(&s);
+  qgen_spec_to_lua(&s, text, sizeof text);
+  check(strstr(text, "sparse = { enabled = false, block = 256 }") != NULL, "dense canonical text");
+  char uri[256];
+  qgen_spec_uri(&s, uri, sizeof uri);
+  check(!strcmp(uri, "m_d128_h32_g4_kf16_vf16_if16_of16_b256_dense"), "dense uri: %s", uri);
+  qgen_spec_uri(&s, uri, 5);
+  check(!strcmp(uri, "m_d1"), "uri is cut to the buffer");
+}
+
+int main(int argc, char **argv) {
+  (void)argc;
+  test_real_specs();
+  test_defaults();
+  test_variants();
+  test_to_lua();
+  test_sandbox();
+  test_limits(argv[0]);
+  test_bad_specs();
+  printf("%d passed, %d failed\n", n_pass, n_fail);
+  return n_fail ? 1 : 0;
+}
