@@ -113,8 +113,12 @@ int qgen_artifact_unpack(const uint8_t *p, size_t size, qgen_artifact *a, char *
   for (uint32_t i = 0; i < nk && !r.bad; i++) {
     qgen_kernel_info *k = &a->k[i];
     if (r.left < 32) { r.bad = 1; break; }
+    if (r.p[31] != 0) { /* what pack writes always ends in a NUL: anything else is corrupt */
+      qgen_artifact_free(a);
+      qgen_fmt(err, errlen, "artifact kernel %u: name is not NUL-terminated", i);
+      return -1;
+    }
     memcpy(k->name, r.p, 32);
-    k->name[31] = 0;
     r.p += 32;
     r.left -= 32;
     k->regs = (int)get(&r, 4);

@@ -37,7 +37,10 @@ typedef struct qgen_artifact {
 void qgen_artifact_free(qgen_artifact *a);
 /* Serialize into a fresh malloc buffer; NULL on OOM. */
 uint8_t *qgen_artifact_pack(const qgen_artifact *a, size_t *size);
-/* Parse; returns 0, or -1 with a message for any malformed input (never reads past size). */
+/* Parse; returns 0, or -1 with a message for any malformed input (never reads past size):
+   a bad magic or version, more than QGEN_MAX_KERNELS kernels, a kernel name whose 32 bytes
+   hold no terminating NUL, a length past the end, or trailing bytes. Whatever it accepts,
+   qgen_artifact_pack gives back byte for byte. */
 int qgen_artifact_unpack(const uint8_t *p, size_t size, qgen_artifact *a, char *err, size_t errlen);
 /* The info of kernel name, or NULL. */
 const qgen_kernel_info *qgen_artifact_kernel(const qgen_artifact *a, const char *name);

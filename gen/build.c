@@ -21,11 +21,14 @@ typedef struct {
   char err[65536];
 } job;
 
-static void key_of(const char *src, int arch, int nv_major, int nv_minor, uint8_t key[32]) {
+void qgen_build_key(const char *src, int arch, const char *qgen_version, int nv_major, int nv_minor,
+                    uint8_t key[32]) {
   char head[512], opts[256];
   qgen_nvrtc_options(arch, opts, sizeof opts);
-  int n = snprintf(head, sizeof head, "qgen-cache %d|qgen %s|artifact %d|nvrtc %d.%d|%s|", QGEN_CACHE_FORMAT,
-                   QGEN_VERSION, QGEN_ARTIFACT_VERSION, nv_major, nv_minor, opts);
+  int n = snprintf(head, sizeof head, "qgen-cache %d|qgen %.200s|artifact %d|nvrtc %d.%d|%s|", QGEN_CACHE_FORMAT,
+                   qgen_version ? qgen_version : "", QGEN_ARTIFACT_VERSION, nv_major, nv_minor, opts);
+  if (n < 0) n = 0;
+  if ((size_t)n >= sizeof head) n = (int)sizeof head - 1;
   qgen_sha256 h;
   qgen_sha256_init(&h);
   qgen_sha256_update(&h, head, (size_t)n);
@@ -40,7 +43,7 @@ static void *run_job(void *arg) {
   j->rc = -1;
   if (qgen_nvrtc_version(&major, &minor, j->err, sizeof j->err) != 0) return NULL;
   uint8_t key[32];
-  key_of(j->src, j->arch, major, minor, key);
+  qgen_build_key(j->src, j->arch, QGEN_VERSION, major, minor, key);
   snprintf(name, sizeof name, "%s_sm%d", j->uri, j->arch);
   double t0 = qgen_now_ms();
   void *data;

@@ -11,6 +11,14 @@
 #include "cache.h"
 #include "spec.h"
 
+/* The cache key of the emitted unit src compiled for sm_<arch> by qgen version
+   qgen_version with NVRTC nvrtc_major.nvrtc_minor: SHA-256 over {cache format, qgen
+   version, artifact version, NVRTC version, compile options of arch, src}. qgen_build uses
+   it with this build's QGEN_VERSION and the loaded NVRTC's version, so an entry written by
+   another qgen or another NVRTC is a miss. */
+void qgen_build_key(const char *src, int arch, const char *qgen_version, int nvrtc_major, int nvrtc_minor,
+                    uint8_t key[32]);
+
 /* Build spec for each of archs[0..n) into out[0..n) (cache may be NULL: no cache).
    Returns 0, or -1 with a message (err should hold 64 KiB: it may carry NVRTC's log).
    *src_out, if not NULL, receives the emitted unit (caller frees). */

@@ -3,11 +3,13 @@
 #include "nvrtc.h"
 
 #include <dlfcn.h>
+#include <errno.h>
 #include <nvrtc.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "util.h"
@@ -38,6 +40,10 @@ static void nv_load(void) {
   const char *home[] = {getenv("CUDA_HOME"), getenv("CUDA_PATH")};
   char path[4200];
   const char *env = getenv("QGEN_NVRTC");
+  if (env && strcmp(env, "none") == 0) { /* tests: behave as if NVRTC were not installed */
+    snprintf(nv.error, sizeof nv.error, "NVRTC disabled (QGEN_NVRTC=none)");
+    return;
+  }
   if (env && *env) nv.lib = dlopen(env, RTLD_NOW | RTLD_LOCAL);
   for (int i = 0; i < 2 && !nv.lib; i++)
     if (home[i] && *home[i]) {
@@ -154,9 +160,42 @@ static const char *unit_line(const char *src, const char *file, size_t flen, lon
   return p && *p ? p : NULL;
 }
 
-/* NVRTC's log, then each source line it complains about ("file(LINE): error"), numbered. */
-static void format_failure(const char *src, const char *log, char *err, size_t errlen) {
-  size_t k = (size_t)snprintf(err, errlen, "NVRTC failed:\n%s", log);
+/* With $QGEN_DUMP_SOURCE naming a directory, write the unit that failed to compile there
+   as <name>.cu (atomically; the name keeps [A-Za-z0-9._-], other bytes become '_') and say
+   where in note, e.g. " (source written to /tmp/d/x_sm90.cu)"; note is "" when the
+   variable is unset, and tells why when the write failed. */
+static void dump_source(const char *src, const char *name, char *note, size_t n) {
+  const char *dir = getenv("QGEN_DUMP_SOURCE");
+  note[0] = 0;
+  if (!dir || !*dir) return;
+  char file[256], path[4400];
+  size_t k = 0;
+  for (const char *p = name && *name ? name : "unit"; *p && k < 200; p++) {
+    char ch = *p;
+    int keep = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '.' ||
+               ch == '_' || ch == '-';
+    file[k++] = keep ? ch : '_';
+  }
+  file[k] = 0;
+  if (file[0] == '.') file[0] = '_'; /* no hidden files, no ".." */
+  int w = snprintf(path, sizeof path, "%s/%s.cu", dir, file);
+  struct stat st;
+  if (w < 0 || (size_t)w >= sizeof path)
+    qgen_fmt(note, n, " (QGEN_DUMP_SOURCE: path too long)");
+  else if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
+    qgen_fmt(note, n, " (QGEN_DUMP_SOURCE=%s is not a directory; source not written)", dir);
+  else if (qgen_write_atomic(path, src, strlen(src)) != 0)
+    qgen_fmt(note, n, " (cannot write source to %s: %s)", path, strerror(errno));
+  else
+    qgen_fmt(note, n, " (source written to %s)", path);
+}
+
+/* NVRTC's log, then each source line it complains about ("file(LINE): error"), numbered.
+   The first line says where the unit was written when $QGEN_DUMP_SOURCE asks for it. */
+static void format_failure(const char *src, const char *name, const char *log, char *err, size_t errlen) {
+  char note[4600];
+  dump_source(src, name, note, sizeof note);
+  size_t k = (size_t)snprintf(err, errlen, "NVRTC failed%s:\n%s", note, log);
   int shown = 0;
   for (const char *l = log; l && *l && shown < 10 && k < errlen; l = strchr(l, '\n'), l = l ? l + 1 : NULL) {
     const char *paren = strchr(l, '(');
@@ -199,7 +238,7 @@ int qgen_nvrtc_compile(const char *src, const char *name, int arch, const char *
     a->log_size = strlen(a->log);
   }
   if (r != NVRTC_SUCCESS) {
-    format_failure(src, a->log ? a->log : "", err, errlen);
+    format_failure(src, name, a->log ? a->log : "", err, errlen);
     nv.nvrtcDestroyProgram(&prog);
     qgen_artifact_free(a);
     return -1;

@@ -3,6 +3,7 @@
  * libnvrtc is opened with dlopen on first use, so qgen and libqgen start (and open bundles)
  * where NVRTC is not installed. Search: $QGEN_NVRTC (a file), $CUDA_HOME/lib64,
  * $CUDA_PATH/lib64, the toolkit qgen was built against, then the loader's own path.
+ * QGEN_NVRTC=none (exactly) never loads NVRTC: every call fails as if it were absent.
  * NVRTC needs the toolkit's include directory for cuda_fp16.h/cuda_bf16.h: $CUDA_HOME,
  * $CUDA_PATH, then the build-time toolkit. ptxas reports registers, spills, stack and
  * shared memory per kernel; they are parsed from its log.
@@ -25,7 +26,9 @@ int qgen_nvrtc_archs(int *archs, int max);
 void qgen_nvrtc_options(int arch, char *buf, size_t n);
 
 /* Compile src for sm_<arch>: fills a->arch, cubin, ptx, kernel infos and log. On failure
-   returns -1 and err holds NVRTC's log with the offending source lines numbered. */
+   returns -1 and err holds NVRTC's log with the offending source lines numbered; when
+   $QGEN_DUMP_SOURCE names a directory, the unit is also written there as <name>.cu and
+   the message's first line says "source written to PATH". */
 int qgen_nvrtc_compile(const char *src, const char *name, int arch, const char *const *kernels,
                        qgen_artifact *a, char *err, size_t errlen);
 

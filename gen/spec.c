@@ -70,11 +70,17 @@
 #include "util.h"
 
 #define SPEC_FILE_MAX ((size_t)1 << 20)     /* bytes of source */
+#ifndef QGEN_SPEC_FUZZ_LIMITS
 #define SPEC_MEM_LIMIT ((size_t)64 << 20)   /* bytes held by the Lua state */
 #define SPEC_STEP_LIMIT 50000000LL          /* VM instructions */
+#define SPEC_TIME_LIMIT_MS 5000.0           /* wall time of one load */
+#else /* fuzz/ builds: the same checks with smaller budgets, so a slow input stays cheap */
+#define SPEC_MEM_LIMIT ((size_t)16 << 20)
+#define SPEC_STEP_LIMIT 2000000LL
+#define SPEC_TIME_LIMIT_MS 250.0
+#endif
 #define SPEC_HOOK_EVERY 1000                /* instructions between count hooks */
 #define SPEC_HOOK_MASK (LUA_MASKCOUNT | LUA_MASKCALL)
-#define SPEC_TIME_LIMIT_MS 5000.0           /* wall time of one load */
 #define SPEC_PRINT_MAX ((size_t)64 << 10)   /* bytes print may write */
 #define SPEC_ELEMS_MAX ((lua_Integer)1 << 24) /* elements one table function may touch */
 #define SPEC_HEADS_MAX 65536

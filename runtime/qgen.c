@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../gen/bundle.h"
 #include "../gen/emit.h"
 #include "../gen/util.h"
 #include "internal.h"
@@ -82,22 +83,39 @@ qgen_status qgen_open(qgen_ctx **out, const char *path, const qgen_open_opts *o)
   if (!path) st = qgen_fail(c, QGEN_ERR_INVALID_ARG, "qgen_open: no spec path");
   else if (o->backend != QGEN_BACKEND_GPU && o->backend != QGEN_BACKEND_CPU)
     st = qgen_fail(c, QGEN_ERR_INVALID_ARG, "qgen_open: unknown backend %d", (int)o->backend);
+  /* A bundle (found by its magic, whatever the file's name): the spec from its text and,
+     for the GPU, its compiled kernels; NVRTC is never called. Anything else is a spec. */
+  qgen_bundle *bundle = NULL;
   qgen_spec_set *set = NULL;
-  if (st == QGEN_OK && !(set = malloc(sizeof *set))) st = QGEN_ERR_OUT_OF_MEMORY;
-  if (st == QGEN_OK && qgen_spec_load(path, set, c->err, sizeof c->err) != 0) st = QGEN_ERR_SPEC;
-  if (st == QGEN_OK) {
-    const qgen_spec *s = qgen_spec_find(set, o->variant);
-    if (!s) st = qgen_fail(c, QGEN_ERR_SPEC, "%s: no variant named '%s'", path, o->variant);
-    else c->spec = *s;
+  if (st == QGEN_OK && qgen_bundle_is(path)) {
+    if (!(bundle = malloc(sizeof *bundle))) st = QGEN_ERR_OUT_OF_MEMORY;
+    else if (qgen_bundle_read(path, bundle, c->err, sizeof c->err) != 0) st = QGEN_ERR_BUNDLE;
+    else if (o->variant && *o->variant && strcmp(o->variant, bundle->spec.name) != 0)
+      st = qgen_fail(c, QGEN_ERR_SPEC, "%s: the bundle holds variant '%s', not '%s'", path, bundle->spec.name, o->variant);
+    else if (o->backend == QGEN_BACKEND_GPU && strcmp(bundle->qgen_version, QGEN_VERSION) != 0)
+      st = qgen_fail(c, QGEN_ERR_UNSUPPORTED, "%s: built by qgen %s; this is qgen %s (rebuild the bundle)", path,
+                     bundle->qgen_version, QGEN_VERSION);
+    else c->spec = bundle->spec;
+  } else if (st == QGEN_OK) {
+    if (!(set = malloc(sizeof *set))) st = QGEN_ERR_OUT_OF_MEMORY;
+    else if (qgen_spec_load(path, set, c->err, sizeof c->err) != 0) st = QGEN_ERR_SPEC;
+    else {
+      const qgen_spec *s = qgen_spec_find(set, o->variant);
+      if (!s) st = qgen_fail(c, QGEN_ERR_SPEC, "%s: no variant named '%s'", path, o->variant);
+      else c->spec = *s;
+    }
+    free(set);
   }
-  free(set);
   if (st == QGEN_OK) {
     qgen_spec_layout(&c->spec, &c->L);
     qgen_plan_make(&c->L, &c->P);
     c->backend = o->backend;
     fill_info(c);
-    if (c->backend == QGEN_BACKEND_GPU) st = qgen_gpu_open(c, o, NULL, 0);
+    if (c->backend == QGEN_BACKEND_GPU)
+      st = bundle ? qgen_gpu_open(c, o, bundle->arts, bundle->n) : qgen_gpu_open(c, o, NULL, 0);
   }
+  if (bundle) qgen_bundle_free(bundle);
+  free(bundle);
   if (st != QGEN_OK) {
     /* keep the message reachable: hand back the context only to carry qgen_error() */
     *out = c;
@@ -279,9 +297,12 @@ qgen_status qgen_attend(qgen_kv *kv, const int *seq, int n_seq, qgen_ptr q, qgen
       return qgen_fail(c, QGEN_ERR_INVALID_ARG, "qgen_attend: coverage = %g must be in (0, 1] (or give budget > 0 tokens)", o.coverage);
     b.mode = o.budget > 0 ? QGEN_BUDGET_TOKENS : QGEN_BUDGET_COVERAGE;
     b.coverage = o.coverage;
-    b.tokens = o.budget;
-    b.sink = o.sink;
-    b.recent = o.recent;
+    /* A budget, sink or recent past the capacity means "every token" either way; clamping
+       keeps the page arithmetic (budget + block - 1 in layout.c and select.cu) from
+       overflowing for values near LLONG_MAX. */
+    b.tokens = o.budget < kv->max_tokens ? o.budget : kv->max_tokens;
+    b.sink = o.sink < kv->max_tokens ? o.sink : kv->max_tokens;
+    b.recent = o.recent < kv->max_tokens ? o.recent : kv->max_tokens;
   } else if (o.mode != QGEN_ATTEND_DENSE) {
     return qgen_fail(c, QGEN_ERR_INVALID_ARG, "qgen_attend: mode = %d (QGEN_ATTEND_DENSE or QGEN_ATTEND_SPARSE)", o.mode);
   }
@@ -314,7 +335,12 @@ size_t qgen_kv_size(const qgen_kv *kv, int which) {
 qgen_status qgen_kv_read(qgen_kv *kv, int which, void *host, size_t bytes) {
   if (!kv) return QGEN_ERR_INVALID_ARG;
   size_t want = qgen_kv_size(kv, which);
-  if (!host || want == 0 || bytes != want)
+  if (which < QGEN_KV_K || which > QGEN_KV_SEQ_LEN)
+    return qgen_fail(kv->ctx, QGEN_ERR_INVALID_ARG, "qgen_kv_read: unknown array %d (QGEN_KV_K .. QGEN_KV_SEQ_LEN)", which);
+  if (want == 0)
+    return qgen_fail(kv->ctx, QGEN_ERR_INVALID_ARG, "qgen_kv_read: this cache has no array %d (a dense spec keeps no bounds)", which);
+  if (!host) return qgen_fail(kv->ctx, QGEN_ERR_INVALID_ARG, "qgen_kv_read: host buffer is NULL");
+  if (bytes != want)
     return qgen_fail(kv->ctx, QGEN_ERR_INVALID_ARG, "qgen_kv_read: array %d has %zu bytes, got a buffer of %zu", which, want, bytes);
   if (kv->ctx->backend == QGEN_BACKEND_GPU) return qgen_gpu_read(kv, which, host, bytes);
   const void *src = which == QGEN_KV_K ? (const void *)kv->host.k
@@ -331,8 +357,9 @@ qgen_status qgen_kv_map(qgen_kv *kv, int seq, const int *pages, long long n) {
   qgen_ctx *c = kv->ctx;
   qgen_status st = check_seqs(kv, "qgen_kv_map", &seq, 1, 0);
   if (st != QGEN_OK) return st;
-  if (!pages || n <= 0 || n > kv->pps)
-    return qgen_fail(c, QGEN_ERR_INVALID_ARG, "qgen_kv_map: n = %lld pages (1..%lld) or pages is NULL", n, (long long)kv->pps);
+  if (n <= 0 || n > kv->pps)
+    return qgen_fail(c, QGEN_ERR_INVALID_ARG, "qgen_kv_map: n = %lld pages (allowed 1..%lld)", n, (long long)kv->pps);
+  if (!pages) return qgen_fail(c, QGEN_ERR_INVALID_ARG, "qgen_kv_map: pages is NULL");
   if (kv->len[seq] != 0) return qgen_fail(c, QGEN_ERR_INVALID_ARG, "qgen_kv_map: sequence %d is not empty", seq);
   for (long long i = 0; i < n; i++)
     if (pages[i] < 0 || pages[i] >= kv->n_pages)

@@ -62,8 +62,13 @@ typedef struct qgen_open_opts {
   const char *cache_dir; /* NULL = $QGEN_CACHE_DIR, $XDG_CACHE_HOME/qgen, ~/.cache/qgen */
 } qgen_open_opts;
 
-/* Open a spec (.lua: compiled on first use, then from the cache) or a bundle (.qgb).
-   On failure *ctx still receives a context that only carries qgen_error(); close it. */
+/* Open a spec (.lua: compiled on first use, then from the cache) or a bundle (`qgen
+   bundle`, recognised by its magic whatever its name: the GPU backend loads its cubin for
+   the device's arch, else its newest older PTX, and never calls NVRTC; the CPU backend
+   uses only its spec; opts->variant, if given, must name the bundle's variant; the GPU
+   backend refuses a bundle written by another qgen version). A malformed bundle gives
+   QGEN_ERR_BUNDLE. On failure *ctx still receives a context that only carries
+   qgen_error(); close it. */
 qgen_status qgen_open(qgen_ctx **ctx, const char *spec_or_bundle, const qgen_open_opts *opts);
 void qgen_close(qgen_ctx *ctx);
 /* What went wrong in the last failed call on ctx (or on its caches), in words. */

@@ -3,6 +3,7 @@
 #include "qtypes.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <string.h>
 
 static uint32_t f32_bits(float f) {
@@ -220,15 +221,21 @@ size_t qgen_type_row_bytes(qgen_type t, int64_t n) {
   return (size_t)(n / tr->block) * (size_t)tr->block_bytes;
 }
 
-const char *qgen_type_names(int which) {
-  static char buf[3][128];
-  char *b = buf[which < 0 || which > 2 ? 0 : which];
-  if (!b[0])
+/* The three lists are built once, on first use, from the table (pthread_once: the spec
+   loader may run on several threads). */
+static char type_names[3][128];
+static pthread_once_t type_names_once = PTHREAD_ONCE_INIT;
+static void type_names_init(void) {
+  for (int w = 0; w < 3; w++)
     for (int i = 0; i < QGEN_TYPE_COUNT; i++) {
-      int ok = which == 1 ? TRAITS[i].kv_ok : which == 2 ? TRAITS[i].io_ok : 1;
+      const int ok = w == 1 ? TRAITS[i].kv_ok : w == 2 ? TRAITS[i].io_ok : 1;
       if (!ok) continue;
-      if (b[0]) strcat(b, ", ");
-      strcat(b, TRAITS[i].name);
+      if (type_names[w][0]) strcat(type_names[w], ", ");
+      strcat(type_names[w], TRAITS[i].name);
     }
-  return b;
+}
+
+const char *qgen_type_names(int which) {
+  pthread_once(&type_names_once, type_names_init);
+  return type_names[which < 0 || which > 2 ? 0 : which];
 }

@@ -54,32 +54,28 @@ __device__ __forceinline__ page_ref page_at(const qg_cache &c, const int *list, 
   return r;
 }
 
+// Issue the copies of TILE rows of one type TT from src (global) to dst (shared). 16-bit
+// rows go one 16-byte chunk at a time into padded rows (stride SROW), rows at or past
+// nvalid zero-filled; quantized rows are one contiguous slab (rows past nvalid masked).
+template <typename TT, int SROW>
+__device__ __forceinline__ void load_rows(u8 *dst, const u8 *src, int nvalid) {
+  if constexpr (TT::Q16) {
+    constexpr int CPR = TT::ROW / 16;
+    for (int i = threadIdx.x; i < TILE * CPR; i += THREADS) {
+      const int r = i / CPR, ch = i % CPR;
+      const bool ok = r < nvalid;
+      cp_async16(dst + r * SROW + ch * 16, ok ? src + r * TT::ROW + ch * 16 : src, ok ? 16 : 0);
+    }
+  } else {
+    for (int i = threadIdx.x; i < TILE * TT::ROW / 16; i += THREADS) cp_async16(dst + i * 16, src + i * 16, 16);
+  }
+}
+
 // Issue the copies of one tile (rows slot0..slot0+TILE-1 of page pr) into stage st.
 __device__ __forceinline__ void load_tile(const qg_cache &c, int h, page_ref pr, int slot0, u8 *st) {
-  const u8 *ksrc = c.k + (pr.phys * N_KV + h) * (i64)(BLOCK * KT::ROW) + (i64)slot0 * KT::ROW;
-  const u8 *vsrc = c.v + (pr.phys * N_KV + h) * (i64)(BLOCK * VT::ROW) + (i64)slot0 * VT::ROW;
-  const int nvalid = pr.valid - slot0; // rows past it are zero-filled (16-bit) or masked
-  if constexpr (KT::Q16) {
-    constexpr int CPR = KT::ROW / 16;
-    for (int i = threadIdx.x; i < TILE * CPR; i += THREADS) {
-      const int r = i / CPR, ch = i % CPR;
-      const bool ok = r < nvalid;
-      cp_async16(st + r * K_SROW + ch * 16, ok ? ksrc + r * KT::ROW + ch * 16 : ksrc, ok ? 16 : 0);
-    }
-  } else {
-    for (int i = threadIdx.x; i < TILE * KT::ROW / 16; i += THREADS) cp_async16(st + i * 16, ksrc + i * 16, 16);
-  }
-  u8 *vst = st + K_TILE;
-  if constexpr (VT::Q16) {
-    constexpr int CPR = VT::ROW / 16;
-    for (int i = threadIdx.x; i < TILE * CPR; i += THREADS) {
-      const int r = i / CPR, ch = i % CPR;
-      const bool ok = r < nvalid;
-      cp_async16(vst + r * V_SROW + ch * 16, ok ? vsrc + r * VT::ROW + ch * 16 : vsrc, ok ? 16 : 0);
-    }
-  } else {
-    for (int i = threadIdx.x; i < TILE * VT::ROW / 16; i += THREADS) cp_async16(vst + i * 16, vsrc + i * 16, 16);
-  }
+  const i64 head = pr.phys * N_KV + h;
+  load_rows<KT, K_SROW>(st, c.k + head * (BLOCK * KT::ROW) + (i64)slot0 * KT::ROW, pr.valid - slot0);
+  load_rows<VT, V_SROW>(st + K_TILE, c.v + head * (BLOCK * VT::ROW) + (i64)slot0 * VT::ROW, pr.valid - slot0);
 }
 
 extern "C" __global__ void __launch_bounds__(QG_ATTEND_THREADS) qg_attend(qg_cache c, qg_work wk, qg_batch bt, const void *q, void *out, int dense) {

@@ -45,6 +45,16 @@ __device__ __forceinline__ float warp_signed_absmax(float x, int lane) {
   return a > 0.0f ? m : 0.0f;
 }
 
+// ggml's q4_0 (BITS 4) / q5_0 (BITS 5) rounding of the element x of a 32-value block held
+// one per lane: d = max / -2^(BITS-1) (max: the value of largest magnitude),
+// q = min(2^BITS - 1, trunc(x/d + 2^(BITS-1) + 0.5)). Returns q; d for the block header.
+template <int BITS> __device__ __forceinline__ int quant_signed(float x, int lane, float &d) {
+  constexpr float half = (float)(1 << (BITS - 1));
+  d = __fdiv_rn(warp_signed_absmax(x, lane), -half);
+  const float id = d != 0.0f ? __fdiv_rn(1.0f, d) : 0.0f;
+  return min((1 << BITS) - 1, (int)__fadd_rn(__fmul_rn(x, id), half + 0.5f));
+}
+
 struct qg_f32 {
   static constexpr bool EXACT_F16 = false; // an io type whose values are all f16 values
   static __device__ __forceinline__ float load(const void *p, i64 i) { return ((const float *)p)[i]; }
@@ -105,9 +115,8 @@ struct qg_q4_0 {
 #pragma unroll
     for (int i = 0; i < D / 32; i++) {
       u8 *blk = row + i * 18;
-      const float d = __fdiv_rn(warp_signed_absmax(x[i], lane), -8.0f);
-      const float id = d != 0.0f ? __fdiv_rn(1.0f, d) : 0.0f;
-      const int q = min(15, (int)__fadd_rn(__fmul_rn(x[i], id), 8.5f));
+      float d;
+      const int q = quant_signed<4>(x[i], lane, d);
       const int hi = __shfl_down_sync(0xffffffffu, q, 16);
       if (lane < 16) blk[2 + lane] = (u8)(q | hi << 4);
       if (lane == 0) *(__half *)blk = __float2half_rn(d);
@@ -130,9 +139,8 @@ struct qg_q5_0 {
 #pragma unroll
     for (int i = 0; i < D / 32; i++) {
       u8 *blk = row + i * 22;
-      const float d = __fdiv_rn(warp_signed_absmax(x[i], lane), -16.0f);
-      const float id = d != 0.0f ? __fdiv_rn(1.0f, d) : 0.0f;
-      const int q = min(31, (int)__fadd_rn(__fmul_rn(x[i], id), 16.5f));
+      float d;
+      const int q = quant_signed<5>(x[i], lane, d);
       const int hi = __shfl_down_sync(0xffffffffu, q, 16);
       const u32 qh = __ballot_sync(0xffffffffu, q & 16);
       if (lane < 16) blk[6 + lane] = (u8)((q & 15) | (hi & 15) << 4);

@@ -1,0 +1,2 @@
+-- expect: 'dofile' is not available in a spec
+dofile("/etc/passwd")

@@ -1,0 +1,2 @@
+-- expect: the spec returned an empty table
+return {}

@@ -1,0 +1,2 @@
+-- expect: memory limit exceeded
+return string.rep("x", 2^30)

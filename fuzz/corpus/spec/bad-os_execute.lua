@@ -1,0 +1,2 @@
+-- expect: :2: 'os' is not available in a spec
+os.execute("true")

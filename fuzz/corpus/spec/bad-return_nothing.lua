@@ -1,0 +1,2 @@
+-- expect: the spec returned nothing
+local x = 1

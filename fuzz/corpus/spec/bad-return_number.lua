@@ -1,0 +1,2 @@
+-- expect: the spec returned an integer; allowed: a spec table
+return 42

@@ -1,0 +1,2 @@
+-- expect: :2: spec expects one table
+return spec("qwen3-4b")

@@ -1,0 +1,29 @@
+-- kv-pairs.lua — the GPU check's coverage of cache and io types: every (k_type, v_type)
+-- pair of {f16, q8_0, q4_0, q5_0} on one GQA shape, plus bf16 caches with bf16 inputs and
+-- output, and f32 inputs/output with mixed cache types, on shapes the model specs do not
+-- have (head_dim 96 and 64, group 3 and 5, blocks 32 and 128). Run by tests/gpu-run.sh
+-- and test_gpu; not a model.
+local types = { "f16", "q8_0", "q4_0", "q5_0" }
+local variants = {}
+for _, k in ipairs(types) do
+  for _, v in ipairs(types) do
+    variants[#variants + 1] = spec{
+      name = "pair-" .. k .. "-" .. v,
+      head_dim = 128, n_head = 8, n_head_kv = 2,
+      k_type = k, v_type = v,
+      sparse = { block = 64, coverage = 0.25 },
+      archs = { "sm_90" },
+    }
+  end
+end
+variants[#variants + 1] = spec{
+  name = "bf16-io-bf16", head_dim = 96, n_head = 12, n_head_kv = 4,
+  k_type = "bf16", v_type = "bf16", in_type = "bf16", out_type = "bf16",
+  sparse = { block = 32, coverage = 0.25 }, archs = { "sm_90" },
+}
+variants[#variants + 1] = spec{
+  name = "f32-io-q5-bf16", head_dim = 64, n_head = 10, n_head_kv = 2,
+  k_type = "q5_0", v_type = "bf16", in_type = "f32", out_type = "f32",
+  sparse = { block = 128, coverage = 0.25 }, archs = { "sm_90" },
+}
+return variants

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# fuzz/run.sh — build the libFuzzer harnesses with clang and run each for a bounded time.
+#
+#   fuzz/run.sh [SECONDS_PER_HARNESS]     (default 60; env FUZZ_BUILD_DIR, default build-fuzz)
+#
+# Each harness starts from its committed seeds (fuzz/corpus/<name>/, read only) plus a
+# scratch corpus in the build directory, with -max_total_time and -rss_limit_mb=2048.
+# Exits non-zero when a build fails or any harness finds a crash, a leak, a timeout or an
+# out-of-memory (the reproducer is left in the build directory as crash-*/leak-*/... and
+# its path printed). Prints per harness: executions, coverage and features at the end.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+secs=${1:-60}
+build=${FUZZ_BUILD_DIR:-build-fuzz}
+cc=${FUZZ_CC:-clang}
+command -v "$cc" > /dev/null || { echo "fuzz/run.sh: $cc not found (apt-get install clang libclang-rt-14-dev)"; exit 1; }
+
+mkdir -p "$build"
+cmake -S . -B "$build" -DCMAKE_C_COMPILER="$cc" -DQGEN_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo > "$build/fuzz-cmake.log" 2>&1 \
+  || { cat "$build/fuzz-cmake.log"; exit 1; }
+harnesses=(fuzz_spec fuzz_artifact fuzz_cache)
+[ -f gen/bundle.c ] && harnesses+=(fuzz_bundle)
+cmake --build "$build" -j"$(nproc)" --target "${harnesses[@]}" > "$build/fuzz-build.log" 2>&1 \
+  || { tail -50 "$build/fuzz-build.log"; exit 1; }
+
+fail=0 pass=0
+summary=()
+for h in "${harnesses[@]}"; do
+  name=${h#fuzz_}
+  seeds=fuzz/corpus/$name
+  work=$build/fuzz-work/$name
+  art=$build/fuzz-artifacts/$name/
+  rm -rf "$art"
+  mkdir -p "$work" "$art"
+  extra=()
+  [ "$name" = spec ] && extra+=(-dict=fuzz/spec.dict -max_len=4096)
+  [ "$name" = bundle ] && extra+=(-max_len=8192)
+  log=$build/fuzz-$name.log
+  echo "== $h: ${secs}s from $(ls "$seeds" | wc -l) seeds"
+  t0=$(date +%s)
+  ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    "$build/fuzz/$h" -max_total_time="$secs" -rss_limit_mb=2048 -timeout=30 -print_final_stats=1 \
+    -artifact_prefix="$art" "${extra[@]}" "$work" "$seeds" > "$log" 2>&1
+  rc=$?
+  t1=$(date +%s)
+  execs=$(grep -ao 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$')
+  last=$(grep -aE '^#[0-9]+' "$log" | tail -1)
+  cov=$(echo "$last" | grep -o 'cov: [0-9]*' | grep -o '[0-9]*')
+  ft=$(echo "$last" | grep -o 'ft: [0-9]*' | grep -o '[0-9]*')
+  line="$h: ${execs:-?} execs in $((t1 - t0)) s, cov ${cov:-?}, ft ${ft:-?}, corpus $(ls "$work" | wc -l) files"
+  if [ $rc -ne 0 ] || ls "$art" | grep -q .; then
+    fail=$((fail + 1))
+    echo "FAIL $line (exit $rc)"
+    grep -aE 'ERROR|SUMMARY|fuzz_[a-z]+: |runtime error|Test unit written' "$log" | head -20
+    ls -1 "$art" | sed "s|^|  reproducer: $art|"
+    summary+=("FAIL $line")
+  else
+    pass=$((pass + 1))
+    echo "ok   $line"
+    summary+=("ok   $line")
+  fi
+done
+echo "== fuzz summary"
+printf '%s\n' "${summary[@]}"
+echo "$pass passed, $fail failed"
+[ $fail = 0 ]

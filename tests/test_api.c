@@ -1,0 +1,713 @@
+/* test_api.c — the public API (qgen.h) against bad arguments, on the CPU backend, or on the
+ * GPU backend with QGEN_TEST_BACKEND=gpu (then host buffers are mirrored to device memory
+ * when passed to a call, and outputs are copied back before they are inspected; exit 77
+ * without a GPU).
+ *
+ * A cache of specs/qwen3-4b.lua (sparse) gets valid random data; then every bad call is
+ * made and must return its exact status, leave every array of the cache byte-identical
+ * (K, V, bounds, page table, seq_len, the host lengths and the last page selections), not
+ * touch the output buffer, and leave a message naming the function in qgen_error(). Good
+ * calls must still work afterwards. A small dense spec (written to a temp file) covers the
+ * sparse-only calls. qgen_open, qgen_cache_create and qgen_status_str get their own bad
+ * inputs. Prints one line per check and "N passed, N failed".
+ */
+#define _GNU_SOURCE
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cudrv.h"
+#include "internal.h" /* only to clear ctx->err before a call, so a stale message can't pass */
+#include "qgen.h"
+#include "qtypes.h"
+
+#ifndef QGEN_SOURCE_DIR
+#define QGEN_SOURCE_DIR "."
+#endif
+
+static int passed, failed;
+
+static void check(int ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void check(int ok, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  printf("%s ", ok ? "ok  " : "FAIL");
+  vprintf(fmt, ap);
+  printf("\n");
+  va_end(ap);
+  fflush(stdout);
+  if (ok) passed++;
+  else failed++;
+}
+
+static uint64_t rng = 0x9e3779b97f4a7c15ull;
+static float frand(void) { /* uniform in [-1, 1) */
+  rng ^= rng << 13;
+  rng ^= rng >> 7;
+  rng ^= rng << 17;
+  return (float)((double)(rng >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+}
+
+/* ---- buffers: host memory, mirrored on the device in GPU mode ------------------------ */
+
+static qgen_backend backend = QGEN_BACKEND_CPU;
+typedef struct {
+  void *h;
+  size_t n;
+  CUdeviceptr d;
+} mirror;
+static mirror mirrors[256];
+static int n_mirrors;
+
+/* malloc that remembers the size, so P() can mirror the buffer */
+static void *tmalloc(size_t n) {
+  void *p = malloc(n ? n : 1);
+  if (!p) abort();
+  if (n_mirrors == (int)(sizeof mirrors / sizeof *mirrors)) abort();
+  mirrors[n_mirrors++] = (mirror){p, n, 0};
+  return p;
+}
+static mirror *mirror_of(const void *p) {
+  for (int i = n_mirrors - 1; i >= 0; i--)
+    if ((const char *)p >= (const char *)mirrors[i].h && (const char *)p < (const char *)mirrors[i].h + mirrors[i].n)
+      return &mirrors[i];
+  return NULL;
+}
+static void tfree(void *p) {
+  mirror *m = mirror_of(p);
+  if (m) {
+    if (m->d) qgen_cudrv_get(NULL)->cuMemFree(m->d);
+    *m = mirrors[--n_mirrors];
+  }
+  free(p);
+}
+
+/* The pointer a call gets: the host address (CPU backend), or the device mirror of the
+   buffer holding it, refreshed from the host now (GPU backend). */
+static qgen_ptr P(const void *p) {
+  if (backend == QGEN_BACKEND_CPU || !p) return (qgen_ptr)(uintptr_t)p;
+  mirror *m = mirror_of(p);
+  if (!m) abort();
+  const qgen_cudrv *cu = qgen_cudrv_get(NULL);
+  if (!m->d && cu->cuMemAlloc(&m->d, m->n) != CUDA_SUCCESS) abort();
+  if (cu->cuMemcpyHtoD(m->d, m->h, m->n) != CUDA_SUCCESS) abort();
+  return m->d + (CUdeviceptr)((const char *)p - (const char *)m->h);
+}
+/* Copy a buffer's device mirror back to the host (after a call that may write it). */
+static void pull(void *p) {
+  mirror *m = backend == QGEN_BACKEND_GPU ? mirror_of(p) : NULL;
+  if (!m || !m->d) return;
+  const qgen_cudrv *cu = qgen_cudrv_get(NULL);
+  if (cu->cuCtxSynchronize() != CUDA_SUCCESS || cu->cuMemcpyDtoH(m->h, m->d, m->n) != CUDA_SUCCESS) abort();
+}
+
+static uint16_t *f16_rows(size_t n) {
+  uint16_t *p = tmalloc(n * sizeof *p);
+  for (size_t i = 0; i < n; i++) p[i] = qgen_f32_to_f16(frand());
+  return p;
+}
+
+
+/* ---- snapshots of a cache --------------------------------------------------------- */
+
+#define N_ARRAYS 5
+#define MAX_SEQS 4
+#define MAX_TOKENS 256
+
+typedef struct {
+  void *a[N_ARRAYS];
+  size_t n[N_ARRAYS];
+  long long len[MAX_SEQS];
+  int *lists[MAX_SEQS], *counts[MAX_SEQS]; /* sparse specs */
+} snap;
+
+static void snap_take(qgen_kv *kv, int sparse, snap *s) {
+  memset(s, 0, sizeof *s);
+  for (int w = 0; w < N_ARRAYS; w++) {
+    s->n[w] = qgen_kv_size(kv, w);
+    s->a[w] = malloc(s->n[w] ? s->n[w] : 1);
+    if (!s->a[w]) abort();
+    if (s->n[w] && qgen_kv_read(kv, w, s->a[w], s->n[w]) != QGEN_OK) abort();
+  }
+  long long pps = qgen_kv_pages_per_seq(kv);
+  for (int q = 0; q < MAX_SEQS; q++) {
+    s->len[q] = qgen_seq_len(kv, q);
+    if (!sparse) continue;
+    s->lists[q] = calloc((size_t)(8 * pps), sizeof(int));
+    s->counts[q] = calloc(8, sizeof(int));
+    if (!s->lists[q] || !s->counts[q]) abort();
+  }
+  if (sparse)
+    for (int q = 0; q < MAX_SEQS; q++)
+      if (qgen_kv_selection(kv, q, s->lists[q], s->counts[q]) != QGEN_OK) abort();
+}
+
+static void snap_free(snap *s) {
+  for (int w = 0; w < N_ARRAYS; w++) free(s->a[w]);
+  for (int q = 0; q < MAX_SEQS; q++) free(s->lists[q]), free(s->counts[q]);
+}
+
+static int snap_same(qgen_kv *kv, int sparse, const snap *s) {
+  snap now;
+  snap_take(kv, sparse, &now);
+  int same = 1;
+  for (int w = 0; w < N_ARRAYS; w++)
+    same &= now.n[w] == s->n[w] && memcmp(now.a[w], s->a[w], s->n[w]) == 0;
+  long long pps = qgen_kv_pages_per_seq(kv);
+  for (int q = 0; q < MAX_SEQS; q++) {
+    same &= now.len[q] == s->len[q];
+    if (sparse)
+      same &= !memcmp(now.lists[q], s->lists[q], (size_t)(8 * pps) * sizeof(int)) &&
+              !memcmp(now.counts[q], s->counts[q], 8 * sizeof(int));
+  }
+  snap_free(&now);
+  return same;
+}
+
+/* ---- the fixture -------------------------------------------------------------------- */
+
+typedef struct {
+  qgen_ctx *ctx;
+  qgen_kv *kv;
+  qgen_info info;
+  int sparse;
+  size_t row_elems; /* f16 elements of one token's k or v row (all KV heads) */
+  size_t q_elems, out_elems;
+  snap s;
+  uint8_t *out; /* the output buffer of bad attends: must stay as it was */
+  size_t out_bytes;
+} fixture;
+
+static void clear_error(qgen_ctx *c) {
+  if (c) c->err[0] = 0;
+}
+
+/* The call returned want, the cache and the output buffer are unchanged, and qgen_error
+   names fn. */
+static void expect(fixture *f, const char *what, qgen_status got, qgen_status want, const char *fn) {
+  const char *msg = qgen_error(f->ctx);
+  pull(f->out);
+  int unchanged = snap_same(f->kv, f->sparse, &f->s);
+  int out_ok = 1;
+  for (size_t i = 0; i < f->out_bytes; i++) out_ok &= f->out[i] == 0xA5;
+  int named = fn == NULL || (msg && *msg && strstr(msg, fn) != NULL);
+  check(got == want && unchanged && out_ok && named, "%s: %s (want %s)%s%s%s -- \"%s\"", what,
+        qgen_status_str(got), qgen_status_str(want), unchanged ? "" : ", CACHE CHANGED",
+        out_ok ? "" : ", OUTPUT WRITTEN", named ? "" : ", message does not name the function", fn ? msg : "");
+}
+
+#define EXPECT(f, what, call, want, fn) \
+  do {                                  \
+    clear_error((f)->ctx);              \
+    qgen_status st_ = (call);           \
+    expect((f), (what), st_, (want), (fn)); \
+  } while (0)
+
+static int open_cpu(const char *path, const char *variant, qgen_ctx **ctx) {
+  qgen_open_opts o = {backend, 0, variant, NULL};
+  qgen_status st = qgen_open(ctx, path, &o);
+  if (st != QGEN_OK) {
+    printf("cannot open %s: %s: %s\n", path, qgen_status_str(st), qgen_error(*ctx));
+    return -1;
+  }
+  return 0;
+}
+
+static int setup(fixture *f, const char *path) {
+  memset(f, 0, sizeof *f);
+  if (open_cpu(path, NULL, &f->ctx) != 0) return -1;
+  qgen_get_info(f->ctx, &f->info);
+  f->sparse = f->info.sparse;
+  if (qgen_cache_create(f->ctx, &f->kv, MAX_SEQS, MAX_TOKENS) != QGEN_OK) {
+    printf("cannot create a cache: %s\n", qgen_error(f->ctx));
+    return -1;
+  }
+  f->row_elems = (size_t)f->info.n_head_kv * f->info.head_dim;
+  f->q_elems = (size_t)f->info.n_head * f->info.head_dim;
+  f->out_elems = f->q_elems;
+  /* Sequences 0, 1 and 2 get tokens (0 twice, across a page boundary); 3 stays empty. */
+  int seq[3] = {2, 0, 1}, n_new[3] = {5, 100, 37};
+  int total = 5 + 100 + 37;
+  uint16_t *k = f16_rows((size_t)total * f->row_elems), *v = f16_rows((size_t)total * f->row_elems);
+  qgen_status st = qgen_append(f->kv, seq, 3, n_new, P(k), P(v), NULL);
+  pull(k);
+  tfree(k), tfree(v);
+  int s0 = 0, n0 = 50;
+  k = f16_rows((size_t)n0 * f->row_elems), v = f16_rows((size_t)n0 * f->row_elems);
+  if (st == QGEN_OK) st = qgen_append(f->kv, &s0, 1, &n0, P(k), P(v), NULL);
+  pull(k);
+  tfree(k), tfree(v);
+  if (st != QGEN_OK) {
+    printf("setup append failed: %s\n", qgen_error(f->ctx));
+    return -1;
+  }
+  if (f->sparse) { /* a selection to keep: attend sequences 0 and 1 */
+    int s2[2] = {0, 1};
+    uint16_t *q = f16_rows(2 * f->q_elems), *o = tmalloc(2 * f->out_elems * 2);
+    st = qgen_attend(f->kv, s2, 2, P(q), P(o), NULL, NULL);
+    pull(o);
+    tfree(q), tfree(o);
+    if (st != QGEN_OK) return -1;
+  }
+  snap_take(f->kv, f->sparse, &f->s);
+  f->out_bytes = (size_t)MAX_SEQS * f->out_elems * 2;
+  f->out = tmalloc(f->out_bytes);
+  memset(f->out, 0xA5, f->out_bytes);
+  return 0;
+}
+
+static void teardown(fixture *f) {
+  snap_free(&f->s);
+  tfree(f->out);
+  qgen_cache_destroy(f->kv);
+  qgen_close(f->ctx);
+}
+
+/* ---- the checks --------------------------------------------------------------------- */
+
+static void bad_appends(fixture *f) {
+  uint16_t *k = f16_rows(300 * f->row_elems), *v = f16_rows(300 * f->row_elems);
+  qgen_ptr K = P(k), V = P(v);
+  int one = 1, s0 = 0, s1 = 1, s3 = 3;
+  int seqs[3] = {1, 3, 0};
+
+  check(qgen_append(NULL, &s0, 1, &one, K, V, NULL) == QGEN_ERR_INVALID_ARG, "qgen_append: kv NULL");
+  EXPECT(f, "qgen_append: n_seq = -1", qgen_append(f->kv, &s0, -1, &one, K, V, NULL), QGEN_ERR_INVALID_ARG, "qgen_append");
+  EXPECT(f, "qgen_append: n_seq = INT_MIN", qgen_append(f->kv, &s0, INT_MIN, &one, K, V, NULL), QGEN_ERR_INVALID_ARG, "qgen_append");
+  EXPECT(f, "qgen_append: seq NULL with n_seq 1", qgen_append(f->kv, NULL, 1, &one, K, V, NULL), QGEN_ERR_INVALID_ARG, "qgen_append");
+  EXPECT(f, "qgen_append: n_new NULL with n_seq 1", qgen_append(f->kv, &s0, 1, NULL, K, V, NULL), QGEN_ERR_INVALID_ARG, "qgen_append");
+  int bad_ids[] = {-1, MAX_SEQS, MAX_SEQS + 1, INT_MIN, INT_MAX};
+  for (size_t i = 0; i < sizeof bad_ids / sizeof *bad_ids; i++) {
+    char what[96];
+    snprintf(what, sizeof what, "qgen_append: seq id %d (max_seqs %d)", bad_ids[i], MAX_SEQS);
+    EXPECT(f, what, qgen_append(f->kv, &bad_ids[i], 1, &one, K, V, NULL), QGEN_ERR_INVALID_ARG, "qgen_append");
+  }
+  { /* a bad id after good ones: nothing of the good ones is written */
+    int s[2] = {3, -1}, n[2] = {4, 1};
+    EXPECT(f, "qgen_append: a bad id after a good one", qgen_append(f->kv, s, 2, n, K, V, NULL), QGEN_ERR_INVALID_ARG, "qgen_append");
+  }
+  {
+    int s[3] = {1, 3, 1}, n[3] = {1, 1, 1};
+    EXPECT(f, "qgen_append: duplicate seq ids {1, 3, 1}", qgen_append(f->kv, s, 3, n, K, V, NULL), QGEN_ERR_INVALID_ARG, "qgen_append");
+  }
+  {
+    int s[2] = {3, 3}, n[2] = {0, 0};
+    EXPECT(f, "qgen_append: duplicate seq ids with no tokens", qgen_append(f->kv, s, 2, n, K, V, NULL), QGEN_ERR_INVALID_ARG, "qgen_append");
+  }
+  {
+    int n[3] = {1, -1, 1};
+    EXPECT(f, "qgen_append: n_new[1] = -1", qgen_append(f->kv, seqs, 3, n, K, V, NULL), QGEN_ERR_INVALID_ARG, "qgen_append");
+    n[1] = INT_MIN;
+    EXPECT(f, "qgen_append: n_new[1] = INT_MIN", qgen_append(f->kv, seqs, 3, n, K, V, NULL), QGEN_ERR_INVALID_ARG, "qgen_append");
+  }
+  long long len0 = qgen_seq_len(f->kv, 0);
+  int over = (int)(MAX_TOKENS - len0 + 1);
+  {
+    char what[128];
+    snprintf(what, sizeof what, "qgen_append: %d tokens to a sequence of %lld (capacity %d)", over, len0, MAX_TOKENS);
+    EXPECT(f, what, qgen_append(f->kv, &s0, 1, &over, K, V, NULL), QGEN_ERR_CAPACITY, "qgen_append");
+    int big = INT_MAX;
+    EXPECT(f, "qgen_append: INT_MAX tokens", qgen_append(f->kv, &s3, 1, &big, K, V, NULL), QGEN_ERR_CAPACITY, "qgen_append");
+    int n257 = MAX_TOKENS + 1;
+    EXPECT(f, "qgen_append: capacity + 1 tokens to an empty sequence", qgen_append(f->kv, &s3, 1, &n257, K, V, NULL), QGEN_ERR_CAPACITY, "qgen_append");
+  }
+  { /* only the last of three overflows: nothing of the first two may be written */
+    int n[3] = {10, 20, over};
+    EXPECT(f, "qgen_append: three sequences, only the last overflows", qgen_append(f->kv, seqs, 3, n, K, V, NULL), QGEN_ERR_CAPACITY, "qgen_append");
+  }
+  EXPECT(f, "qgen_append: k NULL with tokens", qgen_append(f->kv, &s1, 1, &one, 0, V, NULL), QGEN_ERR_INVALID_ARG, "qgen_append");
+  EXPECT(f, "qgen_append: v NULL with tokens", qgen_append(f->kv, &s1, 1, &one, K, 0, NULL), QGEN_ERR_INVALID_ARG, "qgen_append");
+  {
+    int s[2] = {3, 1}, n[2] = {0, 2};
+    EXPECT(f, "qgen_append: k and v NULL, tokens in the second sequence", qgen_append(f->kv, s, 2, n, 0, 0, NULL), QGEN_ERR_INVALID_ARG, "qgen_append");
+  }
+  /* no-op calls that must succeed and change nothing */
+  EXPECT(f, "qgen_append: n_seq = 0 with NULL arrays is a no-op", qgen_append(f->kv, NULL, 0, NULL, 0, 0, NULL), QGEN_OK, NULL);
+  {
+    int zero = 0;
+    EXPECT(f, "qgen_append: 0 tokens with k, v NULL is a no-op", qgen_append(f->kv, &s1, 1, &zero, 0, 0, NULL), QGEN_OK, NULL);
+  }
+  tfree(k), tfree(v);
+}
+
+static void bad_attends(fixture *f) {
+  uint16_t *q = f16_rows(MAX_SEQS * f->q_elems);
+  qgen_ptr Q = P(q), O = P(f->out);
+  int s0 = 0;
+  qgen_attend_opts d = qgen_attend_defaults(f->ctx), o;
+
+  check(qgen_attend(NULL, &s0, 1, Q, O, NULL, NULL) == QGEN_ERR_INVALID_ARG, "qgen_attend: kv NULL");
+  EXPECT(f, "qgen_attend: n_seq = -1", qgen_attend(f->kv, &s0, -1, Q, O, NULL, NULL), QGEN_ERR_INVALID_ARG, "qgen_attend");
+  EXPECT(f, "qgen_attend: seq NULL with n_seq 1", qgen_attend(f->kv, NULL, 1, Q, O, NULL, NULL), QGEN_ERR_INVALID_ARG, "qgen_attend");
+  int bad_ids[] = {-1, MAX_SEQS, INT_MIN, INT_MAX};
+  for (size_t i = 0; i < sizeof bad_ids / sizeof *bad_ids; i++) {
+    char what[96];
+    snprintf(what, sizeof what, "qgen_attend: seq id %d", bad_ids[i]);
+    EXPECT(f, what, qgen_attend(f->kv, &bad_ids[i], 1, Q, O, NULL, NULL), QGEN_ERR_INVALID_ARG, "qgen_attend");
+  }
+  {
+    int s[3] = {0, 2, 0};
+    EXPECT(f, "qgen_attend: duplicate seq ids {0, 2, 0}", qgen_attend(f->kv, s, 3, Q, O, NULL, NULL), QGEN_ERR_INVALID_ARG, "qgen_attend");
+  }
+  EXPECT(f, "qgen_attend: q NULL", qgen_attend(f->kv, &s0, 1, 0, O, NULL, NULL), QGEN_ERR_INVALID_ARG, "qgen_attend");
+  EXPECT(f, "qgen_attend: out NULL", qgen_attend(f->kv, &s0, 1, Q, 0, NULL, NULL), QGEN_ERR_INVALID_ARG, "qgen_attend");
+  EXPECT(f, "qgen_attend: n_seq = 0 is a no-op", qgen_attend(f->kv, NULL, 0, 0, 0, NULL, NULL), QGEN_OK, NULL);
+
+  o = d, o.mode = 7;
+  EXPECT(f, "qgen_attend: mode 7", qgen_attend(f->kv, &s0, 1, Q, O, &o, NULL), QGEN_ERR_INVALID_ARG, "qgen_attend");
+  o = d, o.mode = -1;
+  EXPECT(f, "qgen_attend: mode -1", qgen_attend(f->kv, &s0, 1, Q, O, &o, NULL), QGEN_ERR_INVALID_ARG, "qgen_attend");
+  if (!f->sparse) {
+    o = d, o.mode = QGEN_ATTEND_SPARSE, o.coverage = 0.5;
+    EXPECT(f, "qgen_attend: mode sparse on a dense spec", qgen_attend(f->kv, &s0, 1, Q, O, &o, NULL), QGEN_ERR_UNSUPPORTED, "qgen_attend");
+    tfree(q);
+    return;
+  }
+  const double covs[] = {0.0, -0.0, -0.25, 1.0000001, 2.0, NAN, -NAN, INFINITY, -INFINITY};
+  const char *cnames[] = {"0", "-0", "-0.25", "1.0000001", "2", "NaN", "-NaN", "inf", "-inf"};
+  for (size_t i = 0; i < sizeof covs / sizeof *covs; i++) {
+    char what[96];
+    o = d, o.mode = QGEN_ATTEND_SPARSE, o.budget = 0, o.coverage = covs[i];
+    snprintf(what, sizeof what, "qgen_attend: coverage %s", cnames[i]);
+    EXPECT(f, what, qgen_attend(f->kv, &s0, 1, Q, O, &o, NULL), QGEN_ERR_INVALID_ARG, "qgen_attend");
+  }
+  o = d, o.mode = QGEN_ATTEND_SPARSE, o.budget = -1;
+  EXPECT(f, "qgen_attend: budget -1", qgen_attend(f->kv, &s0, 1, Q, O, &o, NULL), QGEN_ERR_INVALID_ARG, "qgen_attend");
+  o = d, o.mode = QGEN_ATTEND_SPARSE, o.budget = LLONG_MIN;
+  EXPECT(f, "qgen_attend: budget LLONG_MIN", qgen_attend(f->kv, &s0, 1, Q, O, &o, NULL), QGEN_ERR_INVALID_ARG, "qgen_attend");
+  o = d, o.mode = QGEN_ATTEND_SPARSE, o.sink = -1;
+  EXPECT(f, "qgen_attend: sink -1", qgen_attend(f->kv, &s0, 1, Q, O, &o, NULL), QGEN_ERR_INVALID_ARG, "qgen_attend");
+  o = d, o.mode = QGEN_ATTEND_SPARSE, o.recent = -1;
+  EXPECT(f, "qgen_attend: recent -1", qgen_attend(f->kv, &s0, 1, Q, O, &o, NULL), QGEN_ERR_INVALID_ARG, "qgen_attend");
+  o = d, o.mode = QGEN_ATTEND_SPARSE, o.recent = LLONG_MIN;
+  EXPECT(f, "qgen_attend: recent LLONG_MIN", qgen_attend(f->kv, &s0, 1, Q, O, &o, NULL), QGEN_ERR_INVALID_ARG, "qgen_attend");
+  { /* a bad option with a bad id: the id error wins, either way nothing changes */
+    int s[2] = {0, 9};
+    o = d, o.coverage = NAN;
+    EXPECT(f, "qgen_attend: bad id and NaN coverage", qgen_attend(f->kv, s, 2, Q, O, &o, NULL), QGEN_ERR_INVALID_ARG, "qgen_attend");
+  }
+  tfree(q);
+}
+
+static void bad_introspection(fixture *f) {
+  size_t kb = qgen_kv_size(f->kv, QGEN_KV_K);
+  void *buf = malloc(kb + 16);
+  EXPECT(f, "qgen_kv_read: K with size - 1", qgen_kv_read(f->kv, QGEN_KV_K, buf, kb - 1), QGEN_ERR_INVALID_ARG, "qgen_kv_read");
+  EXPECT(f, "qgen_kv_read: K with size + 1", qgen_kv_read(f->kv, QGEN_KV_K, buf, kb + 1), QGEN_ERR_INVALID_ARG, "qgen_kv_read");
+  EXPECT(f, "qgen_kv_read: K with size 0", qgen_kv_read(f->kv, QGEN_KV_K, buf, 0), QGEN_ERR_INVALID_ARG, "qgen_kv_read");
+  EXPECT(f, "qgen_kv_read: K into NULL", qgen_kv_read(f->kv, QGEN_KV_K, NULL, kb), QGEN_ERR_INVALID_ARG, "qgen_kv_read");
+  EXPECT(f, "qgen_kv_read: unknown array 5", qgen_kv_read(f->kv, 5, buf, kb), QGEN_ERR_INVALID_ARG, "qgen_kv_read");
+  EXPECT(f, "qgen_kv_read: unknown array -1", qgen_kv_read(f->kv, -1, buf, 0), QGEN_ERR_INVALID_ARG, "qgen_kv_read");
+  check(qgen_kv_read(NULL, QGEN_KV_K, buf, kb) == QGEN_ERR_INVALID_ARG, "qgen_kv_read: kv NULL");
+  check(qgen_kv_size(NULL, QGEN_KV_K) == 0 && qgen_kv_size(f->kv, 5) == 0 && qgen_kv_size(f->kv, -1) == 0,
+        "qgen_kv_size: NULL kv or an unknown array is 0 bytes");
+  if (!f->sparse) {
+    check(qgen_kv_size(f->kv, QGEN_KV_BOUNDS) == 0, "qgen_kv_size: a dense spec has no bounds");
+    EXPECT(f, "qgen_kv_read: bounds of a dense spec", qgen_kv_read(f->kv, QGEN_KV_BOUNDS, buf, 0), QGEN_ERR_INVALID_ARG, "qgen_kv_read");
+  }
+  free(buf);
+
+  long long pps = qgen_kv_pages_per_seq(f->kv), np = qgen_kv_n_pages(f->kv);
+  int *pages = malloc((size_t)(pps + 1) * sizeof *pages);
+  for (long long i = 0; i <= pps; i++) pages[i] = (int)(np - 1 - i);
+  EXPECT(f, "qgen_kv_map: a non-empty sequence", qgen_kv_map(f->kv, 0, pages, pps), QGEN_ERR_INVALID_ARG, "qgen_kv_map");
+  EXPECT(f, "qgen_kv_map: n > pages_per_seq", qgen_kv_map(f->kv, 3, pages, pps + 1), QGEN_ERR_INVALID_ARG, "qgen_kv_map");
+  EXPECT(f, "qgen_kv_map: n = LLONG_MAX", qgen_kv_map(f->kv, 3, pages, LLONG_MAX), QGEN_ERR_INVALID_ARG, "qgen_kv_map");
+  EXPECT(f, "qgen_kv_map: n = 0", qgen_kv_map(f->kv, 3, pages, 0), QGEN_ERR_INVALID_ARG, "qgen_kv_map");
+  EXPECT(f, "qgen_kv_map: n = -1", qgen_kv_map(f->kv, 3, pages, -1), QGEN_ERR_INVALID_ARG, "qgen_kv_map");
+  EXPECT(f, "qgen_kv_map: pages NULL", qgen_kv_map(f->kv, 3, NULL, 1), QGEN_ERR_INVALID_ARG, "qgen_kv_map");
+  EXPECT(f, "qgen_kv_map: seq -1", qgen_kv_map(f->kv, -1, pages, 1), QGEN_ERR_INVALID_ARG, "qgen_kv_map");
+  EXPECT(f, "qgen_kv_map: seq max_seqs", qgen_kv_map(f->kv, MAX_SEQS, pages, 1), QGEN_ERR_INVALID_ARG, "qgen_kv_map");
+  pages[pps - 1] = (int)np;
+  EXPECT(f, "qgen_kv_map: the last page = n_pages (out of range)", qgen_kv_map(f->kv, 3, pages, pps), QGEN_ERR_INVALID_ARG, "qgen_kv_map");
+  pages[pps - 1] = -1;
+  EXPECT(f, "qgen_kv_map: the last page = -1", qgen_kv_map(f->kv, 3, pages, pps), QGEN_ERR_INVALID_ARG, "qgen_kv_map");
+  pages[pps - 1] = INT_MIN;
+  EXPECT(f, "qgen_kv_map: the last page = INT_MIN", qgen_kv_map(f->kv, 3, pages, pps), QGEN_ERR_INVALID_ARG, "qgen_kv_map");
+  check(qgen_kv_map(NULL, 3, pages, 1) == QGEN_ERR_INVALID_ARG, "qgen_kv_map: kv NULL");
+  free(pages);
+
+  int lists[8 * 64], counts[8];
+  if (!f->sparse) {
+    EXPECT(f, "qgen_kv_selection: dense spec", qgen_kv_selection(f->kv, 0, lists, counts), QGEN_ERR_UNSUPPORTED, "qgen_kv_selection");
+  } else {
+    EXPECT(f, "qgen_kv_selection: lists NULL", qgen_kv_selection(f->kv, 0, NULL, counts), QGEN_ERR_INVALID_ARG, "qgen_kv_selection");
+    EXPECT(f, "qgen_kv_selection: counts NULL", qgen_kv_selection(f->kv, 0, lists, NULL), QGEN_ERR_INVALID_ARG, "qgen_kv_selection");
+    EXPECT(f, "qgen_kv_selection: seq -1", qgen_kv_selection(f->kv, -1, lists, counts), QGEN_ERR_INVALID_ARG, "qgen_kv_selection");
+    EXPECT(f, "qgen_kv_selection: seq max_seqs", qgen_kv_selection(f->kv, MAX_SEQS, lists, counts), QGEN_ERR_INVALID_ARG, "qgen_kv_selection");
+  }
+  check(qgen_kv_selection(NULL, 0, lists, counts) == QGEN_ERR_INVALID_ARG, "qgen_kv_selection: kv NULL");
+
+  EXPECT(f, "qgen_reset: seq -1", qgen_reset(f->kv, -1), QGEN_ERR_INVALID_ARG, "qgen_reset");
+  EXPECT(f, "qgen_reset: seq max_seqs", qgen_reset(f->kv, MAX_SEQS), QGEN_ERR_INVALID_ARG, "qgen_reset");
+  check(qgen_reset(NULL, 0) == QGEN_ERR_INVALID_ARG, "qgen_reset: kv NULL");
+  check(qgen_seq_len(f->kv, -1) == -1 && qgen_seq_len(f->kv, MAX_SEQS) == -1 && qgen_seq_len(NULL, 0) == -1,
+        "qgen_seq_len: a bad id or NULL kv is -1");
+  check(qgen_kv_pages_per_seq(NULL) == -1 && qgen_kv_n_pages(NULL) == -1, "qgen_kv_pages_per_seq/n_pages: NULL kv is -1");
+}
+
+static int all_finite_f16(const uint16_t *p, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    if (!isfinite(qgen_f16_to_f32(p[i]))) return 0;
+  return 1;
+}
+static int all_zero(const uint16_t *p, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    if (p[i] != 0 && p[i] != 0x8000) return 0;
+  return 1;
+}
+
+/* After all the bad calls: appends, attends, maps and resets work and do what they say. */
+static void good_calls(fixture *f, const char *tag) {
+  int s[MAX_SEQS] = {3, 0, 2, 1};
+  uint16_t *q = f16_rows(MAX_SEQS * f->q_elems), *out = tmalloc(MAX_SEQS * f->out_elems * 2);
+  memset(out, 0xA5, MAX_SEQS * f->out_elems * 2);
+  qgen_status st = qgen_attend(f->kv, s, MAX_SEQS, P(q), P(out), NULL, NULL);
+  pull(out);
+  check(st == QGEN_OK && all_finite_f16(out, MAX_SEQS * f->out_elems) && all_zero(out, f->out_elems) &&
+            !all_zero(out + f->out_elems, f->out_elems),
+        "%s: an attend of 4 sequences after the bad calls gives finite output (zeros for the empty one)", tag);
+  qgen_attend_opts o = qgen_attend_defaults(f->ctx);
+  o.mode = QGEN_ATTEND_DENSE;
+  st = qgen_attend(f->kv, s, MAX_SEQS, P(q), P(out), &o, NULL);
+  pull(out);
+  check(st == QGEN_OK && all_finite_f16(out, MAX_SEQS * f->out_elems), "%s: a dense attend works", tag);
+  if (f->sparse) {
+    /* budgets past any length select every page: the dense step, bit for bit */
+    qgen_attend_opts dn = qgen_attend_defaults(f->ctx);
+    dn.mode = QGEN_ATTEND_DENSE;
+    qgen_attend(f->kv, s, MAX_SEQS, P(q), P(out), &dn, NULL);
+    pull(out);
+    uint16_t *out2 = tmalloc(MAX_SEQS * f->out_elems * 2);
+    const long long bsr[][3] = {{LLONG_MAX, 0, 0}, {0, LLONG_MAX, 0}, {0, 0, LLONG_MAX}, {(long long)1 << 62, 0, 0}};
+    for (int i = 0; i < 4; i++) {
+      o = qgen_attend_defaults(f->ctx);
+      o.budget = bsr[i][0], o.sink = bsr[i][1], o.recent = bsr[i][2];
+      memset(out2, 0x5A, MAX_SEQS * f->out_elems * 2);
+      st = qgen_attend(f->kv, s, MAX_SEQS, P(q), P(out2), &o, NULL);
+      pull(out2);
+      check(st == QGEN_OK && !memcmp(out, out2, MAX_SEQS * f->out_elems * 2),
+            "%s: budget %lld, sink %lld, recent %lld is accepted and equals the dense step", tag, bsr[i][0],
+            bsr[i][1], bsr[i][2]);
+    }
+    tfree(out2);
+    int lists[8 * 64], counts[8];
+    st = qgen_kv_selection(f->kv, 0, lists, counts);
+    long long n0 = (qgen_seq_len(f->kv, 0) + f->info.block - 1) / f->info.block;
+    check(st == QGEN_OK && counts[0] == n0, "%s: qgen_kv_selection after it lists every page (%d of %lld)", tag,
+          counts[0], n0);
+  }
+  /* appends: three sequences exactly to capacity on seq 0 */
+  long long len0 = qgen_seq_len(f->kv, 0), len1 = qgen_seq_len(f->kv, 1), len3 = qgen_seq_len(f->kv, 3);
+  int sa[3] = {1, 3, 0}, na[3] = {10, 20, (int)(MAX_TOKENS - len0)};
+  int total = na[0] + na[1] + na[2];
+  uint16_t *k = f16_rows((size_t)total * f->row_elems), *v = f16_rows((size_t)total * f->row_elems);
+  st = qgen_append(f->kv, sa, 3, na, P(k), P(v), NULL);
+  check(st == QGEN_OK && qgen_seq_len(f->kv, 0) == MAX_TOKENS && qgen_seq_len(f->kv, 1) == len1 + 10 &&
+            qgen_seq_len(f->kv, 3) == len3 + 20,
+        "%s: an append filling sequence 0 exactly to capacity works", tag);
+  int one = 1, s0 = 0;
+  clear_error(f->ctx);
+  st = qgen_append(f->kv, &s0, 1, &one, P(k), P(v), NULL);
+  check(st == QGEN_ERR_CAPACITY && strstr(qgen_error(f->ctx), "qgen_append"), "%s: then one more token is QGEN_ERR_CAPACITY", tag);
+  int32_t *sl = malloc(qgen_kv_size(f->kv, QGEN_KV_SEQ_LEN));
+  qgen_kv_read(f->kv, QGEN_KV_SEQ_LEN, sl, qgen_kv_size(f->kv, QGEN_KV_SEQ_LEN));
+  check(sl[0] == MAX_TOKENS && sl[1] == len1 + 10 && sl[3] == len3 + 20, "%s: the seq_len array agrees", tag);
+  free(sl);
+  st = qgen_attend(f->kv, s, MAX_SEQS, P(q), P(out), NULL, NULL);
+  pull(out);
+  check(st == QGEN_OK && all_finite_f16(out, MAX_SEQS * f->out_elems), "%s: an attend of the full cache works", tag);
+  /* reset + map: sequence 3 gets its pages in reverse order, then holds tokens again */
+  st = qgen_reset(f->kv, 3);
+  check(st == QGEN_OK && qgen_seq_len(f->kv, 3) == 0, "%s: qgen_reset empties a sequence", tag);
+  long long pps = qgen_kv_pages_per_seq(f->kv);
+  int *pages = malloc((size_t)pps * sizeof *pages);
+  for (long long i = 0; i < pps; i++) pages[i] = (int)(3 * pps + pps - 1 - i);
+  st = qgen_kv_map(f->kv, 3, pages, pps);
+  int32_t *pt = malloc(qgen_kv_size(f->kv, QGEN_KV_PAGE_TABLE));
+  qgen_kv_read(f->kv, QGEN_KV_PAGE_TABLE, pt, qgen_kv_size(f->kv, QGEN_KV_PAGE_TABLE));
+  check(st == QGEN_OK && !memcmp(pt + 3 * pps, pages, (size_t)pps * sizeof *pages), "%s: qgen_kv_map on an empty sequence works", tag);
+  int s3 = 3, n3 = 70;
+  st = qgen_append(f->kv, &s3, 1, &n3, P(k), P(v), NULL);
+  st = st == QGEN_OK ? qgen_attend(f->kv, &s3, 1, P(q), P(out), NULL, NULL) : st;
+  pull(out);
+  check(st == QGEN_OK && all_finite_f16(out, f->out_elems) && !all_zero(out, f->out_elems),
+        "%s: append + attend on the remapped sequence work", tag);
+  free(pt), free(pages), tfree(k), tfree(v), tfree(q), tfree(out);
+}
+
+static void bad_opens(void) {
+  qgen_open_opts cpu = {QGEN_BACKEND_CPU, 0, NULL, NULL};
+  qgen_ctx *c = (qgen_ctx *)&c;
+  const char *spec = QGEN_SOURCE_DIR "/specs/qwen3-4b.lua";
+  qgen_status st;
+
+  check(qgen_open(NULL, spec, &cpu) == QGEN_ERR_INVALID_ARG, "qgen_open: ctx NULL");
+  st = qgen_open(&c, NULL, &cpu);
+  check(st == QGEN_ERR_INVALID_ARG && c && strstr(qgen_error(c), "qgen_open"), "qgen_open: path NULL: %s -- \"%s\"",
+        qgen_status_str(st), qgen_error(c));
+  qgen_close(c);
+
+  const char *missing = QGEN_SOURCE_DIR "/specs/no-such-spec.lua";
+  st = qgen_open(&c, missing, &cpu);
+  check(st == QGEN_ERR_SPEC && c && strstr(qgen_error(c), "no-such-spec.lua") && strstr(qgen_error(c), "cannot open"),
+        "qgen_open: a missing file: %s -- \"%s\"", qgen_status_str(st), qgen_error(c));
+  qgen_close(c);
+
+  const char *bad = QGEN_SOURCE_DIR "/tests/specs_bad/n_head_not_multiple.lua";
+  char want[8192];
+  qgen_spec_set *set = malloc(sizeof *set);
+  qgen_spec_load(bad, set, want, sizeof want); /* the loader's own message */
+  free(set);
+  st = qgen_open(&c, bad, &cpu);
+  check(st == QGEN_ERR_SPEC && c && strcmp(qgen_error(c), want) == 0 && strstr(want, "n_head_not_multiple.lua:"),
+        "qgen_open: a bad spec is QGEN_ERR_SPEC with the loader's message: \"%s\"", qgen_error(c));
+  qgen_close(c);
+
+  const char *syn = QGEN_SOURCE_DIR "/tests/specs_bad/syntax_error.lua";
+  st = qgen_open(&c, syn, &cpu);
+  check(st == QGEN_ERR_SPEC && c && strstr(qgen_error(c), "syntax_error.lua"), "qgen_open: a syntax error: %s -- \"%s\"",
+        qgen_status_str(st), qgen_error(c));
+  qgen_close(c);
+
+  qgen_open_opts unk = {(qgen_backend)7, 0, NULL, NULL};
+  st = qgen_open(&c, spec, &unk);
+  check(st == QGEN_ERR_INVALID_ARG && c && strstr(qgen_error(c), "qgen_open") && strstr(qgen_error(c), "backend"),
+        "qgen_open: backend 7: %s -- \"%s\"", qgen_status_str(st), qgen_error(c));
+  qgen_close(c);
+  unk.backend = (qgen_backend)-1;
+  st = qgen_open(&c, spec, &unk);
+  check(st == QGEN_ERR_INVALID_ARG, "qgen_open: backend -1: %s", qgen_status_str(st));
+  qgen_close(c);
+
+  qgen_open_opts var = {QGEN_BACKEND_CPU, 0, "qwen3-4b-nope", NULL};
+  st = qgen_open(&c, spec, &var);
+  check(st == QGEN_ERR_SPEC && c && strstr(qgen_error(c), "qwen3-4b-nope"), "qgen_open: an unknown variant: %s -- \"%s\"",
+        qgen_status_str(st), qgen_error(c));
+  /* a context that failed to open makes no cache */
+  qgen_kv *kv = (qgen_kv *)&kv;
+  st = qgen_cache_create(c, &kv, 1, 64);
+  check(st != QGEN_OK && kv == NULL, "qgen_cache_create on a context that failed to open: %s", qgen_status_str(st));
+  qgen_close(c);
+
+  qgen_open_opts v8 = {QGEN_BACKEND_CPU, 0, "qwen3-4b-q8_0", NULL};
+  st = qgen_open(&c, spec, &v8);
+  qgen_info info;
+  qgen_get_info(c, &info);
+  check(st == QGEN_OK && !strcmp(info.name, "qwen3-4b-q8_0") && !strcmp(info.k_type, "q8_0"), "qgen_open: a named variant opens");
+  qgen_close(c);
+
+  qgen_close(NULL);
+  qgen_get_info(NULL, &info);
+  check(qgen_error(NULL) && *qgen_error(NULL), "qgen_error(NULL) is a message: \"%s\"", qgen_error(NULL));
+  qgen_attend_opts d = qgen_attend_defaults(NULL);
+  check(d.mode == QGEN_ATTEND_DENSE, "qgen_attend_defaults(NULL) is dense");
+}
+
+static void bad_cache_creates(void) {
+  qgen_ctx *c;
+  if (open_cpu(QGEN_SOURCE_DIR "/specs/qwen3-4b.lua", NULL, &c) != 0) {
+    check(0, "open for qgen_cache_create checks");
+    return;
+  }
+  qgen_kv *kv;
+  check(qgen_cache_create(NULL, &kv, 1, 64) == QGEN_ERR_INVALID_ARG, "qgen_cache_create: ctx NULL");
+  c->err[0] = 0;
+  qgen_status st = qgen_cache_create(c, NULL, 1, 64);
+  check(st == QGEN_ERR_INVALID_ARG && strstr(qgen_error(c), "qgen_cache_create"), "qgen_cache_create: kv NULL -- \"%s\"",
+        qgen_error(c));
+  struct {
+    int seqs;
+    long long tokens;
+  } bad[] = {{0, 64}, {-1, 64}, {INT_MIN, 64}, {1, 0}, {1, -1}, {1, LLONG_MIN}, {1, (long long)INT32_MAX + 1},
+             {1, 1LL << 40}, {1, LLONG_MAX}, {INT_MAX, INT32_MAX}, {1 << 20, 1 << 24}, {65536, INT32_MAX}};
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+    kv = (qgen_kv *)&kv;
+    c->err[0] = 0;
+    st = qgen_cache_create(c, &kv, bad[i].seqs, bad[i].tokens);
+    check(st == QGEN_ERR_INVALID_ARG && kv == NULL && strstr(qgen_error(c), "qgen_cache_create"),
+          "qgen_cache_create: max_seqs %d, max_tokens %lld: %s -- \"%s\"", bad[i].seqs, bad[i].tokens,
+          qgen_status_str(st), qgen_error(c));
+  }
+  st = qgen_cache_create(c, &kv, 1, 1);
+  check(st == QGEN_OK && kv && qgen_kv_pages_per_seq(kv) == 1, "qgen_cache_create: 1 sequence of 1 token works");
+  qgen_cache_destroy(kv);
+  qgen_cache_destroy(NULL);
+  qgen_close(c);
+}
+
+static void status_strings(void) {
+  const char *seen[QGEN_ERR_IO + 1];
+  int ok = 1;
+  for (int s = QGEN_OK; s <= QGEN_ERR_IO; s++) {
+    const char *m = qgen_status_str((qgen_status)s);
+    int good = m && *m && strcmp(m, "unknown status") != 0;
+    for (int k = 0; k < s; k++) good &= strcmp(seen[k], m) != 0;
+    seen[s] = m;
+    printf("     status %2d: %s\n", s, m ? m : "(null)");
+    ok &= good;
+  }
+  check(ok, "qgen_status_str: every status has its own message");
+  check(!strcmp(qgen_status_str((qgen_status)(QGEN_ERR_IO + 1)), "unknown status") &&
+            !strcmp(qgen_status_str((qgen_status)-1), "unknown status") &&
+            !strcmp(qgen_status_str((qgen_status)INT_MAX), "unknown status"),
+        "qgen_status_str: out-of-range values are \"unknown status\"");
+}
+
+static void run_fixture(const char *path, const char *tag) {
+  fixture f;
+  if (setup(&f, path) != 0) {
+    check(0, "%s: setup", tag);
+    return;
+  }
+  printf("---- %s (%s): %s, %lld pages of %d tokens\n", tag, path, f.sparse ? "sparse" : "dense",
+         qgen_kv_n_pages(f.kv), f.info.block);
+  bad_appends(&f);
+  bad_attends(&f);
+  bad_introspection(&f);
+  good_calls(&f, tag);
+  teardown(&f);
+}
+
+int main(void) {
+  const char *be = getenv("QGEN_TEST_BACKEND");
+  if (be && !strcmp(be, "gpu")) {
+    const char *why = "";
+    if (!qgen_cudrv_get(&why)) {
+      printf("test_api: GPU backend requested: %s — skipped\n", why);
+      return 77;
+    }
+    backend = QGEN_BACKEND_GPU;
+    printf("test_api: GPU backend\n");
+  }
+  char dir[] = "/tmp/qgen-test-api-XXXXXX";
+  if (!mkdtemp(dir)) {
+    perror("mkdtemp");
+    return 1;
+  }
+  char dense[4200];
+  snprintf(dense, sizeof dense, "%s/dense.lua", dir);
+  FILE *fp = fopen(dense, "w");
+  if (!fp) return 1;
+  fputs("return spec{ name = \"api-dense\", head_dim = 64, n_head = 6, n_head_kv = 2, archs = { \"sm_90\" } }\n", fp);
+  fclose(fp);
+
+  printf("---- qgen_status_str\n");
+  status_strings();
+  printf("---- qgen_open\n");
+  bad_opens();
+  printf("---- qgen_cache_create\n");
+  bad_cache_creates();
+  run_fixture(QGEN_SOURCE_DIR "/specs/qwen3-4b.lua", "sparse");
+  run_fixture(dense, "dense");
+
+  unlink(dense);
+  rmdir(dir);
+  printf("%d passed, %d failed\n", passed, failed);
+  return failed ? 1 : 0;
+}
