@@ -26,24 +26,13 @@
 #include "qgen.h"
 #include "qtypes.h"
 
+#include "check.h"
+
 #ifndef QGEN_SOURCE_DIR
 #define QGEN_SOURCE_DIR "."
 #endif
 
-static int passed, failed;
 
-static void check(int ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void check(int ok, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  printf("%s ", ok ? "ok  " : "FAIL");
-  vprintf(fmt, ap);
-  printf("\n");
-  va_end(ap);
-  fflush(stdout);
-  if (ok) passed++;
-  else failed++;
-}
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
 static float frand(void) { /* uniform in [-1, 1) */

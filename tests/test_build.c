@@ -24,6 +24,8 @@
 #include "spec.h"
 #include "util.h"
 
+#include "check.h"
+
 #ifndef QGEN_SOURCE_DIR
 #define QGEN_SOURCE_DIR "."
 #endif
@@ -31,21 +33,9 @@
 #error "QGEN_VERSION must be defined (tests/CMakeLists.txt passes the project version)"
 #endif
 
-static int passed, failed, skipped;
+static int skipped;
 static char root[] = "/tmp/qgen-test-build-XXXXXX";
 
-static void check(int ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void check(int ok, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  printf("%s ", ok ? "ok  " : "FAIL");
-  vprintf(fmt, ap);
-  printf("\n");
-  va_end(ap);
-  fflush(stdout);
-  if (ok) passed++;
-  else failed++;
-}
 
 static void skip(const char *why) {
   printf("skip %s\n", why);

@@ -30,24 +30,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "check.h"
+
 #define SPEC_PATH QGEN_SOURCE_DIR "/specs/qwen2.5-0.5b.lua"
 #define ENTRY 336
 
-static int passed, failed, quick;
+static int quick;
 static char root[4096];
 
-static void check(int ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void check(int ok, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  printf("%s: ", ok ? "ok  " : "FAIL");
-  vprintf(fmt, ap);
-  printf("\n");
-  va_end(ap);
-  fflush(stdout);
-  if (ok) passed++;
-  else failed++;
-}
 
 /* ---- helpers ------------------------------------------------------------------------ */
 

@@ -20,23 +20,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "check.h"
+
 #define HDR 88 /* magic 8, version 4, flags 4, key 32, size 8, sha256 32 */
 
-static int passed, failed;
 static char root[4096]; /* this run's temp dir */
 
-static void check(int ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void check(int ok, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  printf("%s: ", ok ? "ok  " : "FAIL");
-  vprintf(fmt, ap);
-  printf("\n");
-  va_end(ap);
-  fflush(stdout);
-  if (ok) passed++;
-  else failed++;
-}
 
 /* ---- helpers ------------------------------------------------------------------------ */
 

@@ -36,23 +36,13 @@
 #include "../bench/quality.h"
 #include "../bench/workload.h"
 
+#include "check.h"
+
 #define MASS_GAP 0.06
 #define ERR_MAX 0.2
 #define DEFAULT_MARGIN 4.0
 
-static int n_pass, n_fail;
 
-static void check(int ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void check(int ok, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  printf("%s  ", ok ? "PASS" : "FAIL");
-  vprintf(fmt, ap);
-  printf("\n");
-  fflush(stdout);
-  va_end(ap);
-  ok ? n_pass++ : n_fail++;
-}
 
 /* ---- part 1: the generator ------------------------------------------------------------ */
 
@@ -345,6 +335,6 @@ int main(void) {
   test_main();
   test_negative();
   test_quant();
-  printf("%d passed, %d failed\n", n_pass, n_fail);
-  return n_fail ? 1 : 0;
+  printf("%d passed, %d failed\n", passed, failed);
+  return failed ? 1 : 0;
 }

@@ -23,22 +23,11 @@
 
 #include "qtypes.h"
 
+#include "check.h"
+
 /* ---- checks and random numbers ------------------------------------------------------- */
 
-static int n_pass, n_fail;
 
-static void check(int ok, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  printf("%s ", ok ? "ok  " : "FAIL");
-  vprintf(fmt, ap);
-  printf("\n");
-  va_end(ap);
-  if (ok)
-    n_pass++;
-  else
-    n_fail++;
-}
 
 static uint64_t rng_state;
 static uint64_t rnd64(void) { /* splitmix64 */
@@ -505,6 +494,6 @@ int main(int argc, char **argv) {
   test_f16_random(3000000);
   test_bf16(2000000);
 
-  printf("%d passed, %d failed\n", n_pass, n_fail);
-  return n_fail ? 1 : 0;
+  printf("%d passed, %d failed\n", passed, failed);
+  return failed ? 1 : 0;
 }

@@ -40,6 +40,8 @@
 
 #include "ref.h"
 
+#include "check.h"
+
 #define F32 QGEN_TYPE_F32
 #define F16 QGEN_TYPE_F16
 #define BF16 QGEN_TYPE_BF16
@@ -49,21 +51,7 @@
 
 /* ---- checks, random numbers, memory -------------------------------------------------- */
 
-static int n_pass, n_fail;
 
-static void check(int ok, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  printf("%s ", ok ? "ok  " : "FAIL");
-  vprintf(fmt, ap);
-  printf("\n");
-  va_end(ap);
-  fflush(stdout);
-  if (ok)
-    n_pass++;
-  else
-    n_fail++;
-}
 
 static uint64_t rng_state;
 static uint64_t rnd64(void) { /* splitmix64 */
@@ -1371,6 +1359,6 @@ int main(void) {
   printf("time: layouts x types %.1f s, adversarial %.1f s, chunking %.1f s, gqa/select/empty "
          "%.1f s, long contexts %.1f s\n", t[0] - t0, t[1] - t[0], t[2] - t[1], t[3] - t[2],
          t[4] - t[3]);
-  printf("%d passed, %d failed\n", n_pass, n_fail);
-  return n_fail ? 1 : 0;
+  printf("%d passed, %d failed\n", passed, failed);
+  return failed ? 1 : 0;
 }

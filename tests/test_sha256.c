@@ -6,13 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int passed, failed;
+#include "check.h"
 
-static void check(int ok, const char *what) {
-  printf("%s: %s\n", ok ? "ok  " : "FAIL", what);
-  if (ok) passed++;
-  else failed++;
-}
+
 
 static int digest_is(const uint8_t d[32], const char *want) {
   char hex[65];

@@ -21,11 +21,12 @@
 #include "spec.h"
 #include "util.h"
 
+#include "check.h"
+
 #ifndef QGEN_SOURCE_DIR
 #define QGEN_SOURCE_DIR "."
 #endif
 
-static int n_pass, n_fail;
 
 /* Under valgrind (or with QGEN_TEST_SLOW set) the 5 s wall-clock limit may stop a spec
    before it has filled the 64 MiB memory limit; then that message is accepted too. */
@@ -39,20 +40,6 @@ static int memory_limit_hit(const char *e) {
   return strstr(e, "memory limit exceeded") || (slow_run() && strstr(e, "time limit exceeded"));
 }
 
-static void check(int ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void check(int ok, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  fputs(ok ? "ok   " : "FAIL ", stdout);
-  vprintf(fmt, ap);
-  fputc('\n', stdout);
-  va_end(ap);
-  if (ok)
-    n_pass++;
-  else
-    n_fail++;
-  fflush(stdout);
-}
 
 static qgen_spec_set set;
 static char err[2048];
@@ -625,6 +612,6 @@ int main(int argc, char **argv) {
   test_sandbox();
   test_limits(argv[0]);
   test_bad_specs();
-  printf("%d passed, %d failed\n", n_pass, n_fail);
-  return n_fail ? 1 : 0;
+  printf("%d passed, %d failed\n", passed, failed);
+  return failed ? 1 : 0;
 }
