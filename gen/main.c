@@ -173,6 +173,28 @@ static int check_archs(const char *spec, const int *use, int n, const int *known
   return 0;
 }
 
+/* Load spec, check --variant, and refuse (before compiling anything) an arch NVRTC cannot
+   target in any selected variant (the --arch list, else each variant's own archs).
+   Returns 0, or the exit code after printing why. */
+static int load_for_build(const char *spec, const char *variant, const int *archs, int n_archs,
+                          qgen_spec_set *set, char *err, size_t errlen) {
+  if (qgen_spec_load(spec, set, err, errlen) != 0) return die(EXIT_USER, "%s", err);
+  if (variant && !qgen_spec_find(set, variant)) return die(EXIT_USER, "%s: no variant named '%s'", spec, variant);
+  int known[64], n_known = qgen_nvrtc_archs(known, 64);
+  if (n_known < 0) {
+    qgen_nvrtc_version(&(int){0}, &(int){0}, err, errlen);
+    return die(EXIT_INTERNAL, "%s", err);
+  }
+  for (int v = 0; v < set->n; v++) {
+    const qgen_spec *s = &set->v[v];
+    int rc;
+    if ((!variant || strcmp(s->name, variant) == 0) &&
+        (rc = check_archs(spec, n_archs ? archs : s->archs, n_archs ? n_archs : s->n_archs, known, n_known)) != 0)
+      return rc;
+  }
+  return 0;
+}
+
 static int cmd_emit(int argc, char **argv) {
   const char *spec = NULL, *out = NULL, *variant = NULL, *arch_list = NULL;
   int print = 0;
@@ -196,25 +218,16 @@ static int cmd_emit(int argc, char **argv) {
 
   static qgen_spec_set set;
   static char err[65536];
-  if (qgen_spec_load(spec, &set, err, sizeof err) != 0) return die(EXIT_USER, "%s", err);
-  if (variant && !qgen_spec_find(&set, variant)) return die(EXIT_USER, "%s: no variant named '%s'", spec, variant);
-
-  /* Refuse archs NVRTC cannot target before compiling anything. */
-  int known[64], n_known = qgen_nvrtc_archs(known, 64);
-  if (n_known < 0) {
-    qgen_nvrtc_version(&(int){0}, &(int){0}, err, sizeof err);
-    return die(EXIT_INTERNAL, "%s", err);
-  }
+  int rc = load_for_build(spec, variant, archs, n_archs, &set, err, sizeof err);
+  if (rc != 0) return rc;
   if (out && qgen_mkdir_p(out, 0755) != 0) return die(EXIT_USER, "%s: cannot create directory: %s", out, strerror(errno));
 
   qgen_cache *cache = qgen_cache_open(NULL);
-  int rc = 0;
   for (int v = 0; v < set.n && rc == 0; v++) {
     const qgen_spec *s = &set.v[v];
     if (variant && strcmp(s->name, variant) != 0) continue;
     const int *use = n_archs ? archs : s->archs;
     const int nu = n_archs ? n_archs : s->n_archs;
-    if ((rc = check_archs(spec, use, nu, known, n_known)) != 0) break;
     print_layout(s, spec);
     qgen_artifact arts[QGEN_MAX_ARCHS];
     char *src = NULL;
@@ -285,28 +298,14 @@ static int cmd_bundle(int argc, char **argv) {
 
   static qgen_spec_set set;
   static char err[65536];
-  if (qgen_spec_load(spec, &set, err, sizeof err) != 0) return die(EXIT_USER, "%s", err);
-  if (variant && !qgen_spec_find(&set, variant)) return die(EXIT_USER, "%s: no variant named '%s'", spec, variant);
+  int rc = load_for_build(spec, variant, archs, n_archs, &set, err, sizeof err);
+  if (rc != 0) return rc;
   const int dir = is_dir(out);
   if (!variant && set.n > 1 && !dir)
     return die(EXIT_USER, "%s has %d variants: give --variant NAME, or a directory -o DIR/ for one bundle each", spec, set.n);
-
-  int known[64], n_known = qgen_nvrtc_archs(known, 64);
-  if (n_known < 0) {
-    qgen_nvrtc_version(&(int){0}, &(int){0}, err, sizeof err);
-    return die(EXIT_INTERNAL, "%s", err);
-  }
-  for (int v = 0; v < set.n; v++) {
-    const qgen_spec *s = &set.v[v];
-    int rc;
-    if ((!variant || strcmp(s->name, variant) == 0) &&
-        (rc = check_archs(spec, n_archs ? archs : s->archs, n_archs ? n_archs : s->n_archs, known, n_known)) != 0)
-      return rc;
-  }
   if (dir && qgen_mkdir_p(out, 0755) != 0) return die(EXIT_USER, "%s: cannot create directory: %s", out, strerror(errno));
 
   qgen_cache *cache = qgen_cache_open(NULL);
-  int rc = 0;
   for (int v = 0; v < set.n && rc == 0; v++) {
     const qgen_spec *s = &set.v[v];
     if (variant && strcmp(s->name, variant) != 0) continue;
