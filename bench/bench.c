@@ -239,6 +239,7 @@ int qgen_bench_main(int argc, char **argv) {
   }
   if (jf) fprintf(jf, "[\n");
   int rows = 0;
+  const char *tune = getenv("QGEN_TUNE") ? getenv("QGEN_TUNE") : ""; /* validated by main */
   printf("%-22s %4s %8s %6s | %9s %9s %9s %9s %9s | %9s %9s %8s %8s\n", "spec", "B", "ctx", "cov", "step_us", "est_us",
          "sel_us", "attend_us", "eager_us", "stream_us", "floor_us", "GB/s", "x_stream");
 
@@ -376,10 +377,10 @@ int qgen_bench_main(int argc, char **argv) {
                   "%s  {\"spec\": \"%s\", \"n_head\": %d, \"k_type\": \"%s\", \"v_type\": \"%s\", \"batch\": %d, \"ctx\": %lld, "
                   "\"coverage\": %g, \"qgen_us\": %.2f, \"select_us\": %s, \"estimate_us\": %.2f, \"attend_us\": %.2f, "
                   "\"eager_us\": %.2f, \"dense_us\": %.2f, \"stream_us\": %.2f, \"floor_us\": %.2f, \"bytes\": %.0f, \"gbps\": %.1f, "
-                  "\"splits\": %d, \"append_tok_s\": %.4g}",
+                  "\"splits\": %d, \"append_tok_s\": %.4g, \"tune\": \"%s\"}",
                   rows ? ",\n" : "", ctx->spec.name, L->n_head, ctx->info.k_type, ctx->info.v_type, B, (long long)C, covs[vi], step,
                   selj, est, att, eager, isnan(dense_us) ? step : dense_us, sus, floor_us,
-                  bytes, bytes / step / 1e3, qgen_gpu_max_splits(ctx, B), (double)C * B / (fill_ms * 1e-3));
+                  bytes, bytes / step / 1e3, qgen_gpu_max_splits(ctx, B), (double)C * B / (fill_ms * 1e-3), tune);
         rows++;
       }
       for (int r = 0; r < R; r++) qgen_cache_destroy(kv[r]);

@@ -14,9 +14,11 @@ run() { # name variant ctx coverage kernel
     > "$out/ncu-$1.txt" 2>&1
   grep -E "Duration|Memory Throughput|DRAM Throughput|Achieved Occupancy|Registers Per|Issue Slots Busy|No Eligible|Stall" "$out/ncu-$1.txt" | head -12 | sed "s/^/$1: /"
 }
+# A case is a name below or KERNEL:VARIANT:CTX:COVERAGE (e.g. qg_select:qwen3-4b:16K:0.25).
 cases=${NCU_CASES:-"attend-f16-16k attend-f16-1m attend-q4-128k attend-q8-128k estimate-1m select-1m"}
 for c in $cases; do
   case $c in
+  *:*:*:*) IFS=: read -r k v x cv <<< "$c"; run "${k#qg_}-$v-$x-$cv" "$v" "$x" "$cv" "$k" ;;
   attend-f16-16k) run $c qwen3-4b 16K 1 qg_attend ;;
   attend-f16-1m) run $c qwen3-4b 1M 1 qg_attend ;;
   attend-q4-128k) run $c qwen3-4b-q4_0 128K 1 qg_attend ;;

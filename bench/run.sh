@@ -4,6 +4,8 @@
 # full  = the grid of the performance issue (qwen3-4b f16/q8_0/q4_0: 16K..1M x B1,2,4,8 x
 #         coverage 1..0.0625; qwen2.5-14b-1m: 16K..128K x B1,4,8), then merge.py
 # probe = a few cells, for tuning
+# STEPS="qgen peers merge" (the default) runs all three; a subset splits the run over
+# several GPU calls (OUT_DIR must then hold the earlier steps' JSON).
 set -u -o pipefail
 build=${1:?build dir}
 out=${2:?out dir}
@@ -25,15 +27,21 @@ cat > "$out/meta.json" <<META
  "date": "$(date -u +%Y-%m-%d)",
  "command": "bash bench/run.sh $build OUT $mode"}
 META
+steps=${STEPS:-qgen peers merge}
+has() { case " $steps " in *" $1 "*) return 0 ;; esac; return 1; }
 set -x
+if has qgen; then
 "$q" bench --spec specs/qwen3-4b.lua --variant qwen3-4b --ctx $ctx4 --batch $b4 --coverage $cov --jit --json "$out/q4b-f16.json"
 for t in q8_0 q4_0; do
   "$q" bench --spec specs/qwen3-4b.lua --variant qwen3-4b-$t --ctx $ctx4 --batch $b4 --coverage $cov --json "$out/q4b-$t.json"
 done
 "$q" bench --spec specs/qwen2.5-14b-1m.lua --variant qwen2.5-14b-1m --ctx $ctx14 --batch $b14 --coverage $cov --json "$out/q14b-f16.json"
+fi
+if has peers; then
 python3 bench/peers.py --heads 32 --ctx $ctx4 \
   --batch $b4 --coverage $cov --json "$out/peers32.json"
 python3 bench/peers.py --heads 40 --ctx $ctx14 \
   --batch $b14 --coverage $cov --json "$out/peers40.json"
-python3 bench/merge.py --qgen "$out"/q4b-*.json "$out"/q14b-*.json --peers "$out"/peers32.json "$out"/peers40.json \
+fi
+has merge && python3 bench/merge.py --qgen "$out"/q4b-*.json "$out"/q14b-*.json --peers "$out"/peers32.json "$out"/peers40.json \
   --meta "$out/meta.json" --out "$out/decode-h200" --chart

@@ -28,6 +28,7 @@ int qgen_eval_main(int argc, char **argv);  /* bench/quality.c */
 #include "sha256.h"
 #include "spec.h"
 #include "util.h"
+#include "../runtime/plan.h"
 
 enum { EXIT_USER = 1, EXIT_INTERNAL = 2 };
 
@@ -416,6 +417,11 @@ int main(int argc, char **argv) {
     return argc < 2 ? EXIT_USER : 0;
   }
   const char *cmd = argv[1];
+  char terr[256];
+  const int tuned = qgen_plan_tuned(terr, sizeof terr);
+  if (tuned < 0) return die(EXIT_USER, "%s", terr);
+  if (tuned && strcmp(cmd, "bundle") == 0)
+    return die(EXIT_USER, "bundle: QGEN_TUNE changes the kernels' plan; bundles hold the default plan (unset QGEN_TUNE)");
   if (strcmp(cmd, "emit") == 0) return cmd_emit(argc - 2, argv + 2);
   if (strcmp(cmd, "bundle") == 0) return cmd_bundle(argc - 2, argv + 2);
   if (strcmp(cmd, "info") == 0) return cmd_info(argc - 2, argv + 2);

@@ -6,7 +6,8 @@
  * says so). With a spec, the kernels are built for the device's arch (cache, then NVRTC).
  *
  * A step launches only kernels with by-value arguments (kargs.h): sparse =
- * estimate → select → attend, dense = attend; attend merges its own splits
+ * estimate → select → attend (the last two as programmatic dependents on sm_90+, so each
+ * starts while its predecessor drains), dense = attend; attend merges its own splits
  * (combine.cu). Grids are sized from capacities known at open/create time, never from
  * device-side lengths, so a captured graph stays valid as sequences grow. The split count
  * for a batch of nb rows targets one wave of attend CTAs: ceil(SMs * CTAs/SM / (nb *
@@ -236,6 +237,31 @@ static qgen_status launch(qgen_ctx *c, CUfunction f, unsigned gx, unsigned gy, u
   return QGEN_OK;
 }
 
+/* The same, as a programmatic dependent of the kernel before it in the stream (sm_90+):
+   its CTAs may start while that kernel finishes and wait in grid_dep_wait (common.cuh).
+   Only for select and attend of a sparse step, whose predecessor is our own estimate /
+   select: a kernel before estimate (the caller's, which may write q) is fully ordered. */
+static qgen_status launch_dependent(qgen_ctx *c, CUfunction f, unsigned gx, unsigned gy, unsigned gz, int threads,
+                                    int smem, CUstream s, void **args) {
+  /* not across the benchmark's breakdown events either: an event between two kernels
+     leaves nothing to overlap */
+  if (!c->P.pdl || c->gpu->arch < 90 || c->gpu->marks) return launch(c, f, gx, gy, gz, threads, smem, s, args);
+  CUlaunchAttribute at;
+  memset(&at, 0, sizeof at);
+  at.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+  at.value.programmaticStreamSerializationAllowed = 1;
+  CUlaunchConfig cfg;
+  memset(&cfg, 0, sizeof cfg);
+  cfg.gridDimX = gx, cfg.gridDimY = gy, cfg.gridDimZ = gz;
+  cfg.blockDimX = (unsigned)threads, cfg.blockDimY = 1, cfg.blockDimZ = 1;
+  cfg.sharedMemBytes = (unsigned)smem;
+  cfg.hStream = s;
+  cfg.attrs = &at;
+  cfg.numAttrs = 1;
+  CU(c->gpu->cu->cuLaunchKernelEx(&cfg, f, args, NULL));
+  return QGEN_OK;
+}
+
 qgen_status qgen_gpu_append(qgen_kv *kv, const int *seq, int n_seq, const int *n_new, qgen_ptr k, qgen_ptr v,
                             qgen_stream stream) {
   qgen_ctx *c = kv->ctx;
@@ -297,12 +323,13 @@ qgen_status qgen_gpu_attend(qgen_kv *kv, const int *seq, int n_seq, qgen_ptr q, 
     if (!dense) {
       void *sa[] = {&ca, &wk, &bt, &ba};
       const int smem = 4 * (int)(kv->pps < P->sel_smem_keys ? kv->pps : P->sel_smem_keys);
-      if ((st = launch(c, g->f_select, (unsigned)L->n_head_kv, (unsigned)bt.n, 1, P->sel_threads, smem, s, sa))) return st;
+      if ((st = launch_dependent(c, g->f_select, (unsigned)L->n_head_kv, (unsigned)bt.n, 1, P->sel_threads, smem, s, sa)))
+        return st;
     }
     if (g->marks) CU(g->cu->cuEventRecordWithFlags(g->marks[1], s, CU_EVENT_RECORD_EXTERNAL));
     void *aa[] = {&ca, &wk, &bt, &qp, &op, &dense};
-    if ((st = launch(c, g->f_attend, (unsigned)ms, (unsigned)L->n_head_kv, (unsigned)bt.n, P->attend_threads,
-                     P->attend_smem, s, aa)))
+    if ((st = (dense ? launch : launch_dependent)(c, g->f_attend, (unsigned)ms, (unsigned)L->n_head_kv, (unsigned)bt.n,
+                                                   P->attend_threads, P->attend_smem, s, aa)))
       return st;
   }
   return QGEN_OK;

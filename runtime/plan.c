@@ -7,8 +7,51 @@
  *    copied as one contiguous slab (they are not 16-byte multiples).
  *  - stages: as many as fit ~106 KiB (2..4), so two CTAs share an H100/H200 SM.
  *  - estimate: one m16 tile of pages per warp, 4 warps a CTA.
+ *  - QGEN_TUNE overrides stages, the stage budget, the split size and PDL (plan.h).
  */
 #include "plan.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct tune {
+  int stages, smem_kib, split, sel, pdl; /* 0 / -1 (pdl): not set */
+} tune;
+
+/* Parse QGEN_TUNE into *t. Returns 0, or -1 with a message. */
+static int tune_parse(tune *t, char *err, size_t errlen) {
+  static const struct { const char *name; int lo, hi; size_t off; } keys[] = {
+      {"stages", 2, 8, offsetof(tune, stages)},   {"smem", 16, 220, offsetof(tune, smem_kib)},
+      {"split", 64, 65536, offsetof(tune, split)}, {"sel", 128, 1024, offsetof(tune, sel)},
+      {"pdl", 0, 1, offsetof(tune, pdl)}};
+  memset(t, 0, sizeof *t);
+  t->pdl = -1;
+  const char *s = getenv("QGEN_TUNE");
+  while (s && *s) {
+    const char *end = strchr(s, ','), *eq = strchr(s, '=');
+    size_t n = end ? (size_t)(end - s) : strlen(s);
+    size_t k = 0, nk = sizeof keys / sizeof *keys;
+    while (k < nk && !(eq && eq < s + n && (size_t)(eq - s) == strlen(keys[k].name) && !strncmp(s, keys[k].name, (size_t)(eq - s)))) k++;
+    char *stop = NULL;
+    long v = k < nk ? strtol(eq + 1, &stop, 10) : 0;
+    if (k == nk || stop == eq + 1 || stop != s + n || v < keys[k].lo || v > keys[k].hi || (end && !end[1]) ||
+        (keys[k].off == offsetof(tune, sel) && (v & (v - 1)))) {
+      snprintf(err, errlen, "QGEN_TUNE: '%.*s' is not one of stages=2..8, smem=16..220, split=64..65536, sel=128|256|512|1024, pdl=0|1",
+               (int)n, s);
+      return -1;
+    }
+    *(int *)((char *)t + keys[k].off) = (int)v;
+    s = end ? end + 1 : s + n;
+  }
+  return 0;
+}
+
+int qgen_plan_tuned(char *err, size_t errlen) {
+  tune t;
+  if (tune_parse(&t, err, errlen) != 0) return -1;
+  return t.stages || t.smem_kib || t.split || t.sel;
+}
 
 static int pad_rows16(int bytes) { return (bytes / 16) % 2 == 0 ? bytes + 16 : bytes; }
 
@@ -29,8 +72,14 @@ void qgen_plan_make(const qgen_layout *L, qgen_plan *p) {
   p->k_tile_bytes = (p->tile * p->k_srow + 15) / 16 * 16;
   p->v_tile_bytes = (p->tile * p->v_srow + 15) / 16 * 16;
   const int stage = p->k_tile_bytes + p->v_tile_bytes;
-  int stages = (106 * 1024) / stage;
-  p->stages = stages < 2 ? 2 : stages > 4 ? 4 : stages;
+  char err[160];
+  tune t;
+  if (tune_parse(&t, err, sizeof err) != 0) { /* qgen_open refuses to run with it */
+    memset(&t, 0, sizeof t);
+    t.pdl = -1;
+  }
+  const int most = t.smem_kib ? 8 : 4, stages = ((t.smem_kib ? t.smem_kib : 106) * 1024) / stage;
+  p->stages = t.stages ? t.stages : stages < 2 ? 2 : stages > most ? most : stages;
   const int nq = L->k_type == QGEN_TYPE_BF16 ? 2 : 1;
   const int q_bytes = nq * p->mt * 16 * p->q_srow;
   const int red = p->warps_t * p->mt * 16 * (D + 2) * 4;
@@ -39,12 +88,13 @@ void qgen_plan_make(const qgen_layout *L, qgen_plan *p) {
   if (red > area) area = red;
   if (comb > area) area = comb;
   p->attend_smem = q_bytes + area;
-  p->min_split_tokens = 256;
+  p->min_split_tokens = t.split ? t.split : 256;
 
   p->est_threads = 128;
   p->est_pages = 16 * (p->est_threads / 32); /* an m16 tile of pages per warp */
   p->est_qrow = pad_rows16(4 * D);            /* 2D halves: [Q- | Q+] */
-  p->sel_threads = 1024;
+  p->sel_threads = t.sel ? t.sel : 1024;
   p->sel_smem_keys = 24576; /* 96 KiB: a 1.5M-token sequence at block 64 */
   p->append_threads = 128;
+  p->pdl = t.pdl != 0;
 }

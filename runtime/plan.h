@@ -24,8 +24,19 @@ typedef struct qgen_plan {
   int est_threads, est_pages, est_qrow; /* estimate: CTA size, pages a CTA, staged q row bytes */
   int sel_threads, sel_smem_keys;      /* select: CTA size, pages whose keys it keeps in smem */
   int append_threads;
+  int pdl; /* launch select and attend of a sparse step as programmatic dependents (sm_90+) */
 } qgen_plan;
 
 void qgen_plan_make(const qgen_layout *L, qgen_plan *p);
+
+/* QGEN_TUNE, for tuning experiments: comma-separated overrides of the plan,
+ *   stages=N   attend pipeline depth (2..8)      smem=KIB   attend stage budget (16..220)
+ *   split=T    fewest tokens a split (64..65536) sel=N      select CTA size (128..1024, 2^k)
+ *   pdl=0|1    programmatic dependent launch
+ * All but pdl change the generated kernels (and so their cache key); bundles hold the
+ * default plan, so qgen_open of a bundle and qgen bundle refuse while one of them is set.
+ * Returns 1 when such a key is set, 0 when not, -1 (message in err) when QGEN_TUNE is
+ * malformed — qgen_plan_make then ignores it, and qgen_open refuses to run with it. */
+int qgen_plan_tuned(char *err, size_t errlen);
 
 #endif

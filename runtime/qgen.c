@@ -83,12 +83,16 @@ qgen_status qgen_open(qgen_ctx **out, const char *path, const qgen_open_opts *o)
   if (!path) st = qgen_fail(c, QGEN_ERR_INVALID_ARG, "qgen_open: no spec path");
   else if (o->backend != QGEN_BACKEND_GPU && o->backend != QGEN_BACKEND_CPU)
     st = qgen_fail(c, QGEN_ERR_INVALID_ARG, "qgen_open: unknown backend %d", (int)o->backend);
+  const int tuned = st == QGEN_OK ? qgen_plan_tuned(c->err, sizeof c->err) : 0;
+  if (tuned < 0) st = QGEN_ERR_INVALID_ARG;
   /* A bundle (found by its magic, whatever the file's name): the spec from its text and,
      for the GPU, its compiled kernels; NVRTC is never called. Anything else is a spec. */
   qgen_bundle *bundle = NULL;
   qgen_spec_set *set = NULL;
   if (st == QGEN_OK && qgen_bundle_is(path)) {
-    if (!(bundle = malloc(sizeof *bundle))) st = QGEN_ERR_OUT_OF_MEMORY;
+    if (tuned && o->backend == QGEN_BACKEND_GPU)
+      st = qgen_fail(c, QGEN_ERR_UNSUPPORTED, "%s: QGEN_TUNE changes the kernels' plan; a bundle holds the default plan's kernels (unset QGEN_TUNE)", path);
+    else if (!(bundle = malloc(sizeof *bundle))) st = QGEN_ERR_OUT_OF_MEMORY;
     else if (qgen_bundle_read(path, bundle, c->err, sizeof c->err) != 0) st = QGEN_ERR_BUNDLE;
     else if (o->variant && *o->variant && strcmp(o->variant, bundle->spec.name) != 0)
       st = qgen_fail(c, QGEN_ERR_SPEC, "%s: the bundle holds variant '%s', not '%s'", path, bundle->spec.name, o->variant);

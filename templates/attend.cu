@@ -86,6 +86,24 @@ extern "C" __global__ void __launch_bounds__(QG_ATTEND_THREADS) qg_attend(qg_cac
   const int wm = warp % WARPS_M, wt = warp / WARPS_M;
   const int seq = bt.seq[b];
   const i64 len = c.seq_len[seq], n = pages_of(len);
+
+  // The group's queries in the k-slot permutation (rows >= G zero). A sparse step stages
+  // them before waiting for select (they do not depend on it; runtime/gpu.c launches
+  // attend to overlap select's tail); a dense one after issuing its first tiles.
+  auto stage_q = [&] {
+    for (int qc = 0; qc < NQ; qc++)
+      for (int i = threadIdx.x; i < (MT * 16 - G) * Q_SROW / 16; i += THREADS)
+        *(uint4 *)(qsm + qc * MT * 16 * Q_SROW + G * Q_SROW + 16 * i) = make_uint4(0, 0, 0, 0);
+    load_group_q<THREADS>(q, b, h, [&](int r, int d, float x) {
+      const u32 w = pack2<KT::BF>(x, 0.0f);
+      *(u16 *)(qsm + r * Q_SROW + 2 * k_slot(d)) = (u16)w;
+      if constexpr (NQ == 2) *(u16 *)(qsm + MT * 16 * Q_SROW + r * Q_SROW + 2 * k_slot(d)) = (u16)pack2_residue<true>(x, 0.0f, w);
+    });
+  };
+  if (!dense) {
+    stage_q();
+    grid_dep_wait(); // the list and its count are select's
+  }
   const int *list = dense ? nullptr : wk.list + ((i64)seq * N_KV + h) * c.pages_per_seq;
   const i64 L = dense ? n : wk.count[(i64)seq * N_KV + h];
   const int ns = n_splits(L, wk.max_splits);
@@ -119,15 +137,7 @@ extern "C" __global__ void __launch_bounds__(QG_ATTEND_THREADS) qg_attend(qg_cac
     cp_async_commit();
   }
 
-  // Stage the group's queries (rows >= G are zero) in the k-slot permutation, while the
-  // first tiles are on their way.
-  for (int i = threadIdx.x; i < MT * 16 * D; i += THREADS) {
-    const int r = i / D, d = i % D;
-    const float x = r < G ? IT::load(q, ((i64)b * N_HEAD + h * G + r) * D + d) : 0.0f;
-    const u32 w = pack2<KT::BF>(x, 0.0f);
-    *(u16 *)(qsm + r * Q_SROW + 2 * k_slot(d)) = (u16)w;
-    if constexpr (NQ == 2) *(u16 *)(qsm + MT * 16 * Q_SROW + r * Q_SROW + 2 * k_slot(d)) = (u16)pack2_residue<true>(x, 0.0f, w);
-  }
+  if (dense) stage_q(); // while the first tiles are on their way
 
   float o[D / 8][4];
 #pragma unroll

@@ -81,6 +81,24 @@ __device__ __forceinline__ float fast_exp2(float x) {
 // max that keeps a NaN (fmaxf drops it): the Quest score is NaN if any head's is.
 __device__ __forceinline__ float max_keep_nan(float a, float b) { return (a > b || a != a) ? a : b; }
 
+// ---- programmatic dependent launch (sm_90+) -----------------------------------------------
+
+// A kernel the runtime launches with programmatic stream serialization (select and attend
+// of a sparse step, runtime/gpu.c) may start while the kernel before it still runs:
+// grid_dep_wait() blocks until that kernel has finished and its writes are visible, and
+// nothing the predecessor writes may be touched before it. grid_dep_launch() lets the
+// dependent start early. Both are no-ops without such a launch, and on sm_80.
+__device__ __forceinline__ void grid_dep_wait() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void grid_dep_launch() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+
 // ---- async copies and tensor-core helpers (sm_80+) ------------------------------------
 
 __device__ __forceinline__ u32 smem_u32(const void *p) { return (u32)__cvta_generic_to_shared(p); }

@@ -29,6 +29,7 @@ extern "C" __global__ void __launch_bounds__(QG_EST_THREADS) qg_estimate(qg_cach
   __shared__ __align__(16) u8 qsm[EST_NQ * EST_NT * 8 * EST_QROW];
   const int b = blockIdx.z, h = blockIdx.y, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, j = lane & 3;
+  grid_dep_launch(); // select may start; it waits for all of estimate before reading
   const int seq = bt.seq[b];
   const i64 n = pages_of(c.seq_len[seq]);
   const i64 p0 = (i64)blockIdx.x * QG_EST_PAGES + warp * 16;
@@ -49,21 +50,23 @@ extern "C" __global__ void __launch_bounds__(QG_EST_THREADS) qg_estimate(qg_cach
     }
   }
 
-  // Stage Qsplit (rows >= G zero) in the k-slot permutation of the loads above.
-  for (int i = threadIdx.x; i < EST_NT * 8 * K2; i += QG_EST_THREADS) {
-    const int r = i / K2, p = i % K2;        // physical k: [kmin part | kmax part]
-    float x = 0.0f;
-    if (r < G) {
-      const float v = IT::load(q, ((i64)b * N_HEAD + h * G + r) * D + (p % D));
-      x = p < D ? fminf(v, 0.0f) : fmaxf(v, 0.0f);
-    }
+  // Stage Qsplit (rows >= G zero) in the k-slot permutation of the loads above: physical
+  // k = [kmin part | kmax part], lane group jj of k-steps 2t, 2t+1 holds 32t + 8jj .. + 7.
+  auto put = [&](int r, int p, float x) {
     const int t = p >> 5, o = p & 31, jj = o >> 3, v = o & 7, u = v & 3;
     const int logical = (2 * t + (v >> 2)) * 16 + (u < 2 ? 2 * jj + u : 8 + 2 * jj + (u - 2));
     const __half hi = __float2half_rn(x);
     *(__half *)(qsm + r * EST_QROW + 2 * logical) = hi;
     if constexpr (EST_NQ == 2)
       *(__half *)(qsm + (EST_NT * 8 + r) * EST_QROW + 2 * logical) = __float2half_rn(x - __half2float(hi));
-  }
+  };
+  for (int part = 0; part < EST_NQ; part++)
+    for (int i = threadIdx.x; i < (EST_NT * 8 - G) * EST_QROW / 16; i += QG_EST_THREADS)
+      *(uint4 *)(qsm + (part * EST_NT * 8 + G) * EST_QROW + 16 * i) = make_uint4(0, 0, 0, 0);
+  load_group_q<QG_EST_THREADS>(q, b, h, [&](int r, int d, float x) {
+    put(r, d, fminf(x, 0.0f));
+    put(r, D + d, fmaxf(x, 0.0f));
+  });
   __syncthreads();
 
   float best[2] = {-INFINITY, -INFINITY}; // pages g and g + 8

@@ -5,9 +5,9 @@
 // [sp, rf). K_eff = min(n, max(K, |forced|)); the list is forced ∪ the best K_eff - |forced|
 // pages of [sp, rf) by score (ties to the lower index, NaN above every number), ascending.
 //
-// One CTA per (KV head, batch row) of 1024 threads. Scores map to order-preserving u32
-// keys (score_key), copied once into shared memory (up to QG_SEL_SMEM_KEYS pages; longer
-// lists read global memory on every pass). A 3-pass radix select (11, 11, 10 bits) finds the
+// One CTA per (KV head, batch row) of QG_SEL_THREADS (1024) threads. Scores map to
+// order-preserving u32 keys (score_key), copied once into shared memory (up to
+// QG_SEL_SMEM_KEYS pages; longer lists read global memory on every pass). A 3-pass radix select (11, 11, 10 bits) finds the
 // threshold key and how many pages equal to it to take; the first pass's histogram was
 // counted by estimate, the others aggregate their increments per warp (keys cluster, so
 // mostly one atomic per warp) and a block-wide scan finds the crossing bin. The compaction
@@ -27,7 +27,7 @@ __device__ __forceinline__ i64 budget_pages(const qg_budget &bg, i64 n, i64 nf) 
 
 extern "C" __global__ void __launch_bounds__(QG_SEL_THREADS) qg_select(qg_cache c, qg_work wk, qg_batch bt, qg_budget bg) {
   constexpr int T = QG_SEL_THREADS, NWARP = T / 32;
-  static_assert(T == 1024 && QG_SEL_BINS == 2048, "select: a 1024-thread CTA, an 11-bit first digit");
+  static_assert(T % 32 == 0 && T <= 1024 && 1024 % T == 0 && QG_SEL_BINS == 2048, "select: a CTA of 2^k warps, an 11-bit first digit");
   extern __shared__ u32 keys[]; // [min(pages_per_seq, QG_SEL_SMEM_KEYS)]
   __shared__ u32 hist[2048];
   __shared__ u32 s_bin, s_rem;
@@ -38,6 +38,8 @@ extern "C" __global__ void __launch_bounds__(QG_SEL_THREADS) qg_select(qg_cache 
   const float *sc = wk.scores + base;
   int *list = wk.list + base;
 
+  grid_dep_launch(); // attend may start: it stages its queries, then waits for this grid
+  grid_dep_wait();   // the scores and the histogram are estimate's
   // estimate counted the first digit; take it and leave zeros for the next step
   u32 *ghist = wk.hist + ((i64)b * N_KV + h) * QG_SEL_BINS;
   for (int i = tid; i < 2048; i += T) hist[i] = __ldcg(ghist + i), ghist[i] = 0;
