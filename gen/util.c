@@ -36,9 +36,24 @@ char *qgen_fmt(char *buf, size_t n, const char *fmt, ...) {
 }
 
 char *qgen_read_file(const char *path, size_t max_bytes, size_t *size, char *err, size_t errlen) {
-  FILE *f = fopen(path, "rb");
-  if (!f) {
+  /* O_NONBLOCK: opening a FIFO nobody writes must not hang (it then reads as empty); the
+     reads themselves block, so a pipe with a writer (a shell's <(...)) is read whole */
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) {
     qgen_fmt(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+    return NULL;
+  }
+  struct stat st;
+  if (fstat(fd, &st) != 0 || S_ISDIR(st.st_mode)) {
+    qgen_fmt(err, errlen, "%s: %s", path, S_ISDIR(st.st_mode) ? "is a directory" : strerror(errno));
+    close(fd);
+    return NULL;
+  }
+  int fl = fcntl(fd, F_GETFL);
+  FILE *f = fl >= 0 && fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) == 0 ? fdopen(fd, "rb") : NULL;
+  if (!f) {
+    qgen_fmt(err, errlen, "%s: cannot read: %s", path, strerror(errno));
+    close(fd);
     return NULL;
   }
   size_t cap = 4096, n = 0;

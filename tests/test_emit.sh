@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # test_emit.sh — `qgen emit` end to end (no GPU needed): the main spec writes its unit,
 # cubins for sm_80 and sm_90 and the PTX, compiling every kernel; a second run is all cache
-# hits; every spec in specs/ and tests/gpu/ emits; bad arguments exit 1.
+# hits; every spec in specs/ and tests/gpu/ emits; bad arguments exit 1; FIFO, directory
+# and pipe spec paths; QGEN_TUNE.
 # Env: QGEN (the binary), QGEN_SOURCE_DIR.
 set -u
 [ -n "${QGEN:-}" ] || { echo "QGEN not set"; exit 77; }
@@ -52,6 +53,16 @@ ok $([ $rc = 1 ] && grep -q "sm_80 or newer" "$tmp/err.txt"; echo $?) "--arch sm
 "$QGEN" emit --help | grep -q -- "--arch"; ok $? "qgen emit --help explains the options"
 QGEN_TEMPLATE_DIR="$tmp/none" "$QGEN" emit --spec specs/qwen2.5-0.5b.lua --arch sm_90 > /dev/null 2>"$tmp/err.txt"
 ok $([ $? = 2 ] && grep -q "cannot open" "$tmp/err.txt"; echo $?) "a missing QGEN_TEMPLATE_DIR template is an internal error (exit 2) naming the file"
+# Spec paths that are not plain files: a FIFO nobody writes must not hang (it is empty),
+# a directory is refused by name, a pipe with a writer is read whole.
+mkfifo "$tmp/fifo"
+timeout 20 "$QGEN" emit --spec "$tmp/fifo" --arch sm_90 > /dev/null 2>"$tmp/err.txt"
+ok $([ $? = 1 ] && grep -q "fifo" "$tmp/err.txt"; echo $?) "a FIFO without a writer as --spec exits 1 at once"
+"$QGEN" emit --spec "$tmp" --arch sm_90 > /dev/null 2>"$tmp/err.txt"
+ok $([ $? = 1 ] && grep -q "is a directory" "$tmp/err.txt"; echo $?) "a directory as --spec exits 1 (is a directory)"
+timeout 60 "$QGEN" emit --spec <(cat specs/qwen2.5-0.5b.lua) --arch sm_90 > /dev/null 2>&1
+ok $? "a spec through a pipe (<(...)) is read"
+
 # QGEN_TUNE (runtime/plan.h): a tuned plan is other kernels under another key; malformed
 # values and bundles of a tuned plan are refused with the reason.
 QGEN_TUNE=stages=2,sel=256 "$QGEN" emit --spec specs/qwen2.5-0.5b.lua --arch sm_90 --print > "$tmp/tuned.txt" 2>&1
