@@ -3,8 +3,9 @@
 #
 #   fuzz/run.sh [SECONDS_PER_HARNESS]     (default 60; env FUZZ_BUILD_DIR, default build-fuzz)
 #
-# Each harness starts from its committed seeds (fuzz/corpus/<name>/, read only) plus a
-# scratch corpus in the build directory, with -max_total_time and -rss_limit_mb=2048.
+# Each harness starts from its committed seeds (fuzz/corpus/<name>/; the spec harness from
+# specs/, tests/gpu/ and tests/specs_bad/; all read only) plus a scratch corpus in the
+# build directory, with -max_total_time and -rss_limit_mb=2048.
 # Exits non-zero when a build fails or any harness finds a crash, a leak, a timeout or an
 # out-of-memory (the reproducer is left in the build directory as crash-*/leak-*/... and
 # its path printed). Prints per harness: executions, coverage and features at the end.
@@ -27,7 +28,9 @@ fail=0 pass=0
 summary=()
 for h in "${harnesses[@]}"; do
   name=${h#fuzz_}
-  seeds=fuzz/corpus/$name
+  seeds=(fuzz/corpus/$name)
+  # the spec harness seeds from the project's own specs, good and hostile, where they live
+  [ "$name" = spec ] && seeds=(specs tests/gpu tests/specs_bad)
   work=$build/fuzz-work/$name
   art=$build/fuzz-artifacts/$name/
   rm -rf "$art"
@@ -36,11 +39,11 @@ for h in "${harnesses[@]}"; do
   [ "$name" = spec ] && extra+=(-dict=fuzz/spec.dict -max_len=4096)
   [ "$name" = bundle ] && extra+=(-max_len=8192)
   log=$build/fuzz-$name.log
-  echo "== $h: ${secs}s from $(ls "$seeds" | wc -l) seeds"
+  echo "== $h: ${secs}s from $(find "${seeds[@]}" -type f | wc -l) seeds"
   t0=$(date +%s)
   ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     "$build/fuzz/$h" -max_total_time="$secs" -rss_limit_mb=2048 -timeout=30 -print_final_stats=1 \
-    -artifact_prefix="$art" "${extra[@]}" "$work" "$seeds" > "$log" 2>&1
+    -artifact_prefix="$art" "${extra[@]}" "$work" "${seeds[@]}" > "$log" 2>&1
   rc=$?
   t1=$(date +%s)
   execs=$(grep -ao 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$')

@@ -1,2 +1,0 @@
--- expect: 'dofile' is not available in a spec
-dofile("/etc/passwd")

@@ -1,3 +1,0 @@
--- expect: memory limit exceeded
-local s = "x"
-while true do s = s .. s end

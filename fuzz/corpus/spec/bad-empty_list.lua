@@ -1,2 +1,0 @@
--- expect: the spec returned an empty table
-return {}

@@ -1,2 +1,0 @@
--- expect: :2: boom$
-error("boom")

@@ -1,2 +1,0 @@
--- expect: error object is a table value
-error({ code = 1 })

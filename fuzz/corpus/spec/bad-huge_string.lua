@@ -1,2 +1,0 @@
--- expect: memory limit exceeded
-return string.rep("x", 2^30)

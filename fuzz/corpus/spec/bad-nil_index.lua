@@ -1,3 +1,0 @@
--- expect: :3: attempt to index a nil value \(local 'cfg'\)
-local cfg
-return spec{ name = cfg.name }

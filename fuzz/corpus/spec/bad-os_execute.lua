@@ -1,2 +1,0 @@
--- expect: :2: 'os' is not available in a spec
-os.execute("true")

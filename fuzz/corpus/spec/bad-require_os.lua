@@ -1,2 +1,0 @@
--- expect: :2: 'require' is not available in a spec
-local os = require("os")

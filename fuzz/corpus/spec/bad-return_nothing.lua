@@ -1,2 +1,0 @@
--- expect: the spec returned nothing
-local x = 1

@@ -1,2 +1,0 @@
--- expect: :2: spec expects one table
-return spec("qwen3-4b")

@@ -1,2 +1,0 @@
--- expect: :2: string\.dump is not available in a spec
-return string.dump(print)

@@ -1,4 +1,0 @@
--- expect: :3: .*expected
-local t = {
-  name = "m" head_dim = 128,
-}
