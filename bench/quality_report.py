@@ -70,6 +70,13 @@ def md_table(header, rows, align=None):
     return "\n".join(out)
 
 
+def cov_kt_table(m, heads, cols, cell):
+    """A table with one row per (coverage, k_type) of m and one column per entry of cols,
+    the cell text being cell(coverage, k_type, col)."""
+    rows = [[cov_label(cov), kt] + [cell(cov, kt, c) for c in cols] for cov in m.covs for kt in m.ktypes]
+    return md_table(["coverage", "k_type"] + heads, rows, ["--:", "---"] + ["--:"] * len(cols))
+
+
 def load(path):
     with open(path) as f:
         return json.load(f)
@@ -429,26 +436,15 @@ def markdown(g, m, driver, cuda, main_path, margins_path):
         L.append("")
         L.append("Quest per context (over the tasks; fails at → full from):")
         L.append("")
-        rows = []
-        for cov in m.covs:
-            for kt in m.ktypes:
-                rows.append([cov_label(cov), kt] +
-                            [f"{margin_label(per_ctx[('quest', cov, kt, c)][0])} → "
-                             f"{'never' if per_ctx[('quest', cov, kt, c)][1] is None else margin_label(per_ctx[('quest', cov, kt, c)][1])}"
-                             for c in m.ctxs])
-        L.append(md_table(["coverage", "k_type"] + [ctx_label(c) for c in m.ctxs], rows,
-                          ["--:", "---"] + ["--:"] * len(m.ctxs)))
+        def fails_full(cov, kt, c):
+            b, f = per_ctx[('quest', cov, kt, c)]
+            return f"{margin_label(b)} → {'never' if f is None else margin_label(f)}"
+        L.append(cov_kt_table(m, [ctx_label(c) for c in m.ctxs], m.ctxs, fails_full))
         L.append("")
         L.append("Quest recall (worst task, worst context) per margin:")
         L.append("")
-        rows = []
-        for cov in m.covs:
-            for kt in m.ktypes:
-                rows.append([cov_label(cov), kt] +
-                            [f"{min(m.get(t, c, kt, cov, 'quest', mg)['recall'] for t in m.tasks for c in m.ctxs):.2f}"
-                             for mg in m.margins])
-        L.append(md_table(["coverage", "k_type"] + [f"margin {mg:g}" for mg in m.margins], rows,
-                          ["--:", "---"] + ["--:"] * len(m.margins)))
+        L.append(cov_kt_table(m, [f"margin {mg:g}" for mg in m.margins], m.margins, lambda cov, kt, mg:
+                              f"{min(m.get(t, c, kt, cov, 'quest', mg)['recall'] for t in m.tasks for c in m.ctxs):.2f}"))
         mg_main = [mg for mg in m.margins if mg in g.margins]
         if mg_main:
             mg = mg_main[0]

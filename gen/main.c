@@ -174,6 +174,14 @@ static int check_archs(const char *spec, const int *use, int n, const int *known
   return 0;
 }
 
+/* The archs to build variant s for (the --arch list, else the spec's own) into *use, and
+   their count; 0 when --variant names another variant. */
+static int variant_archs(const qgen_spec *s, const char *variant, const int *archs, int n_archs, const int **use) {
+  if (variant && strcmp(s->name, variant) != 0) return 0;
+  *use = n_archs ? archs : s->archs;
+  return n_archs ? n_archs : s->n_archs;
+}
+
 /* Load spec, check --variant, and refuse (before compiling anything) an arch NVRTC cannot
    target in any selected variant (the --arch list, else each variant's own archs).
    Returns 0, or the exit code after printing why. */
@@ -226,9 +234,9 @@ static int cmd_emit(int argc, char **argv) {
   qgen_cache *cache = qgen_cache_open(NULL);
   for (int v = 0; v < set.n && rc == 0; v++) {
     const qgen_spec *s = &set.v[v];
-    if (variant && strcmp(s->name, variant) != 0) continue;
-    const int *use = n_archs ? archs : s->archs;
-    const int nu = n_archs ? n_archs : s->n_archs;
+    const int *use;
+    const int nu = variant_archs(s, variant, archs, n_archs, &use);
+    if (!nu) continue;
     print_layout(s, spec);
     qgen_artifact arts[QGEN_MAX_ARCHS];
     char *src = NULL;
@@ -309,9 +317,9 @@ static int cmd_bundle(int argc, char **argv) {
   qgen_cache *cache = qgen_cache_open(NULL);
   for (int v = 0; v < set.n && rc == 0; v++) {
     const qgen_spec *s = &set.v[v];
-    if (variant && strcmp(s->name, variant) != 0) continue;
-    const int *use = n_archs ? archs : s->archs;
-    const int nu = n_archs ? n_archs : s->n_archs;
+    const int *use;
+    const int nu = variant_archs(s, variant, archs, n_archs, &use);
+    if (!nu) continue;
     char path[4200];
     if (dir) qgen_fmt(path, sizeof path, "%s%s%s.qgb", out, out[strlen(out) - 1] == '/' ? "" : "/", s->name);
     else qgen_fmt(path, sizeof path, "%s", out);

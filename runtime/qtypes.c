@@ -6,21 +6,11 @@
 #include <pthread.h>
 #include <string.h>
 
-static uint32_t f32_bits(float f) {
-  uint32_t u;
-  memcpy(&u, &f, 4);
-  return u;
-}
-static float bits_f32(uint32_t u) {
-  float f;
-  memcpy(&f, &u, 4);
-  return f;
-}
 
 /* ---- scalar conversions ------------------------------------------------------------ */
 
 uint16_t qgen_f32_to_f16(float f) {
-  uint32_t x = f32_bits(f);
+  uint32_t x = qgen_f32_bits(f);
   uint16_t sign = (uint16_t)((x >> 16) & 0x8000);
   x &= 0x7fffffff;
   if (x >= 0x7f800000) return sign | (x > 0x7f800000 ? 0x7e00 : 0x7c00);
@@ -40,12 +30,12 @@ uint16_t qgen_f32_to_f16(float f) {
 
 float qgen_f16_to_f32(uint16_t h) {
   uint32_t sign = (uint32_t)(h & 0x8000) << 16, e = (h >> 10) & 0x1f, m = h & 0x3ff;
-  if (e == 0x1f) return bits_f32(sign | 0x7f800000 | (m << 13));
+  if (e == 0x1f) return qgen_bits_f32(sign | 0x7f800000 | (m << 13));
   if (e == 0) { /* zero or subnormal: m * 2^-24, exact in f32 */
     float v = (float)m * 0x1p-24f;
     return sign ? -v : v;
   }
-  return bits_f32(sign | ((e + 112) << 23) | (m << 13));
+  return qgen_bits_f32(sign | ((e + 112) << 23) | (m << 13));
 }
 
 /* One step toward -inf (dir < 0) or +inf (dir > 0) from a finite or infinite half. */
@@ -72,13 +62,13 @@ uint16_t qgen_f32_to_f16_ru(float f) {
 }
 
 uint16_t qgen_f32_to_bf16(float f) {
-  uint32_t x = f32_bits(f);
+  uint32_t x = qgen_f32_bits(f);
   if ((x & 0x7fffffff) > 0x7f800000) return (uint16_t)(((x >> 16) & 0x8000) | 0x7fc0);
   x += 0x7fff + ((x >> 16) & 1);
   return (uint16_t)(x >> 16);
 }
 
-float qgen_bf16_to_f32(uint16_t h) { return bits_f32((uint32_t)h << 16); }
+float qgen_bf16_to_f32(uint16_t h) { return qgen_bits_f32((uint32_t)h << 16); }
 
 /* ---- row conversions ----------------------------------------------------------------- */
 

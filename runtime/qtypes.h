@@ -15,6 +15,19 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
+
+/* The bits of a float and back (no aliasing tricks). */
+static inline uint32_t qgen_f32_bits(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  return u;
+}
+static inline float qgen_bits_f32(uint32_t u) {
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
 
 typedef enum qgen_type {
   QGEN_TYPE_F32 = 0,

@@ -3,14 +3,8 @@
 # directory, a corrupted entry rebuilt, an unwritable directory, `qgen cache`.
 # Env: QGEN (the binary), QGEN_SOURCE_DIR.
 set -u
-[ -n "${QGEN:-}" ] || { echo "QGEN not set"; exit 77; }
-cd "$QGEN_SOURCE_DIR" || exit 1
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-export QGEN_CACHE_DIR="$tmp/cache"
+. "$(dirname "$0")/lib.sh"
 spec=specs/qwen2.5-0.5b.lua
-pass=0 fail=0
-ok() { if [ "$1" = 0 ]; then pass=$((pass + 1)); echo "ok   $2"; else fail=$((fail + 1)); echo "FAIL $2"; fi; }
 
 "$QGEN" emit --spec $spec --arch sm_90 > "$tmp/a.txt" 2>&1 & pa=$!
 "$QGEN" emit --spec $spec --arch sm_90 > "$tmp/b.txt" 2>&1 & pb=$!
@@ -41,5 +35,4 @@ QGEN_CACHE=off "$QGEN" cache path | grep -q "memory only"; ok $? "QGEN_CACHE=off
 "$QGEN" cache clear | grep -q "removed 1"; ok $? "qgen cache clear removes the entry"
 ok $([ -z "$(ls "$tmp/cache")" ]; echo $?) "the directory is empty afterwards"
 "$QGEN" cache bogus > /dev/null 2>&1; ok $([ $? = 1 ]; echo $?) "an unknown cache action exits 1"
-echo "$pass passed, $fail failed"
-[ "$fail" = 0 ]
+finish

@@ -6,13 +6,7 @@
 # a truncated entry is rebuilt by the next wave.
 # Env: QGEN (the binary), QGEN_SOURCE_DIR.
 set -u
-[ -n "${QGEN:-}" ] || { echo "QGEN not set"; exit 77; }
-cd "$QGEN_SOURCE_DIR" || exit 1
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-export QGEN_CACHE_DIR="$tmp/cache"
-pass=0 fail=0
-ok() { if [ "$1" = 0 ]; then pass=$((pass + 1)); echo "ok   $2"; else fail=$((fail + 1)); echo "FAIL $2"; fi; }
+. "$(dirname "$0")/lib.sh"
 
 # Four small specs besides qwen2.5-0.5b: one dense, one q8_0, one bf16 in/out, one q4_0.
 mk() { printf 'return spec{ name = "%s", head_dim = %s, n_head = %s, n_head_kv = %s%s, archs = { "sm_90" } }\n' "$@" > "$tmp/$1.lua"; }
@@ -80,5 +74,4 @@ truncate -s 100 "$e"
 wave fifth; rc=$?
 ok $rc "a wave over a truncated entry exits 0"
 verify 5; ok $? "the truncated entry was rebuilt: 5 entries, all ok"
-echo "$pass passed, $fail failed"
-[ "$fail" = 0 ]
+finish

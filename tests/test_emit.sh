@@ -5,13 +5,7 @@
 # and pipe spec paths; QGEN_TUNE.
 # Env: QGEN (the binary), QGEN_SOURCE_DIR.
 set -u
-[ -n "${QGEN:-}" ] || { echo "QGEN not set"; exit 77; }
-cd "$QGEN_SOURCE_DIR" || exit 1
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-export QGEN_CACHE_DIR="$tmp/cache"
-pass=0 fail=0
-ok() { if [ "$1" = 0 ]; then pass=$((pass + 1)); echo "ok   $2"; else fail=$((fail + 1)); echo "FAIL $2"; fi; }
+. "$(dirname "$0")/lib.sh"
 
 "$QGEN" emit --spec specs/qwen3-4b.lua -o "$tmp/out" > "$tmp/first.txt" 2>&1
 ok $? "emit specs/qwen3-4b.lua -o DIR exits 0"
@@ -75,5 +69,4 @@ for bad in stages=9 sel=300 frob=1 stages= "stages=2,"; do
 done
 QGEN_TUNE=split=512 "$QGEN" bundle --spec specs/qwen2.5-0.5b.lua -o "$tmp/t.qgb" > /dev/null 2>"$tmp/err.txt"
 ok $([ $? = 1 ] && grep -q "default plan" "$tmp/err.txt" && [ ! -e "$tmp/t.qgb" ]; echo $?) "qgen bundle refuses a tuned plan and writes nothing"
-echo "$pass passed, $fail failed"
-[ "$fail" = 0 ]
+finish

@@ -24,34 +24,13 @@
 #include "qtypes.h"
 
 #include "check.h"
+#include "rng.h"
 
-/* ---- checks and random numbers ------------------------------------------------------- */
+/* ---- random numbers ------------------------------------------------------------------ */
 
-
-
-static uint64_t rng_state;
-static uint64_t rnd64(void) { /* splitmix64 */
-  uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-static uint32_t rnd32(void) { return (uint32_t)(rnd64() >> 32); }
-static double rnd_unit(void) { return (double)(rnd64() >> 11) * 0x1p-53; } /* [0, 1) */
 static double rnd_normal(void) {
   double u = rnd_unit(), v = rnd_unit();
   return sqrt(-2.0 * log(u + 0x1p-60)) * cos(6.283185307179586 * v);
-}
-
-static float bits_f32(uint32_t u) {
-  float f;
-  memcpy(&f, &u, 4);
-  return f;
-}
-static uint32_t f32_bits(float f) {
-  uint32_t u;
-  memcpy(&u, &f, 4);
-  return u;
 }
 
 /* ---- 1. known answers ---------------------------------------------------------------- */
@@ -105,7 +84,7 @@ static void test_kat(const char *dir) {
       if (strcmp(fn, "h2f") == 0) {
         uint16_t h = (uint16_t)strtoul(a, NULL, 16);
         float want = strtof(b, NULL), got = qgen_f16_to_f32(h);
-        check(f32_bits(got) == f32_bits(want), "kat line %d: f16 %s -> f32 %a (want %a)", lineno,
+        check(qgen_f32_bits(got) == qgen_f32_bits(want), "kat line %d: f16 %s -> f32 %a (want %a)", lineno,
               a, got, want);
         continue;
       }
@@ -277,7 +256,7 @@ static void test_round_trip_float(qgen_type t) {
       if (fabs(x[i]) >= min_normal && fabs((double)y[i] - x[i]) > rel * fabs(x[i])) bad++;
       uint16_t s = is_f16 ? qgen_f32_to_f16(x[i]) : qgen_f32_to_bf16(x[i]);
       z[i] = is_f16 ? qgen_f16_to_f32(s) : qgen_bf16_to_f32(s);
-      if (s != h[i] || f32_bits(z[i]) != f32_bits(y[i])) bad_scalar++;
+      if (s != h[i] || qgen_f32_bits(z[i]) != qgen_f32_bits(y[i])) bad_scalar++;
     }
   }
   check(bad == 0, "%s round trip of %lld values: relative error <= 2^-%d (%lld over)", tr->name,
@@ -348,16 +327,16 @@ static double hval(uint16_t h) {
 /* Random floats of three kinds: any bit pattern; magnitudes in and around the half range;
    values within an f32 ulp or two of a midpoint between adjacent halves. */
 static float random_float(int kind) {
-  if (kind == 0) return bits_f32(rnd32());
+  if (kind == 0) return qgen_bits_f32(rnd32());
   if (kind == 1) {
     uint32_t e = 127 - 28 + rnd32() % 46; /* 2^-28 .. 2^17 */
-    return bits_f32((rnd32() & 0x80000000u) | e << 23 | (rnd32() & 0x7fffff));
+    return qgen_bits_f32((rnd32() & 0x80000000u) | e << 23 | (rnd32() & 0x7fffff));
   }
   int i = (int)(rnd32() % 0x7c00); /* i and i+1 (the latter may be the 2^16 "inf" slot) */
   float mid = (float)((half_tab[i] + half_tab[i + 1]) / 2); /* exact in f32 */
   int off = (int)(rnd32() % 5) - 2;
-  uint32_t u = f32_bits(mid);
-  float v = bits_f32(u + (uint32_t)off);
+  uint32_t u = qgen_f32_bits(mid);
+  float v = qgen_bits_f32(u + (uint32_t)off);
   return rnd32() & 1 ? -v : v;
 }
 
@@ -420,11 +399,11 @@ static void test_f16_random(int64_t count) {
 /* bf16: the two candidates are x truncated to 16 bits and the next one up in magnitude;
    the tie is decided exactly in double. */
 static uint16_t ref_bf16_rn(float x) {
-  uint32_t u = f32_bits(x);
+  uint32_t u = qgen_f32_bits(x);
   uint16_t lo = (uint16_t)(u >> 16), hi = (uint16_t)(lo + 1);
-  double a = fabs((double)x), vlo = fabs((double)bits_f32((uint32_t)lo << 16));
+  double a = fabs((double)x), vlo = fabs((double)qgen_bits_f32((uint32_t)lo << 16));
   if (isinf(a) || a == vlo) return lo;
-  double vhi = (lo & 0x7fff) == 0x7f7f ? ldexp(1.0, 128) : fabs((double)bits_f32((uint32_t)hi << 16));
+  double vhi = (lo & 0x7fff) == 0x7f7f ? ldexp(1.0, 128) : fabs((double)qgen_bits_f32((uint32_t)hi << 16));
   if (2 * a < vlo + vhi) return lo;
   if (2 * a > vlo + vhi) return hi;
   return (lo & 1) ? hi : lo;
@@ -436,13 +415,13 @@ static void test_bf16(int64_t count) {
     if ((h & 0x7f80) == 0x7f80 && (h & 0x7f)) continue;
     n++;
     float f = qgen_bf16_to_f32((uint16_t)h);
-    if (qgen_f32_to_bf16(f) != h || f32_bits(f) != h << 16) bad++;
+    if (qgen_f32_to_bf16(f) != h || qgen_f32_bits(f) != h << 16) bad++;
   }
   check(bad == 0, "bf16 -> f32 -> bf16 exhaustive over %d non-NaN patterns: %d bad", n, bad);
   int64_t bad_rn = 0, m = 0;
   float ex = 0;
   for (int64_t i = 0; i < count; i++) {
-    float x = i % 2 ? bits_f32(rnd32()) : bits_f32((f32_bits(1.0f + (float)rnd_unit()) & ~0xffffu) | (0x8000u + (uint32_t)(rnd32() % 5) - 2u));
+    float x = i % 2 ? qgen_bits_f32(rnd32()) : qgen_bits_f32((qgen_f32_bits(1.0f + (float)rnd_unit()) & ~0xffffu) | (0x8000u + (uint32_t)(rnd32() % 5) - 2u));
     if (isnan(x)) continue;
     m++;
     if (qgen_f32_to_bf16(x) != ref_bf16_rn(x)) bad_rn++, ex = x;

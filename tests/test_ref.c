@@ -41,6 +41,7 @@
 #include "ref.h"
 
 #include "check.h"
+#include "rng.h"
 
 #define F32 QGEN_TYPE_F32
 #define F16 QGEN_TYPE_F16
@@ -51,18 +52,6 @@
 
 /* ---- checks, random numbers, memory -------------------------------------------------- */
 
-
-
-static uint64_t rng_state;
-static uint64_t rnd64(void) { /* splitmix64 */
-  uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-static uint32_t rnd32(void) { return (uint32_t)(rnd64() >> 32); }
-static int64_t rnd_int(int64_t lo, int64_t hi) { return lo + (int64_t)(rnd64() % (uint64_t)(hi - lo + 1)); }
-static double rnd_unit(void) { return (double)(rnd64() >> 11) * 0x1p-53; }
 /* Roughly N(0, 1), cheaply: the sum of four 16-bit uniforms (Irwin-Hall), centred and
    scaled; tails end at +-3.46. Test data needs spread, not a perfect bell. */
 static double rnd_normal(void) {
