@@ -16,6 +16,7 @@
 #include "../runtime/cudrv.h"
 #include "../runtime/internal.h"
 #include "../runtime/ref.h"
+#include "bundle.h"
 #include "util.h"
 
 /* ---- data ---------------------------------------------------------------------------- */
@@ -761,6 +762,9 @@ static int check_variant(const char *path, const char *variant, const qgen_check
 int qgen_check_spec(const char *path, const qgen_check_opts *o) {
   static qgen_spec_set set;
   char err[4096];
+  /* A bundle runs what it holds: on a newer GPU than its archs, the driver-compiled PTX
+     of an older one (how the sm_80 code paths run on an sm_90 machine). */
+  if (qgen_bundle_is(path)) return check_variant(path, o->variant, o);
   if (qgen_spec_load(path, &set, err, sizeof err) != 0) {
     fprintf(stderr, "qgen: %s\n", err);
     return -1;
@@ -781,7 +785,8 @@ static const char CHECK_USAGE[] =
     "Runs the GPU decode path of every variant of FILE against the CPU reference on fresh\n"
     "random data and prints a PASS/FAIL line per check: append bytes, dense and sparse\n"
     "attention at contexts 1..128K and batches of 3 and 8, selected page lists, determinism,\n"
-    "sparse-with-full-budget == dense, CUDA graph replay.\n"
+    "sparse-with-full-budget == dense, CUDA graph replay. FILE may be a bundle: its kernels\n"
+    "run as qgen_open loads them (on a GPU newer than its archs, the older arch's PTX).\n"
     "\n"
     "  --quick     contexts up to a few thousand tokens (fast; for compute-sanitizer)\n"
     "  --big       add one sequence whose K cache exceeds 4 GiB (f16 specs; ~2.1M tokens)\n"

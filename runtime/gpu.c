@@ -32,6 +32,7 @@ struct gpu_ctx {
   CUmodule mod;
   CUfunction f_append, f_estimate, f_select, f_attend;
   int sm_count, arch, attend_per_sm;
+  int code_arch; /* the arch the loaded kernels were compiled for (PTX of an older one runs too) */
   CUevent *marks; /* benchmarks: recorded before select and before attend (internal.h) */
 };
 
@@ -60,6 +61,7 @@ static int max_splits(const gpu_ctx *g, const qgen_layout *L, int nb) {
 static qgen_status load_module(qgen_ctx *c, const qgen_artifact *a) {
   gpu_ctx *g = c->gpu;
   const qgen_cudrv *cu = g->cu;
+  g->code_arch = a->arch;
   if (a->arch == g->arch) CU(cu->cuModuleLoadData(&g->mod, a->cubin));
   else {
     CU(cu->cuModuleLoadData(&g->mod, a->ptx));
@@ -244,8 +246,9 @@ static qgen_status launch(qgen_ctx *c, CUfunction f, unsigned gx, unsigned gy, u
 static qgen_status launch_dependent(qgen_ctx *c, CUfunction f, unsigned gx, unsigned gy, unsigned gz, int threads,
                                     int smem, CUstream s, void **args) {
   /* not across the benchmark's breakdown events either: an event between two kernels
-     leaves nothing to overlap */
-  if (!c->P.pdl || c->gpu->arch < 90 || c->gpu->marks) return launch(c, f, gx, gy, gz, threads, smem, s, args);
+     leaves nothing to overlap; nor for kernels built for sm_80, which have no
+     griddepcontrol.wait to hold them back */
+  if (!c->P.pdl || c->gpu->code_arch < 90 || c->gpu->marks) return launch(c, f, gx, gy, gz, threads, smem, s, args);
   CUlaunchAttribute at;
   memset(&at, 0, sizeof at);
   at.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
