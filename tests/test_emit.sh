@@ -67,6 +67,12 @@ for bad in stages=9 sel=300 frob=1 stages= "stages=2,"; do
   QGEN_TUNE="$bad" "$QGEN" emit --spec specs/qwen2.5-0.5b.lua --arch sm_90 > /dev/null 2>"$tmp/err.txt"
   ok $([ $? = 1 ] && grep -q "QGEN_TUNE" "$tmp/err.txt"; echo $?) "QGEN_TUNE='$bad' exits 1 and names the variable"
 done
+# qgen check takes a bundle as --spec (how sm_80 PTX runs on a newer GPU): it runs, or
+# skips with 77 without a GPU, instead of failing to parse it as Lua.
+"$QGEN" bundle --spec specs/qwen2.5-0.5b.lua --arch sm_80 -o "$tmp/b80.qgb" > /dev/null 2>&1
+"$QGEN" check --spec "$tmp/b80.qgb" --quick > "$tmp/chk.txt" 2>&1
+rc=$?
+ok $({ [ $rc = 0 ] || [ $rc = 77 ]; } && grep -q "b80.qgb" "$tmp/chk.txt" && ! grep -qi "lua" "$tmp/chk.txt"; echo $?) "qgen check --spec BUNDLE runs the bundle's kernels (exit $rc)"
 QGEN_TUNE=split=512 "$QGEN" bundle --spec specs/qwen2.5-0.5b.lua -o "$tmp/t.qgb" > /dev/null 2>"$tmp/err.txt"
 ok $([ $? = 1 ] && grep -q "default plan" "$tmp/err.txt" && [ ! -e "$tmp/t.qgb" ]; echo $?) "qgen bundle refuses a tuned plan and writes nothing"
 finish
