@@ -7,14 +7,19 @@
 //
 // One CTA per (KV head, batch row) of QG_SEL_THREADS (1024) threads. Scores map to
 // order-preserving u32 keys (score_key), copied once into shared memory (up to
-// QG_SEL_SMEM_KEYS pages; longer lists read global memory on every pass). A 3-pass radix select (11, 11, 10 bits) finds the
-// threshold key and how many pages equal to it to take; the first pass's histogram was
-// counted by estimate, the others aggregate their increments per warp (keys cluster, so
-// mostly one atomic per warp) and a block-wide scan finds the crossing bin. The compaction
-// gives each warp a contiguous segment of pages, walked 32 at a time with ballots
-// (coalesced, conflict-free): one pass counts, block scans of the warp totals place the
-// segments, one pass writes. The result does not depend on thread scheduling, nor its
-// cost on how the scores are distributed.
+// QG_SEL_SMEM_KEYS pages; longer lists read global memory on every pass). The kernel is
+// latency-bound, so global reads go in batches: each thread issues all loads of a batch
+// before it uses any (the histogram in one batch, keys 12 or 4 pages per thread at a time;
+// lanes past the range load a clamped page instead of branching), one L2 round trip per
+// batch rather than per element. Page indices are int (seq_len is). A 3-pass radix select
+// (11, 11, 10 bits; it stops early once the crossing bin is taken whole) finds the
+// threshold key and how many pages equal to it to take; the
+// first pass's histogram was counted by estimate, the others aggregate their increments
+// per warp (keys cluster, so mostly one atomic per warp) and a block-wide scan finds the
+// crossing bin. The compaction gives each warp a contiguous segment of pages, walked 32 at
+// a time with ballots (coalesced, conflict-free): one pass counts, block scans of the warp
+// totals place the segments, one pass writes. The result does not depend on thread
+// scheduling, nor its cost on how the scores are distributed.
 
 // The budget in pages (layout.c qgen_budget_pages).
 __device__ __forceinline__ i64 budget_pages(const qg_budget &bg, i64 n, i64 nf) {
@@ -25,39 +30,80 @@ __device__ __forceinline__ i64 budget_pages(const qg_budget &bg, i64 n, i64 nf) 
   return min(k, n);
 }
 
+// Keys of pages p + u * stride (u < N), each page clamped into [a, e) (not empty); callers
+// ignore the clamped ones. The loads are unconditional, so all N issue before the first
+// use: a batch costs one L2 round trip, not N.
+template <int N>
+__device__ __forceinline__ void fetch_keys(u32 (&key)[N], const float *sc, int p, int stride, int a, int e) {
+  float s[N];
+#pragma unroll
+  for (int u = 0; u < N; u++) s[u] = sc[min(max(p + u * stride, a), e - 1)];
+#pragma unroll
+  for (int u = 0; u < N; u++) key[u] = score_key(s[u]);
+}
+
 extern "C" __global__ void __launch_bounds__(QG_SEL_THREADS) qg_select(qg_cache c, qg_work wk, qg_batch bt, qg_budget bg) {
-  constexpr int T = QG_SEL_THREADS, NWARP = T / 32;
+  constexpr int T = QG_SEL_THREADS, NWARP = T / 32, NH = 2048 / T;
+  // Pages per thread per batch of loads (staging, passes): the most that keep 32 registers
+  // (two CTAs of 1024 per SM) without spills, for every sel= (ptxas 13.0, sm_80 and sm_90).
+  constexpr int STAGE = 12, PER = 4;
   static_assert(T % 32 == 0 && T <= 1024 && 1024 % T == 0 && QG_SEL_BINS == 2048, "select: a CTA of 2^k warps, an 11-bit first digit");
   extern __shared__ u32 keys[]; // [min(pages_per_seq, QG_SEL_SMEM_KEYS)]
   __shared__ u32 hist[2048];
   __shared__ u32 s_bin, s_rem;
+  __shared__ bool s_all;
   __shared__ int scan[33];
   const int h = blockIdx.x, b = blockIdx.y, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int seq = bt.seq[b];
-  const i64 len = c.seq_len[seq], n = pages_of(len), base = ((i64)seq * N_KV + h) * c.pages_per_seq;
+  const int len = c.seq_len[seq], n = (int)pages_of(len); // page indices fit in int
+  const i64 base = ((i64)seq * N_KV + h) * c.pages_per_seq;
   const float *sc = wk.scores + base;
   int *list = wk.list + base;
 
   grid_dep_launch(); // attend may start: it stages its queries, then waits for this grid
   grid_dep_wait();   // the scores and the histogram are estimate's
-  // estimate counted the first digit; take it and leave zeros for the next step
+  // estimate counted the first digit; take it and leave zeros for the next step (all
+  // loads first: a store between them would serialize the round trips)
   u32 *ghist = wk.hist + ((i64)b * N_KV + h) * QG_SEL_BINS;
-  for (int i = tid; i < 2048; i += T) hist[i] = __ldcg(ghist + i), ghist[i] = 0;
+  {
+    u32 v[NH];
+#pragma unroll
+    for (int u = 0; u < NH; u++) v[u] = __ldcg(ghist + u * T + tid);
+#pragma unroll
+    for (int u = 0; u < NH; u++) hist[u * T + tid] = v[u];
+#pragma unroll
+    for (int u = 0; u < NH; u++) ghist[u * T + tid] = 0;
+  }
 
-  i64 sp, rf;
-  forced_ranges(bg, len, sp, rf);
-  const i64 nf = n == 0 ? 0 : sp + (n - rf);
-  const i64 k = budget_pages(bg, n, nf);
-  if (tid == 0) wk.count[(i64)seq * N_KV + h] = (int)k;
+  i64 sp64, rf64;
+  forced_ranges(bg, len, sp64, rf64);
+  const int sp = (int)sp64, rf = (int)rf64, nf = n == 0 ? 0 : sp + (n - rf);
+  const int k = (int)budget_pages(bg, n, nf);
+  if (tid == 0) wk.count[(i64)seq * N_KV + h] = k;
   if (k >= n) {
-    for (i64 p = tid; p < n; p += T) list[p] = (int)p;
+    for (int p = tid; p < n; p += T) list[p] = p;
     return;
   }
   const bool smem_keys = n <= QG_SEL_SMEM_KEYS;
   if (smem_keys)
-    for (i64 p = sp + tid; p < rf; p += T) keys[p] = score_key(sc[p]);
+    for (int p0 = sp; p0 < rf; p0 += T * STAGE) {
+      u32 key[STAGE];
+      fetch_keys(key, sc, p0 + tid, T, sp, rf);
+#pragma unroll
+      for (int u = 0; u < STAGE; u++) // then the stores
+        if (p0 + u * T + tid < rf) keys[p0 + u * T + tid] = key[u];
+    }
   __syncthreads();
-  auto key_at = [&](i64 p) -> u32 { return smem_keys ? keys[p] : score_key(sc[p]); };
+  // Keys of pages p + u * stride (u < PER), clamped into the candidates [sp, rf) (not empty
+  // past the k >= n return); the loops test which pages are candidates.
+  auto load_keys = [&](u32 (&key)[PER], int p, int stride) {
+    if (smem_keys) {
+#pragma unroll
+      for (int u = 0; u < PER; u++) key[u] = keys[min(max(p + u * stride, sp), rf - 1)];
+    } else {
+      fetch_keys(key, sc, p, stride, sp, rf);
+    }
+  };
 
   // Radix select of the (k - nf)-th largest key among [sp, rf): 11 + 11 + 10 bits.
   u32 prefix = 0, mask = 0, rem = (u32)(k - nf);
@@ -67,10 +113,15 @@ extern "C" __global__ void __launch_bounds__(QG_SEL_THREADS) qg_select(qg_cache 
     if (pass > 0) { // pass 0's histogram came from estimate
       for (int i = tid; i < nbins; i += T) hist[i] = 0;
       __syncthreads();
-      for (i64 p0 = sp; p0 < rf; p0 += T) { // the same trip count for every thread
-        const i64 p = p0 + tid;
-        const u32 key = p < rf ? key_at(p) : 0;
-        hist_add(hist, p < rf && (key & mask) == prefix, (key >> shift) & (u32)(nbins - 1));
+      for (int p0 = sp; p0 < rf; p0 += T * PER) { // the same trip count for every thread
+        u32 key[PER];
+        load_keys(key, p0 + tid, T);
+#pragma unroll
+        for (int u = 0; u < PER; u++)
+          if (p0 + u * T < rf) { // uniform; a row past rf would count nothing
+            const int p = p0 + u * T + tid;
+            hist_add(hist, p < rf && (key[u] & mask) == prefix, (key[u] >> shift) & (u32)(nbins - 1));
+          }
       }
       __syncthreads();
     }
@@ -85,7 +136,7 @@ extern "C" __global__ void __launch_bounds__(QG_SEL_THREADS) qg_select(qg_cache 
       u32 acc = before;
       for (int i = 0; i < per; i++) {
         const u32 cnt = hist[top - i];
-        if (acc + cnt >= rem) { s_bin = (u32)(top - i); s_rem = rem - acc; break; }
+        if (acc + cnt >= rem) { s_bin = (u32)(top - i); s_rem = rem - acc; s_all = s_rem == cnt; break; }
         acc += cnt;
       }
     }
@@ -93,38 +144,56 @@ extern "C" __global__ void __launch_bounds__(QG_SEL_THREADS) qg_select(qg_cache 
     prefix |= s_bin << shift;
     mask |= (u32)(nbins - 1) << shift;
     rem = s_rem;
+    const bool all = s_all;
     __syncthreads();
+    // The crossing bin is taken whole: the answer is every key >= its lowest value, with
+    // no pass left to run (after pass 1 almost always, as a 22-bit bin holds one key).
+    // Keys below 2^21 do not occur (score_key), so prefix > 0 here.
+    if (all && prefix > 0) {
+      prefix -= 1;
+      rem = 0;
+    }
   }
-  const u32 thr = prefix; // rem = how many keys equal to thr to take, lowest pages first
+  const u32 thr = prefix; // rem = how many keys equal to thr to take, lowest pages first (0: keys > thr)
 
   // Compaction: warp w owns pages [lo, hi), walked 32 at a time. Pass A counts the keys
   // above and equal to the threshold; the pages selected before the segment follow from
   // the block scans of those counts and the forced intervals. Pass B writes.
-  const i64 seg = ((n + NWARP - 1) / NWARP + 31) / 32 * 32, lo = min(n, warp * seg), hi = min(n, lo + seg);
+  const int seg = ((n + NWARP - 1) / NWARP + 31) / 32 * 32, lo = min(n, warp * seg), hi = min(n, lo + seg);
   const u32 below = (1u << lane) - 1;
   int n_gt = 0, n_eq = 0;
-  for (i64 p0 = lo; p0 < hi; p0 += 32) {
-    const i64 p = p0 + lane;
-    const bool cand = p < hi && p >= sp && p < rf;
-    const u32 key = cand ? key_at(p) : 0;
-    n_gt += __popc(__ballot_sync(0xffffffffu, cand && key > thr));
-    n_eq += __popc(__ballot_sync(0xffffffffu, cand && key == thr));
+  for (int p0 = lo; p0 < hi; p0 += 32 * PER) {
+    u32 key[PER];
+    load_keys(key, p0 + lane, 32);
+#pragma unroll
+    for (int u = 0; u < PER; u++)
+      if (p0 + u * 32 < hi) { // uniform over the warp
+        const int p = p0 + u * 32 + lane;
+        const bool cand = p < hi && p >= sp && p < rf;
+        n_gt += __popc(__ballot_sync(0xffffffffu, cand && key[u] > thr));
+        n_eq += __popc(__ballot_sync(0xffffffffu, cand && key[u] == thr));
+      }
   }
   int tot;
   const int gt_before = __shfl_sync(0xffffffffu, block_exclusive_scan(lane == 0 ? n_gt : 0, scan, &tot), 0);
   const int eq_before = __shfl_sync(0xffffffffu, block_exclusive_scan(lane == 0 ? n_eq : 0, scan, &tot), 0);
-  i64 pos = min(lo, sp) + max((i64)0, lo - rf) + gt_before + min((u32)eq_before, rem);
+  int pos = min(lo, sp) + max(0, lo - rf) + gt_before + (int)min((u32)eq_before, rem);
   u32 e = (u32)eq_before;
-  for (i64 p0 = lo; p0 < hi; p0 += 32) {
-    const i64 p = p0 + lane;
-    const bool cand = p < hi && p >= sp && p < rf;
-    const u32 key = cand ? key_at(p) : 0;
-    const bool eq = cand && key == thr;
-    const u32 eqm = __ballot_sync(0xffffffffu, eq);
-    const bool sel = p < hi && (!cand || key > thr || (eq && e + __popc(eqm & below) < rem));
-    const u32 sm = __ballot_sync(0xffffffffu, sel);
-    if (sel) list[pos + __popc(sm & below)] = (int)p;
-    e += __popc(eqm);
-    pos += __popc(sm);
+  for (int p0 = lo; p0 < hi; p0 += 32 * PER) {
+    u32 key[PER];
+    load_keys(key, p0 + lane, 32);
+#pragma unroll
+    for (int u = 0; u < PER; u++)
+      if (p0 + u * 32 < hi) {
+        const int p = p0 + u * 32 + lane;
+        const bool cand = p < hi && p >= sp && p < rf;
+        const bool eq = cand && key[u] == thr;
+        const u32 eqm = __ballot_sync(0xffffffffu, eq);
+        const bool sel = p < hi && (!cand || key[u] > thr || (eq && e + __popc(eqm & below) < rem));
+        const u32 sm = __ballot_sync(0xffffffffu, sel);
+        if (sel) list[pos + __popc(sm & below)] = p;
+        e += __popc(eqm);
+        pos += __popc(sm);
+      }
   }
 }
