@@ -106,8 +106,8 @@ char *qgen_emit_source(const qgen_spec *s, size_t *len, char *err, size_t errlen
             QGEN_APPEND_MAX, QGEN_SEL_BINS);
   sb_printf(&b, "#define QG_MT %d\n#define QG_WARPS_M %d\n#define QG_WARPS_T %d\n#define QG_ATTEND_THREADS %d\n",
             P.mt, P.warps_m, P.warps_t, P.attend_threads);
-  sb_printf(&b, "#define QG_TILE %d\n#define QG_STAGES %d\n#define QG_K_SROW %d\n#define QG_V_SROW %d\n#define QG_Q_SROW %d\n",
-            P.tile, P.stages, P.k_srow, P.v_srow, P.q_srow);
+  sb_printf(&b, "#define QG_STAGES %d\n#define QG_K_SROW %d\n#define QG_V_SROW %d\n#define QG_Q_SROW %d\n", P.stages,
+            P.k_srow, P.v_srow, P.q_srow);
   sb_printf(&b, "#define QG_K_TILE_BYTES %d\n#define QG_V_TILE_BYTES %d\n#define QG_MIN_SPLIT_TOKENS %d\n",
             P.k_tile_bytes, P.v_tile_bytes, P.min_split_tokens);
   sb_printf(&b, "#define QG_EST_THREADS %d\n#define QG_EST_PAGES %d\n#define QG_EST_QROW %d\n", P.est_threads,

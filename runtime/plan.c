@@ -1,13 +1,16 @@
 /* plan.c — see plan.h. The numbers and why:
- *  - attend tiles are 16 tokens per warp (the k of one mma) and never span pages; with
- *    <= 16 query heads (one m-tile) 4 warps split a 64-token tile, more heads take more
- *    m-tile warps and fewer token warps (at most 4 warps a CTA, G <= 64).
+ *  - attend is warp-specialized (attend.cu): one producer warp, and token groups of
+ *    WARPS_M warps (one per m-tile of 16 query heads) that each take whole 16-token
+ *    sub-tiles from a ring of STAGES = groups x stages-per-group sub-tile buffers. Three
+ *    token groups (fewer when the group has several m-tiles, or when ~106 KiB would give a
+ *    group under two stages), 2..4 stages a group (one computing, the rest in flight):
+ *    3 x 4 beat 6 x 2 and 7 x 3 in every cell measured, most on quantized caches, where
+ *    consumer warps waiting on their stage take issue slots from the producer.
  *  - 16-bit rows are padded in shared memory so the stride is an odd number of 16-byte
  *    units (ldmatrix and the 8-byte K reads are then conflict-free); quantized rows are
  *    copied as one contiguous slab (they are not 16-byte multiples).
- *  - stages: as many as fit ~106 KiB (2..4), so two CTAs share an H100/H200 SM.
  *  - estimate: one m16 tile of pages per warp, 4 warps a CTA.
- *  - QGEN_TUNE overrides stages, the stage budget, the split size and PDL (plan.h).
+ *  - QGEN_TUNE overrides groups, stages, the stage budget, the split size and PDL (plan.h).
  */
 #include "plan.h"
 
@@ -16,13 +19,14 @@
 #include <string.h>
 
 typedef struct tune {
-  int stages, smem_kib, split, sel, pdl; /* 0 / -1 (pdl): not set */
+  int groups, stages, smem_kib, split, sel, pdl; /* 0 / -1 (pdl): not set */
 } tune;
 
 /* Parse QGEN_TUNE into *t. Returns 0, or -1 with a message. */
 static int tune_parse(tune *t, char *err, size_t errlen) {
   static const struct { const char *name; int lo, hi; size_t off; } keys[] = {
-      {"stages", 2, 8, offsetof(tune, stages)},   {"smem", 16, 220, offsetof(tune, smem_kib)},
+      {"groups", 1, 16, offsetof(tune, groups)},  {"stages", 2, 8, offsetof(tune, stages)},
+      {"smem", 16, 220, offsetof(tune, smem_kib)},
       {"split", 64, 65536, offsetof(tune, split)}, {"sel", 128, 1024, offsetof(tune, sel)},
       {"pdl", 0, 1, offsetof(tune, pdl)}};
   memset(t, 0, sizeof *t);
@@ -37,7 +41,7 @@ static int tune_parse(tune *t, char *err, size_t errlen) {
     long v = k < nk ? strtol(eq + 1, &stop, 10) : 0;
     if (k == nk || stop == eq + 1 || stop != s + n || v < keys[k].lo || v > keys[k].hi || (end && !end[1]) ||
         (keys[k].off == offsetof(tune, sel) && (v & (v - 1)))) {
-      snprintf(err, errlen, "QGEN_TUNE: '%.*s' is not one of stages=2..8, smem=16..220, split=64..65536, sel=128|256|512|1024, pdl=0|1",
+      snprintf(err, errlen, "QGEN_TUNE: '%.*s' is not one of groups=1..16, stages=2..8, smem=16..220, split=64..65536, sel=128|256|512|1024, pdl=0|1",
                (int)n, s);
       return -1;
     }
@@ -50,7 +54,7 @@ static int tune_parse(tune *t, char *err, size_t errlen) {
 int qgen_plan_tuned(char *err, size_t errlen) {
   tune t;
   if (tune_parse(&t, err, errlen) != 0) return -1;
-  return t.stages || t.smem_kib || t.split || t.sel;
+  return t.groups || t.stages || t.smem_kib || t.split || t.sel;
 }
 
 static int pad_rows16(int bytes) { return (bytes / 16) % 2 == 0 ? bytes + 16 : bytes; }
@@ -59,18 +63,13 @@ void qgen_plan_make(const qgen_layout *L, qgen_plan *p) {
   const int D = L->head_dim;
   p->mt = (L->group + 15) / 16;
   p->warps_m = p->mt;
-  int wt = p->mt == 1 ? 4 : p->mt == 2 ? 2 : 1;
-  while (wt > 1 && L->block % (16 * wt)) wt /= 2;
-  p->warps_t = wt;
-  p->attend_threads = 32 * p->warps_m * p->warps_t;
-  p->tile = 16 * wt;
   const int k16 = !qgen_type_traits_of(L->k_type)->is_quant;
   const int v16 = !qgen_type_traits_of(L->v_type)->is_quant;
   p->k_srow = k16 ? pad_rows16((int)L->k_row_bytes) : (int)L->k_row_bytes;
   p->v_srow = v16 ? pad_rows16((int)L->v_row_bytes) : (int)L->v_row_bytes;
   p->q_srow = pad_rows16(2 * D);
-  p->k_tile_bytes = (p->tile * p->k_srow + 15) / 16 * 16;
-  p->v_tile_bytes = (p->tile * p->v_srow + 15) / 16 * 16;
+  p->k_tile_bytes = (16 * p->k_srow + 15) / 16 * 16;
+  p->v_tile_bytes = (16 * p->v_srow + 15) / 16 * 16;
   const int stage = p->k_tile_bytes + p->v_tile_bytes;
   char err[160];
   tune t;
@@ -78,8 +77,17 @@ void qgen_plan_make(const qgen_layout *L, qgen_plan *p) {
     memset(&t, 0, sizeof t);
     t.pdl = -1;
   }
-  const int most = t.smem_kib ? 8 : 4, stages = ((t.smem_kib ? t.smem_kib : 106) * 1024) / stage;
-  p->stages = t.stages ? t.stages : stages < 2 ? 2 : stages > most ? most : stages;
+  const int budget = (t.smem_kib ? t.smem_kib : 106) * 1024;
+  int groups = 3 / p->mt > 0 ? 3 / p->mt : 1;
+  while (groups > 1 && budget / (stage * groups) < 2) groups--;
+  if (t.groups) groups = t.groups;
+  if (p->warps_m * groups + 1 > 32) groups = 31 / p->warps_m; /* at most 1024 threads */
+  int per = budget / (stage * groups);
+  per = per < 2 ? 2 : per > 4 ? 4 : per;
+  if (t.stages) per = t.stages;
+  p->warps_t = groups;
+  p->stages = groups * per;
+  p->attend_threads = 32 * (p->warps_m * groups + 1);
   const int nq = L->k_type == QGEN_TYPE_BF16 ? 2 : 1;
   const int q_bytes = nq * p->mt * 16 * p->q_srow;
   const int red = p->warps_t * p->mt * 16 * (D + 2) * 4;

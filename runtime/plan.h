@@ -15,10 +15,11 @@
 #define QGEN_SEL_BINS 2048 /* bins of the first radix digit (the top 11 bits of a score key) */
 
 typedef struct qgen_plan {
-  /* attend: MT m-tiles of 16 query heads, WARPS_M x WARPS_T warps, TILE tokens a stage */
-  int mt, warps_m, warps_t, attend_threads, tile, stages;
+  /* attend: MT m-tiles of 16 query heads; WARPS_T token groups of WARPS_M consumer warps
+     and one producer warp; a ring of STAGES (a multiple of WARPS_T) 16-token sub-tiles */
+  int mt, warps_m, warps_t, attend_threads, stages;
   int k_srow, v_srow, q_srow;     /* shared-memory bytes per K / V / q row */
-  int k_tile_bytes, v_tile_bytes; /* one stage */
+  int k_tile_bytes, v_tile_bytes; /* one stage: 16 rows each */
   int attend_smem;                /* dynamic shared memory of attend, bytes */
   int min_split_tokens;           /* a split gets at least this many tokens */
   int est_threads, est_pages, est_qrow; /* estimate: CTA size, pages a CTA, staged q row bytes */
@@ -30,7 +31,8 @@ typedef struct qgen_plan {
 void qgen_plan_make(const qgen_layout *L, qgen_plan *p);
 
 /* QGEN_TUNE, for tuning experiments: comma-separated overrides of the plan,
- *   stages=N   attend pipeline depth (2..8)      smem=KIB   attend stage budget (16..220)
+ *   groups=N   attend token groups (1..16)       stages=N   attend stages a group (2..8)
+ *   smem=KIB   attend stage budget (16..220)
  *   split=T    fewest tokens a split (64..65536) sel=N      select CTA size (128..1024, 2^k)
  *   pdl=0|1    programmatic dependent launch
  * All but pdl change the generated kernels (and so their cache key); bundles hold the

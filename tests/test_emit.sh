@@ -59,11 +59,13 @@ ok $? "a spec through a pipe (<(...)) is read"
 
 # QGEN_TUNE (runtime/plan.h): a tuned plan is other kernels under another key; malformed
 # values and bundles of a tuned plan are refused with the reason.
-QGEN_TUNE=stages=2,sel=256 "$QGEN" emit --spec specs/qwen2.5-0.5b.lua --arch sm_90 --print > "$tmp/tuned.txt" 2>&1
-ok $([ $? = 0 ] && grep -q "#define QG_STAGES 2" "$tmp/tuned.txt" && grep -q "#define QG_SEL_THREADS 256" "$tmp/tuned.txt"; echo $?) "QGEN_TUNE=stages=2,sel=256 reaches the generated constants"
+QGEN_TUNE=groups=2,stages=3,sel=256 "$QGEN" emit --spec specs/qwen2.5-0.5b.lua --arch sm_90 --print > "$tmp/tuned.txt" 2>&1
+ok $([ $? = 0 ] && grep -q "#define QG_STAGES 6" "$tmp/tuned.txt" && grep -q "#define QG_WARPS_T 2" "$tmp/tuned.txt" &&
+  grep -q "#define QG_ATTEND_THREADS 96" "$tmp/tuned.txt" && grep -q "#define QG_SEL_THREADS 256" "$tmp/tuned.txt"; echo $?) \
+  "QGEN_TUNE=groups=2,stages=3,sel=256 reaches the generated constants (a ring of 6, 2 consumer warps + producer)"
 QGEN_TUNE=stages=2 "$QGEN" emit --spec specs/qwen3-4b.lua --variant qwen3-4b --arch sm_90 > "$tmp/tuned.txt" 2>&1
 ok $([ $? = 0 ] && [ "$(grep -c ' miss$' "$tmp/tuned.txt")" = 4 ]; echo $?) "a tuned plan is a cache miss beside the default plan's entries"
-for bad in stages=9 sel=300 frob=1 stages= "stages=2,"; do
+for bad in stages=9 groups=0 groups=17 sel=300 frob=1 stages= "stages=2,"; do
   QGEN_TUNE="$bad" "$QGEN" emit --spec specs/qwen2.5-0.5b.lua --arch sm_90 > /dev/null 2>"$tmp/err.txt"
   ok $([ $? = 1 ] && grep -q "QGEN_TUNE" "$tmp/err.txt"; echo $?) "QGEN_TUNE='$bad' exits 1 and names the variable"
 done
