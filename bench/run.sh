@@ -43,5 +43,7 @@ python3 bench/peers.py --heads 32 --ctx $ctx4 \
 python3 bench/peers.py --heads 40 --ctx $ctx14 \
   --batch $b14 --coverage $cov --json "$out/peers40.json"
 fi
-has merge && python3 bench/merge.py --qgen "$out"/q4b-*.json "$out"/q14b-*.json --peers "$out"/peers32.json "$out"/peers40.json \
+if has merge; then
+python3 bench/merge.py --qgen "$out"/q4b-*.json "$out"/q14b-*.json --peers "$out"/peers32.json "$out"/peers40.json \
   --meta "$out/meta.json" --out "$out/decode-h200" --chart
+fi
