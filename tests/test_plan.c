@@ -1,0 +1,119 @@
+/* test_plan.c — the launch plan (runtime/plan.c) over every shape a spec may have: the
+ * invariants attend.cu's static_asserts and runtime/gpu.c rely on, checked on the host so a
+ * plan change that breaks one shape fails here, not on a GPU at run time.
+ *
+ *   head_dim 32..256 (multiples of 32) x group 1..64 x block 32..256 x every k/v cache type:
+ *   - the ring: stages a multiple of the token groups, 2..4 stages a group;
+ *   - the CTA: 32 * (m-tiles * groups + 1) threads, at most 8 warps;
+ *   - rows: 16-bit rows padded by one 16-byte chunk to an odd number of chunks, quantized
+ *     rows unpadded; a 16-row sub-tile of either a whole number of 16-byte chunks;
+ *   - shared memory: q + the larger of the ring, the token groups' merge area and the
+ *     merge weights, at most 227 KiB (the H100/H200 per-block limit) by default (a tuned
+ *     plan may ask for more: qgen_open refuses it, naming the device's limit);
+ *   - QGEN_TUNE groups= / stages= reach the plan, a CTA never exceeds 1024 threads, and
+ *     out-of-range values are refused by name.
+ * Prints one line per check and "N passed, N failed"; exits 1 on any failure.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "layout.h"
+#include "plan.h"
+#include "qtypes.h"
+
+#include "check.h"
+
+static const qgen_type CACHE_TYPES[] = {QGEN_TYPE_F16, QGEN_TYPE_BF16, QGEN_TYPE_Q8_0, QGEN_TYPE_Q4_0, QGEN_TYPE_Q5_0};
+enum { N_TYPES = sizeof CACHE_TYPES / sizeof *CACHE_TYPES };
+
+/* The first broken invariant of plan P for layout L, or NULL. */
+static const char *broken(const qgen_layout *L, const qgen_plan *P, int tuned) {
+  const int D = L->head_dim;
+  if (P->mt != (L->group + 15) / 16 || P->warps_m != P->mt) return "m-tiles";
+  if (P->warps_t < 1 || P->stages % P->warps_t != 0 || P->stages < 2 * P->warps_t) return "ring: stages a multiple of the groups, >= 2 each";
+  if (!tuned && P->stages / P->warps_t > 4) return "ring: more than 4 stages a group";
+  if (P->attend_threads != 32 * (P->warps_m * P->warps_t + 1) || P->attend_threads > 1024) return "CTA size";
+  if (!tuned && P->attend_threads > 256) return "more than 8 warps by default";
+  const int sides[2][2] = {{(int)L->k_row_bytes, P->k_srow}, {(int)L->v_row_bytes, P->v_srow}};
+  const qgen_type types[2] = {L->k_type, L->v_type};
+  for (int i = 0; i < 2; i++) {
+    const int row = sides[i][0], srow = sides[i][1];
+    if (!qgen_type_traits_of(types[i])->is_quant) {
+      if (srow != row + 16 || (srow / 16) % 2 != 1 || row % 16) return "16-bit rows: padded by one chunk to an odd count";
+    } else if (srow != row) return "quantized rows: unpadded";
+    if ((16 * row) % 16 || (16 * srow) % 16) return "a sub-tile is whole 16-byte chunks";
+  }
+  if (P->k_tile_bytes != 16 * P->k_srow || P->v_tile_bytes != 16 * P->v_srow) return "stage = 16 rows of K and of V";
+  const int nq = L->k_type == QGEN_TYPE_BF16 ? 2 : 1, q = nq * P->mt * 16 * P->q_srow;
+  const int ring = P->stages * (P->k_tile_bytes + P->v_tile_bytes), red = P->warps_t * P->mt * 16 * (D + 2) * 4;
+  const int comb = L->group * QGEN_MAX_SPLITS * 4;
+  const int area = ring > red ? (ring > comb ? ring : comb) : (red > comb ? red : comb);
+  if (P->attend_smem != q + area) return "shared memory = q + max(ring, merge, weights)";
+  if (!tuned && P->attend_smem > 227 * 1024) return "shared memory over 227 KiB"; /* tuned: qgen_open refuses by the device's limit */
+  return NULL;
+}
+
+/* Every shape; returns the number of plans that broke an invariant (printing the first). */
+static int sweep(int tuned, int *n_plans, int *max_smem) {
+  static const int groups[] = {1, 2, 3, 4, 5, 7, 8, 12, 16, 17, 24, 32, 33, 48, 64};
+  int bad = 0;
+  *n_plans = 0;
+  *max_smem = 0;
+  for (int D = 32; D <= 256; D += 32)
+    for (size_t gi = 0; gi < sizeof groups / sizeof *groups; gi++)
+      for (int block = 32; block <= 256; block += 32)
+        for (int k = 0; k < N_TYPES; k++)
+          for (int v = 0; v < N_TYPES; v++) {
+            const int G = groups[gi];
+            qgen_layout L;
+            qgen_layout_init(&L, D, 2 * G, 2, block, CACHE_TYPES[k], CACHE_TYPES[v], QGEN_TYPE_F16, QGEN_TYPE_F16, 1.0, 1);
+            qgen_plan P;
+            qgen_plan_make(&L, &P);
+            (*n_plans)++;
+            if (P.attend_smem > *max_smem) *max_smem = P.attend_smem;
+            const char *why = broken(&L, &P, tuned);
+            if (why && bad++ == 0)
+              printf("  first broken: D %d, group %d, block %d, k %s, v %s: %s (groups %d, stages %d, threads %d, smem %d)\n", D, G,
+                     block, qgen_type_traits_of(CACHE_TYPES[k])->name, qgen_type_traits_of(CACHE_TYPES[v])->name, why, P.warps_t,
+                     P.stages, P.attend_threads, P.attend_smem);
+          }
+  return bad;
+}
+
+int main(void) {
+  unsetenv("QGEN_TUNE");
+  int n, smem, bad = sweep(0, &n, &smem);
+  check(bad == 0, "default plan: %d shapes x types, %d break an invariant (largest attend smem %d bytes)", n, bad, smem);
+
+  /* the default ring for the shape the benchmarks use: 3 groups x 4 stages, 128 threads */
+  qgen_layout L;
+  qgen_plan P;
+  qgen_layout_init(&L, 128, 32, 8, 64, QGEN_TYPE_F16, QGEN_TYPE_F16, QGEN_TYPE_F16, QGEN_TYPE_F16, 0.088, 1);
+  qgen_plan_make(&L, &P);
+  check(P.warps_t == 3 && P.stages == 12 && P.attend_threads == 128, "qwen3-4b f16: 3 groups x 4 stages, 128 threads (got %d, %d, %d)",
+        P.warps_t, P.stages, P.attend_threads);
+
+  char err[256];
+  setenv("QGEN_TUNE", "groups=2,stages=3", 1);
+  qgen_plan_make(&L, &P);
+  check(qgen_plan_tuned(err, sizeof err) == 1 && P.warps_t == 2 && P.stages == 6 && P.attend_threads == 96,
+        "QGEN_TUNE=groups=2,stages=3: 2 groups, a ring of 6, 96 threads (got %d, %d, %d)", P.warps_t, P.stages, P.attend_threads);
+
+  setenv("QGEN_TUNE", "groups=16,stages=8", 1);
+  bad = sweep(1, &n, &smem);
+  check(bad == 0, "QGEN_TUNE=groups=16,stages=8: %d shapes, %d break an invariant (at most 1024 threads: fewer groups)", n, bad);
+  qgen_layout_init(&L, 64, 128, 2, 64, QGEN_TYPE_Q4_0, QGEN_TYPE_Q4_0, QGEN_TYPE_F16, QGEN_TYPE_F16, 0.125, 1);
+  qgen_plan_make(&L, &P);
+  check(P.mt == 4 && P.warps_t == 7 && P.attend_threads == 32 * 29, "group 64: 16 groups asked, 7 given (%d threads)", P.attend_threads);
+
+  const char *refused[] = {"groups=0", "groups=17", "stages=1", "stages=9", "groups=x", "groups="};
+  for (size_t i = 0; i < sizeof refused / sizeof *refused; i++) {
+    setenv("QGEN_TUNE", refused[i], 1);
+    err[0] = 0;
+    check(qgen_plan_tuned(err, sizeof err) == -1 && strstr(err, "groups=1..16"), "QGEN_TUNE=%s is refused: %s", refused[i], err);
+  }
+  unsetenv("QGEN_TUNE");
+  printf("%d passed, %d failed\n", passed, failed);
+  return failed ? 1 : 0;
+}
