@@ -110,6 +110,7 @@ char *qgen_emit_source(const qgen_spec *s, size_t *len, char *err, size_t errlen
             P.k_srow, P.v_srow, P.q_srow);
   sb_printf(&b, "#define QG_K_TILE_BYTES %d\n#define QG_V_TILE_BYTES %d\n#define QG_MIN_SPLIT_TOKENS %d\n",
             P.k_tile_bytes, P.v_tile_bytes, P.min_split_tokens);
+  sb_printf(&b, "#define QG_K_PIECE %d\n#define QG_V_PIECE %d\n", P.k_piece, P.v_piece);
   sb_printf(&b, "#define QG_EST_THREADS %d\n#define QG_EST_PAGES %d\n#define QG_EST_QROW %d\n", P.est_threads,
             P.est_pages, P.est_qrow);
   sb_printf(&b, "#define QG_SEL_THREADS %d\n#define QG_SEL_SMEM_KEYS %d\n#define QG_APPEND_THREADS %d\n",

@@ -330,7 +330,8 @@ qgen_status qgen_gpu_attend(qgen_kv *kv, const int *seq, int n_seq, qgen_ptr q, 
         return st;
     }
     if (g->marks) CU(g->cu->cuEventRecordWithFlags(g->marks[1], s, CU_EVENT_RECORD_EXTERNAL));
-    void *aa[] = {&ca, &wk, &bt, &qp, &op, &dense};
+    int bulk = P->bulk; /* read by sm_90 code only */
+    void *aa[] = {&ca, &wk, &bt, &qp, &op, &dense, &bulk};
     if ((st = (dense ? launch : launch_dependent)(c, g->f_attend, (unsigned)ms, (unsigned)L->n_head_kv, (unsigned)bt.n,
                                                    P->attend_threads, P->attend_smem, s, aa)))
       return st;

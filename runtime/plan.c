@@ -2,15 +2,19 @@
  *  - attend is warp-specialized (attend.cu): one producer warp, and token groups of
  *    WARPS_M warps (one per m-tile of 16 query heads) that each take whole 16-token
  *    sub-tiles from a ring of STAGES = groups x stages-per-group sub-tile buffers. Three
- *    token groups (fewer when the group has several m-tiles, or when ~106 KiB would give a
- *    group under two stages), 2..4 stages a group (one computing, the rest in flight):
- *    3 x 4 beat 6 x 2 and 7 x 3 in every cell measured, most on quantized caches, where
- *    consumer warps waiting on their stage take issue slots from the producer.
- *  - 16-bit rows are padded in shared memory so the stride is an odd number of 16-byte
- *    units (ldmatrix and the 8-byte K reads are then conflict-free); quantized rows are
- *    copied as one contiguous slab (they are not 16-byte multiples).
+ *    token groups for 16-bit caches, four when a side is quantized (its consumers are
+ *    issue-bound on dequantization and its stages are small; bench/NOTES.md 23), fewer
+ *    when the group has several m-tiles or when ~106 KiB would give a group under two
+ *    stages; 2..4 stages a group (one computing, the rest in flight): for f16, 3 x 4 beat
+ *    6 x 2, 7 x 3, 2 x 6, 3 x 5 and 4 x 4.
+ *  - 16-bit tiles are stored unpadded and swizzled in 128-byte pieces of a row (64 when
+ *    128 does not divide the row), in which ldmatrix of 8 rows is conflict-free: rows
+ *    padded by 16 bytes made every cp.async ask the L2 for 1.5x its sectors (bench/NOTES.md
+ *    23). Quantized rows are one contiguous slab (they are not 16-byte multiples), copied
+ *    by one bulk copy on sm_90 (bulk=1).
  *  - estimate: one m16 tile of pages per warp, 4 warps a CTA.
- *  - QGEN_TUNE overrides groups, stages, the stage budget, the split size and PDL (plan.h).
+ *  - QGEN_TUNE overrides groups, stages, the stage budget, the split size, PDL and the
+ *    bulk copies (plan.h).
  */
 #include "plan.h"
 
@@ -19,7 +23,7 @@
 #include <string.h>
 
 typedef struct tune {
-  int groups, stages, smem_kib, split, sel, pdl; /* 0 / -1 (pdl): not set */
+  int groups, stages, smem_kib, split, sel, pdl, bulk; /* 0 / -1 (pdl, bulk): not set */
 } tune;
 
 /* Parse QGEN_TUNE into *t. Returns 0, or -1 with a message. */
@@ -28,9 +32,9 @@ static int tune_parse(tune *t, char *err, size_t errlen) {
       {"groups", 1, 16, offsetof(tune, groups)},  {"stages", 2, 8, offsetof(tune, stages)},
       {"smem", 16, 220, offsetof(tune, smem_kib)},
       {"split", 64, 65536, offsetof(tune, split)}, {"sel", 128, 1024, offsetof(tune, sel)},
-      {"pdl", 0, 1, offsetof(tune, pdl)}};
+      {"pdl", 0, 1, offsetof(tune, pdl)}, {"bulk", 0, 1, offsetof(tune, bulk)}};
   memset(t, 0, sizeof *t);
-  t->pdl = -1;
+  t->pdl = t->bulk = -1;
   const char *s = getenv("QGEN_TUNE");
   while (s && *s) {
     const char *end = strchr(s, ','), *eq = strchr(s, '=');
@@ -41,7 +45,7 @@ static int tune_parse(tune *t, char *err, size_t errlen) {
     long v = k < nk ? strtol(eq + 1, &stop, 10) : 0;
     if (k == nk || stop == eq + 1 || stop != s + n || v < keys[k].lo || v > keys[k].hi || (end && !end[1]) ||
         (keys[k].off == offsetof(tune, sel) && (v & (v - 1)))) {
-      snprintf(err, errlen, "QGEN_TUNE: '%.*s' is not one of groups=1..16, stages=2..8, smem=16..220, split=64..65536, sel=128|256|512|1024, pdl=0|1",
+      snprintf(err, errlen, "QGEN_TUNE: '%.*s' is not one of groups=1..16, stages=2..8, smem=16..220, split=64..65536, sel=128|256|512|1024, pdl=0|1, bulk=0|1",
                (int)n, s);
       return -1;
     }
@@ -65,8 +69,10 @@ void qgen_plan_make(const qgen_layout *L, qgen_plan *p) {
   p->warps_m = p->mt;
   const int k16 = !qgen_type_traits_of(L->k_type)->is_quant;
   const int v16 = !qgen_type_traits_of(L->v_type)->is_quant;
-  p->k_srow = k16 ? pad_rows16((int)L->k_row_bytes) : (int)L->k_row_bytes;
-  p->v_srow = v16 ? pad_rows16((int)L->v_row_bytes) : (int)L->v_row_bytes;
+  p->k_srow = (int)L->k_row_bytes;
+  p->v_srow = (int)L->v_row_bytes;
+  p->k_piece = k16 ? (p->k_srow % 128 == 0 ? 128 : 64) : 0;
+  p->v_piece = v16 ? (p->v_srow % 128 == 0 ? 128 : 64) : 0;
   p->q_srow = pad_rows16(2 * D);
   p->k_tile_bytes = (16 * p->k_srow + 15) / 16 * 16;
   p->v_tile_bytes = (16 * p->v_srow + 15) / 16 * 16;
@@ -75,10 +81,11 @@ void qgen_plan_make(const qgen_layout *L, qgen_plan *p) {
   tune t;
   if (tune_parse(&t, err, sizeof err) != 0) { /* qgen_open refuses to run with it */
     memset(&t, 0, sizeof t);
-    t.pdl = -1;
+    t.pdl = t.bulk = -1;
   }
   const int budget = (t.smem_kib ? t.smem_kib : 106) * 1024;
-  int groups = 3 / p->mt > 0 ? 3 / p->mt : 1;
+  const int base = k16 && v16 ? 3 : 4;
+  int groups = base / p->mt > 0 ? base / p->mt : 1;
   while (groups > 1 && budget / (stage * groups) < 2) groups--;
   if (t.groups) groups = t.groups;
   if (p->warps_m * groups + 1 > 32) groups = 31 / p->warps_m; /* at most 1024 threads */
@@ -105,4 +112,5 @@ void qgen_plan_make(const qgen_layout *L, qgen_plan *p) {
   p->sel_smem_keys = 24576; /* 96 KiB: a 1.5M-token sequence at block 64 */
   p->append_threads = 128;
   p->pdl = t.pdl != 0;
+  p->bulk = t.bulk != 0;
 }

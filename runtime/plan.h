@@ -20,12 +20,15 @@ typedef struct qgen_plan {
   int mt, warps_m, warps_t, attend_threads, stages;
   int k_srow, v_srow, q_srow;     /* shared-memory bytes per K / V / q row */
   int k_tile_bytes, v_tile_bytes; /* one stage: 16 rows each */
+  int k_piece, v_piece;           /* 16-bit tiles are swizzled in pieces of this many bytes of a row
+                                     (128, or 64 when 128 does not divide it); 0 = quantized slab */
   int attend_smem;                /* dynamic shared memory of attend, bytes */
   int min_split_tokens;           /* a split gets at least this many tokens */
   int est_threads, est_pages, est_qrow; /* estimate: CTA size, pages a CTA, staged q row bytes */
   int sel_threads, sel_smem_keys;      /* select: CTA size, pages whose keys it keeps in smem */
   int append_threads;
   int pdl; /* launch select and attend of a sparse step as programmatic dependents (sm_90+) */
+  int bulk; /* attend copies quantized slabs by bulk copies (sm_90+), else by cp.async */
 } qgen_plan;
 
 void qgen_plan_make(const qgen_layout *L, qgen_plan *p);
@@ -35,7 +38,8 @@ void qgen_plan_make(const qgen_layout *L, qgen_plan *p);
  *   smem=KIB   attend stage budget (16..220)
  *   split=T    fewest tokens a split (64..65536) sel=N      select CTA size (128..1024, 2^k)
  *   pdl=0|1    programmatic dependent launch
- * All but pdl change the generated kernels (and so their cache key); bundles hold the
+ *   bulk=0|1   attend's quantized slabs by bulk copies (sm_90+) or cp.async
+ * All but pdl and bulk change the generated kernels (and so their cache key); bundles hold the
  * default plan, so qgen_open of a bundle and qgen bundle refuse while one of them is set.
  * Returns 1 when such a key is set, 0 when not, -1 (message in err) when QGEN_TUNE is
  * malformed — qgen_plan_make then ignores it, and qgen_open refuses to run with it. */

@@ -8,20 +8,31 @@
 // page).
 //
 // Warp-specialized: one producer warp and WARPS_M x WARPS_T consumer warps. The producer
-// looks the pages up (32 at a time, one per lane) and copies each sub-tile's K and V rows
-// with cp.async into a ring of STAGES stages; each lane's copies complete as an arrival on
-// the stage's `full` mbarrier. Sub-tile j goes to stage j % STAGES and is consumed by
-// token group j % WARPS_T; STAGES is a multiple of WARPS_T, so a stage always serves the
-// same group and a phase parity names its round unambiguously. Every lane of the group
-// releases the stage on its `empty` mbarrier (an arrival releases only the arriving
-// thread's own reads, as each producer lane's arrival on `full` covers only its own
-// copies). No CTA-wide barrier sits in the loop and consumers issue no copies.
+// looks the pages up (32 at a time, one per lane) and fills a ring of STAGES stages, each
+// one sub-tile's K and V rows; a stage's `full` mbarrier completes when its copies have
+// landed. Sub-tile j goes to stage j % STAGES and is consumed by token group j % WARPS_T;
+// STAGES is a multiple of WARPS_T, so a stage always serves the same group and a phase
+// parity names its round unambiguously. Every lane of the group releases the stage on its
+// `empty` mbarrier (an arrival releases only the arriving thread's own reads). No CTA-wide
+// barrier sits in the loop and consumers issue no copies.
+//
+// Copies: 16-bit rows by 16-byte cp.async, 32 consecutive chunks per instruction, each
+// producer lane's copies arriving on `full`; a quantized slab (16 rows, contiguous) the
+// same way, or on sm_90 with `bulk` set by one bulk copy counted in bytes on `full`.
+// 16-bit tiles are stored unpadded and swizzled (sw_off): rows cut into pieces of 128 (or
+// 64) bytes, [piece][16 rows][piece bytes], 16-byte chunk c of row r at c ^ (r's swizzle),
+// so 8 rows at one chunk hit 8 distinct bank groups and ldmatrix of K and of V is
+// conflict-free. Measured (bench/NOTES.md 23): cp.async into rows padded by 16 bytes (the
+// earlier conflict-free layout) asked the L2 for 1.5x the sectors it read and streamed a
+// paged cache at 0.92x the plain read; TMA tensor copies of this layout were slower than
+// cp.async into it.
 //
 // Per consumer warp (m-tile wm of 16 query heads, one sub-tile of 16 tokens):
 //   S[16 heads x 16 tokens] = Q K^T   mma.m16n8k16, Q as the A operand from shared memory;
-//                                     K as B, read with load4: 4 consecutive channels per
-//                                     lane, so the K-dimension of the mma is a permutation
-//                                     of the channels and Q is staged in the same permutation
+//                                     K as B: ldmatrix for 16-bit caches; for quantized
+//                                     caches load4 of 4 consecutive channels per lane, so
+//                                     the mma's K-dimension is a permutation of the channels
+//                                     and Q is staged in the same permutation (k_slot)
 //   online softmax in base 2 (rows = heads; the C layout of S is the A layout of P, FA2)
 //   O[16 x D] += P V                  V as B: ldmatrix.trans for 16-bit caches; for quantized
 //                                     caches load4 of 4 channels per token feeds 4 n-tiles,
@@ -34,6 +45,12 @@ constexpr int MT = QG_MT, WARPS_M = QG_WARPS_M, WARPS_T = QG_WARPS_T, NC = WARPS
 constexpr int THREADS = (NC + 1) * 32, STAGES = QG_STAGES;
 constexpr int K_SROW = QG_K_SROW, V_SROW = QG_V_SROW, Q_SROW = QG_Q_SROW;
 constexpr int K_TILE = QG_K_TILE_BYTES, V_TILE = QG_V_TILE_BYTES, STAGE = K_TILE + V_TILE;
+constexpr int K_PB = QG_K_PIECE, V_PB = QG_V_PIECE; // swizzle piece bytes of a 16-bit tile (0: quantized)
+#if __CUDA_ARCH__ >= 900
+constexpr bool BULK = true; // bulk copies exist
+#else
+constexpr bool BULK = false;
+#endif
 constexpr int NQ = KT::BF ? 2 : 1; // staged copies of q: value (+ residue)
 constexpr int Q_BYTES = NQ * MT * 16 * Q_SROW;
 constexpr int SUB = 16, SPP = BLOCK / SUB; // tokens a sub-tile, sub-tiles a page
@@ -41,10 +58,15 @@ static_assert(BLOCK % SUB == 0 && STAGES % WARPS_T == 0 && STAGES >= 2 * WARPS_T
 static_assert(THREADS == QG_ATTEND_THREADS, "plan and template disagree on the CTA size");
 static_assert(K_TILE % 16 == 0 && V_TILE % 16 == 0 && Q_BYTES % 16 == 0 && (SUB * KT::ROW) % 16 == 0 && (SUB * VT::ROW) % 16 == 0,
               "16-byte copies: 16-byte sizes and offsets");
+static_assert((KT::Q16 ? K_SROW == KT::ROW && (K_PB == 64 || K_PB == 128) && KT::ROW % K_PB == 0 : K_PB == 0) &&
+                  (VT::Q16 ? V_SROW == VT::ROW && (V_PB == 64 || V_PB == 128) && VT::ROW % V_PB == 0 : V_PB == 0),
+              "16-bit tiles: unpadded rows in whole swizzle pieces");
 
-// Logical mma k-slot of physical channel d within its 16-channel step (lane j holds the
-// slots 2j, 2j+1, 2j+8, 2j+9, which load4 reads as channels 4j..4j+3).
+// Logical mma k-slot of physical channel d within its 16-channel step for quantized K (lane
+// j holds the slots 2j, 2j+1, 2j+8, 2j+9, which load4 reads as channels 4j..4j+3).
+// 16-bit K is read with ldmatrix, in channel order.
 __device__ __forceinline__ int k_slot(int d) {
+  if constexpr (KT::Q16) return d;
   const int step = d & ~15, j = (d & 15) >> 2, u = d & 3;
   return step + (u < 2 ? 2 * j + u : 8 + 2 * j + (u - 2));
 }
@@ -54,26 +76,29 @@ __device__ __forceinline__ int vcol(int nt, int n) {
   else return 32 * (nt >> 2) + 4 * n + (nt & 3);
 }
 
+// Byte offset of 16-byte chunk cg of row r in a swizzled 16-bit tile of PB-byte pieces.
+template <int PB> __device__ __forceinline__ int sw_off(int r, int cg) {
+  constexpr int CP = PB / 16;
+  const int x = PB == 128 ? (r & 7) : ((r >> 1) & 3);
+  return (cg / CP) * (SUB * PB) + r * PB + (((cg % CP) ^ x) << 4);
+}
+
 // Copy the SUB rows of one type TT from src (global) into dst (shared) with 16-byte
 // cp.async, 32 consecutive chunks per instruction; the whole producer warp calls it.
-// 16-bit rows land in rows padded by 16 bytes, and rows at or past nvalid are zero-filled
-// by the copy itself (source size 0), as 0 * garbage could be NaN. A quantized type is one
+// 16-bit rows land swizzled (sw_off), and rows at or past nvalid are zero-filled by the
+// copy itself (source size 0), as 0 * garbage could be NaN. A quantized type is one
 // contiguous slab, copied whole (rows past nvalid included: the consumer masks them).
-// Measured (bench/NOTES.md): bulk copies (cp.async.bulk) of single 256-byte rows were 2.8x
-// slower than the read and of 16-row quantized slabs 1.1-1.4x slower than this (the copy
-// engine's rate per request bounds them); a producer whose half warps took K and V apart
-// with per-chunk index arithmetic was issue-bound at 2x.
-template <typename TT, int SROW>
+template <typename TT, int PB>
 __device__ __forceinline__ void copy_rows(u8 *dst, const u8 *src, int nvalid, int lane) {
   constexpr int N = SUB * TT::ROW / 16; // 16-byte chunks of the sub-tile
   if constexpr (TT::Q16) {
     constexpr int CPR = TT::ROW / 16;
-    static_assert(N % 32 == 0 && SROW == TT::ROW + 16, "whole warps of chunks; rows padded by one chunk");
+    static_assert(N % 32 == 0, "whole warps of chunks");
 #pragma unroll
     for (int k = 0; k < N / 32; k++) {
       const int i = lane + 32 * k, row = i / CPR;
       const bool ok = row < nvalid;
-      cp_async16(dst + 16 * (i + row), ok ? src + 16 * i : src, ok ? 16 : 0);
+      cp_async16(dst + sw_off<PB>(row, i % CPR), ok ? src + 16 * i : src, ok ? 16 : 0);
     }
   } else {
 #pragma unroll
@@ -82,7 +107,8 @@ __device__ __forceinline__ void copy_rows(u8 *dst, const u8 *src, int nvalid, in
   }
 }
 
-extern "C" __global__ void __launch_bounds__(QG_ATTEND_THREADS) qg_attend(qg_cache c, qg_work wk, qg_batch bt, const void *q, void *out, int dense) {
+extern "C" __global__ void __launch_bounds__(QG_ATTEND_THREADS) qg_attend(qg_cache c, qg_work wk, qg_batch bt, const void *q, void *out, int dense,
+                                                                          int bulk) {
   extern __shared__ __align__(16) u8 smem[];
   __shared__ __align__(8) u64 full[STAGES], empty[STAGES];
   u8 *qsm = smem, *stages = smem + Q_BYTES;
@@ -91,8 +117,10 @@ extern "C" __global__ void __launch_bounds__(QG_ATTEND_THREADS) qg_attend(qg_cac
   const int seq = bt.seq[b];
   const i64 len = c.seq_len[seq], n = pages_of(len);
 
-  if (threadIdx.x == 0) // every producer lane / every lane of the consuming group arrives
+  if (threadIdx.x == 0) { // every producer lane / every lane of the consuming group arrives
     for (int s = 0; s < STAGES; s++) mbar_init(&full[s], 32), mbar_init(&empty[s], 32 * WARPS_M);
+    mbar_init_fence(); // visible to bulk-copy completions too
+  }
   // The group's queries in the k-slot permutation (rows >= G zero), staged by the
   // consumers; a sparse step stages them before waiting for select (they do not depend
   // on it; runtime/gpu.c launches attend to overlap select's tail).
@@ -147,9 +175,16 @@ extern "C" __global__ void __launch_bounds__(QG_ATTEND_THREADS) qg_attend(qg_cac
       const u8 *ksrc = c.k + head * (BLOCK * KT::ROW) + slot0 * KT::ROW;
       const u8 *vsrc = c.v + head * (BLOCK * VT::ROW) + slot0 * VT::ROW;
       u8 *st = stages + si * STAGE;
-      copy_rows<KT, K_SROW>(st, ksrc, nvalid, lane);
-      copy_rows<VT, V_SROW>(st + K_TILE, vsrc, nvalid, lane);
-      cp_async_arrive(&full[si]); // one of the phase's 32 arrivals, when this lane's copies land
+      // quantized slabs by one bulk copy each (sm_90, bulk set), the rest by cp.async
+      const bool kb = BULK && !KT::Q16 && bulk, vb = BULK && !VT::Q16 && bulk;
+      if ((kb || vb) && lane == 0) {
+        mbar_expect_tx(&full[si], (kb ? SUB * KT::ROW : 0) + (vb ? SUB * VT::ROW : 0));
+        if (kb) bulk_load(st, ksrc, SUB * KT::ROW, &full[si]);
+        if (vb) bulk_load(st + K_TILE, vsrc, SUB * VT::ROW, &full[si]);
+      }
+      if (!kb) copy_rows<KT, K_PB>(st, ksrc, nvalid, lane);
+      if (!vb) copy_rows<VT, V_PB>(st + K_TILE, vsrc, nvalid, lane);
+      cp_async_arrive(&full[si]); // one of the phase's 32 arrivals, when this lane's cp.async land
     }
   } else {
     for (int jt = wt; jt < n_sub; jt += WARPS_T) { // consumers of token group wt
@@ -159,21 +194,30 @@ extern "C" __global__ void __launch_bounds__(QG_ATTEND_THREADS) qg_attend(qg_cac
       const u8 *ks = stages + si * STAGE, *vs = ks + K_TILE;
       const u8 *qa = qsm + (wm * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * Q_SROW + ((lane >> 4) * 8) * 2;
 
-      // S = Q K^T for this warp's 16 tokens (two n-tiles of 8).
+      // S = Q K^T for this warp's 16 tokens (two n-tiles of 8). 16-bit K by ldmatrix: lane
+      // l addresses row l&7 of matrix l>>3 = (token half, channel half) of the k-step.
       float s[2][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}};
+      const int krow = ((lane >> 4) << 3) + (lane & 7), khalf = (lane >> 3) & 1;
 #pragma unroll
       for (int kk = 0; kk < D / 16; kk++) {
-        u32 a[4];
+        u32 a[4], kb[4];
         ldmatrix_x4(a, qa + kk * 32);
+        if constexpr (KT::Q16) {
+          ldmatrix_x4(kb, ks + sw_off<K_PB>(krow, 2 * kk + khalf));
+        } else {
 #pragma unroll
-        for (int nt = 0; nt < 2; nt++) {
-          const uint2 kb = KT::load4(ks + (nt * 8 + g) * K_SROW, kk * 16 + 4 * j);
-          mma16816<KT::BF>(s[nt], a, kb.x, kb.y);
-          if constexpr (NQ == 2) {
-            u32 al[4];
-            ldmatrix_x4(al, qa + MT * 16 * Q_SROW + kk * 32);
-            mma16816<true>(s[nt], al, kb.x, kb.y);
+          for (int nt = 0; nt < 2; nt++) {
+            const uint2 x = KT::load4(ks + (nt * 8 + g) * K_SROW, kk * 16 + 4 * j);
+            kb[2 * nt] = x.x, kb[2 * nt + 1] = x.y;
           }
+        }
+        mma16816<KT::BF>(s[0], a, kb[0], kb[1]);
+        mma16816<KT::BF>(s[1], a, kb[2], kb[3]);
+        if constexpr (NQ == 2) {
+          u32 al[4];
+          ldmatrix_x4(al, qa + MT * 16 * Q_SROW + kk * 32);
+          mma16816<true>(s[0], al, kb[0], kb[1]);
+          mma16816<true>(s[1], al, kb[2], kb[3]);
         }
       }
 
@@ -227,11 +271,11 @@ extern "C" __global__ void __launch_bounds__(QG_ATTEND_THREADS) qg_attend(qg_cac
 
       // O += P V.
       if constexpr (VT::Q16) {
-        const u8 *vrow = vs + ((lane & 7) + ((lane >> 3) & 1) * 8) * V_SROW + (lane >> 4) * 16;
+        const int vrow = (lane & 7) + ((lane >> 3) & 1) * 8;
 #pragma unroll
         for (int nt = 0; nt < D / 8; nt += 2) {
           u32 vb[4];
-          ldmatrix_x4_trans(vb, vrow + nt * 16);
+          ldmatrix_x4_trans(vb, vs + sw_off<V_PB>(vrow, nt + (lane >> 4)));
           mma16816<VT::BF>(o[nt], pa, vb[0], vb[1]);
           mma16816<VT::BF>(o[nt + 1], pa, vb[2], vb[3]);
           if constexpr (VT::BF) {

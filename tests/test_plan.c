@@ -5,8 +5,10 @@
  *   head_dim 32..256 (multiples of 32) x group 1..64 x block 32..256 x every k/v cache type:
  *   - the ring: stages a multiple of the token groups, 2..4 stages a group;
  *   - the CTA: 32 * (m-tiles * groups + 1) threads, at most 8 warps;
- *   - rows: 16-bit rows padded by one 16-byte chunk to an odd number of chunks, quantized
- *     rows unpadded; a 16-row sub-tile of either a whole number of 16-byte chunks;
+ *   - the token groups: 3 for 16-bit caches, 4 when a side is quantized (fewer for
+ *     several m-tiles or a small budget);
+ *   - rows unpadded; a 16-bit row is whole swizzle pieces of 128 bytes (64 when 128 does
+ *     not divide it), a quantized one has none; a 16-row sub-tile is whole 16-byte chunks;
  *   - shared memory: q + the larger of the ring, the token groups' merge area and the
  *     merge weights, at most 227 KiB (the H100/H200 per-block limit) by default (a tuned
  *     plan may ask for more: qgen_open refuses it, naming the device's limit);
@@ -37,14 +39,21 @@ static const char *broken(const qgen_layout *L, const qgen_plan *P, int tuned) {
   if (!tuned && P->attend_threads > 256) return "more than 8 warps by default";
   const int sides[2][2] = {{(int)L->k_row_bytes, P->k_srow}, {(int)L->v_row_bytes, P->v_srow}};
   const qgen_type types[2] = {L->k_type, L->v_type};
+  const int pieces[2] = {P->k_piece, P->v_piece}, tiles[2] = {P->k_tile_bytes, P->v_tile_bytes};
+  const int quant = qgen_type_traits_of(types[0])->is_quant || qgen_type_traits_of(types[1])->is_quant;
+  const int want = (quant ? 4 : 3) / P->mt > 0 ? (quant ? 4 : 3) / P->mt : 1;
+  if (!tuned && P->warps_t > want) return "token groups: at most 3 (4 when a side is quantized) per m-tile count";
+  if (!tuned && P->warps_t < want && 106 * 1024 / ((tiles[0] + tiles[1]) * want) >= 2) return "token groups: fewer only when the budget is short";
   for (int i = 0; i < 2; i++) {
-    const int row = sides[i][0], srow = sides[i][1];
+    const int row = sides[i][0], srow = sides[i][1], pc = pieces[i];
+    if (srow != row) return "rows unpadded";
     if (!qgen_type_traits_of(types[i])->is_quant) {
-      if (srow != row + 16 || (srow / 16) % 2 != 1 || row % 16) return "16-bit rows: padded by one chunk to an odd count";
-    } else if (srow != row) return "quantized rows: unpadded";
-    if ((16 * row) % 16 || (16 * srow) % 16) return "a sub-tile is whole 16-byte chunks";
+      if (!(pc == 128 || (pc == 64 && row % 128))) return "16-bit rows: 128-byte pieces (64 only when 128 does not divide the row)";
+      if (row % pc) return "16-bit rows: whole pieces";
+    } else if (pc) return "quantized rows: no pieces";
+    if ((16 * row) % 16) return "a sub-tile is whole 16-byte chunks";
+    if (tiles[i] != 16 * row) return "tile = 16 rows";
   }
-  if (P->k_tile_bytes != 16 * P->k_srow || P->v_tile_bytes != 16 * P->v_srow) return "stage = 16 rows of K and of V";
   const int nq = L->k_type == QGEN_TYPE_BF16 ? 2 : 1, q = nq * P->mt * 16 * P->q_srow;
   const int ring = P->stages * (P->k_tile_bytes + P->v_tile_bytes), red = P->warps_t * P->mt * 16 * (D + 2) * 4;
   const int comb = L->group * QGEN_MAX_SPLITS * 4;
@@ -107,7 +116,18 @@ int main(void) {
   qgen_plan_make(&L, &P);
   check(P.mt == 4 && P.warps_t == 7 && P.attend_threads == 32 * 29, "group 64: 16 groups asked, 7 given (%d threads)", P.attend_threads);
 
-  const char *refused[] = {"groups=0", "groups=17", "stages=1", "stages=9", "groups=x", "groups="};
+  setenv("QGEN_TUNE", "bulk=0,pdl=0", 1);
+  qgen_plan_make(&L, &P);
+  check(qgen_plan_tuned(err, sizeof err) == 0 && P.bulk == 0 && P.pdl == 0, "QGEN_TUNE=bulk=0,pdl=0: launch-time keys, kernels unchanged");
+  unsetenv("QGEN_TUNE");
+  qgen_plan_make(&L, &P);
+  check(P.bulk == 1 && P.pdl == 1, "default: bulk copies and PDL on (got bulk %d, pdl %d)", P.bulk, P.pdl);
+  qgen_layout_init(&L, 128, 32, 8, 64, QGEN_TYPE_Q8_0, QGEN_TYPE_Q8_0, QGEN_TYPE_F16, QGEN_TYPE_F16, 0.088, 1);
+  qgen_plan_make(&L, &P);
+  check(P.warps_t == 4 && P.stages == 16 && P.attend_threads == 160, "qwen3-4b q8_0: 4 groups x 4 stages, 160 threads (got %d, %d, %d)",
+        P.warps_t, P.stages, P.attend_threads);
+
+  const char *refused[] = {"groups=0", "groups=17", "stages=1", "stages=9", "groups=x", "groups=", "bulk=2"};
   for (size_t i = 0; i < sizeof refused / sizeof *refused; i++) {
     setenv("QGEN_TUNE", refused[i], 1);
     err[0] = 0;
