@@ -9,8 +9,10 @@
  *    6 x 2, 7 x 3, 2 x 6, 3 x 5 and 4 x 4.
  *  - 16-bit tiles are stored unpadded and swizzled in 128-byte pieces of a row (64 when
  *    128 does not divide the row), in which ldmatrix of 8 rows is conflict-free: rows
- *    padded by 16 bytes made every cp.async ask the L2 for 1.5x its sectors (bench/NOTES.md
- *    23). Quantized rows are one contiguous slab (they are not 16-byte multiples), copied
+ *    padded by 16 bytes put the 128 bytes of 8 lanes' cp.async across two shared-memory
+ *    lines, and the L2 then served 1.5x (2x when the ring itself was misaligned) the
+ *    sectors read (bench/NOTES.md 23): tiles are 128-byte multiples and the ring starts
+ *    on a 128-byte line. Quantized rows are one contiguous slab (they are not 16-byte multiples), copied
  *    by one bulk copy on sm_90 (bulk=1).
  *  - estimate: one m16 tile of pages per warp, 4 warps a CTA.
  *  - QGEN_TUNE overrides groups, stages, the stage budget, the split size, PDL and the
@@ -74,8 +76,8 @@ void qgen_plan_make(const qgen_layout *L, qgen_plan *p) {
   p->k_piece = k16 ? (p->k_srow % 128 == 0 ? 128 : 64) : 0;
   p->v_piece = v16 ? (p->v_srow % 128 == 0 ? 128 : 64) : 0;
   p->q_srow = pad_rows16(2 * D);
-  p->k_tile_bytes = (16 * p->k_srow + 15) / 16 * 16;
-  p->v_tile_bytes = (16 * p->v_srow + 15) / 16 * 16;
+  p->k_tile_bytes = (16 * p->k_srow + 127) / 128 * 128;
+  p->v_tile_bytes = (16 * p->v_srow + 127) / 128 * 128;
   const int stage = p->k_tile_bytes + p->v_tile_bytes;
   char err[160];
   tune t;
@@ -102,7 +104,7 @@ void qgen_plan_make(const qgen_layout *L, qgen_plan *p) {
   int area = p->stages * stage;
   if (red > area) area = red;
   if (comb > area) area = comb;
-  p->attend_smem = q_bytes + area;
+  p->attend_smem = q_bytes + area + 128; /* + slack to start the ring on a 128-byte line */
   p->min_split_tokens = t.split ? t.split : 256;
 
   p->est_threads = 128;

@@ -19,7 +19,7 @@ typedef struct qgen_plan {
      and one producer warp; a ring of STAGES (a multiple of WARPS_T) 16-token sub-tiles */
   int mt, warps_m, warps_t, attend_threads, stages;
   int k_srow, v_srow, q_srow;     /* shared-memory bytes per K / V / q row */
-  int k_tile_bytes, v_tile_bytes; /* one stage: 16 rows each */
+  int k_tile_bytes, v_tile_bytes; /* one stage: 16 rows each, rounded to 128 bytes */
   int k_piece, v_piece;           /* 16-bit tiles are swizzled in pieces of this many bytes of a row
                                      (128, or 64 when 128 does not divide it); 0 = quantized slab */
   int attend_smem;                /* dynamic shared memory of attend, bytes */

@@ -22,10 +22,10 @@
 // 16-bit tiles are stored unpadded and swizzled (sw_off): rows cut into pieces of 128 (or
 // 64) bytes, [piece][16 rows][piece bytes], 16-byte chunk c of row r at c ^ (r's swizzle),
 // so 8 rows at one chunk hit 8 distinct bank groups and ldmatrix of K and of V is
-// conflict-free. Measured (bench/NOTES.md 23): cp.async into rows padded by 16 bytes (the
-// earlier conflict-free layout) asked the L2 for 1.5x the sectors it read and streamed a
-// paged cache at 0.92x the plain read; TMA tensor copies of this layout were slower than
-// cp.async into it.
+// conflict-free. Measured (bench/NOTES.md 23): cp.async whose 8-lane 128 bytes straddle two
+// shared-memory lines (rows padded by 16 bytes, the earlier layout; or a ring off a 128-byte
+// line) asks the L2 for those sectors twice and streams a paged cache at <= 0.92x the plain
+// read; TMA tensor copies of this layout were slower than cp.async into it.
 //
 // Per consumer warp (m-tile wm of 16 query heads, one sub-tile of 16 tokens):
 //   S[16 heads x 16 tokens] = Q K^T   mma.m16n8k16, Q as the A operand from shared memory;
@@ -56,8 +56,8 @@ constexpr int Q_BYTES = NQ * MT * 16 * Q_SROW;
 constexpr int SUB = 16, SPP = BLOCK / SUB; // tokens a sub-tile, sub-tiles a page
 static_assert(BLOCK % SUB == 0 && STAGES % WARPS_T == 0 && STAGES >= 2 * WARPS_T, "a ring of whole rounds, >= 2 stages a group");
 static_assert(THREADS == QG_ATTEND_THREADS, "plan and template disagree on the CTA size");
-static_assert(K_TILE % 16 == 0 && V_TILE % 16 == 0 && Q_BYTES % 16 == 0 && (SUB * KT::ROW) % 16 == 0 && (SUB * VT::ROW) % 16 == 0,
-              "16-byte copies: 16-byte sizes and offsets");
+static_assert(K_TILE % 128 == 0 && V_TILE % 128 == 0 && Q_BYTES % 16 == 0 && (SUB * KT::ROW) % 16 == 0 && (SUB * VT::ROW) % 16 == 0,
+              "16-byte copies of 16-byte sizes; tiles on 128-byte lines");
 static_assert((KT::Q16 ? K_SROW == KT::ROW && (K_PB == 64 || K_PB == 128) && KT::ROW % K_PB == 0 : K_PB == 0) &&
                   (VT::Q16 ? V_SROW == VT::ROW && (V_PB == 64 || V_PB == 128) && VT::ROW % V_PB == 0 : V_PB == 0),
               "16-bit tiles: unpadded rows in whole swizzle pieces");
@@ -111,7 +111,11 @@ extern "C" __global__ void __launch_bounds__(QG_ATTEND_THREADS) qg_attend(qg_cac
                                                                           int bulk) {
   extern __shared__ __align__(16) u8 smem[];
   __shared__ __align__(8) u64 full[STAGES], empty[STAGES];
+  // q first, then the ring from the next 128-byte line (the plan allots the slack): the
+  // 128 bytes that 8 lanes copy must land in one shared-memory line, or the L2 is asked
+  // for their sectors twice (bench/NOTES.md 23)
   u8 *qsm = smem, *stages = smem + Q_BYTES;
+  stages += (128 - (smem_u32(stages) & 127)) & 127;
   const int split = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, j = lane & 3;
   const int seq = bt.seq[b];

@@ -8,9 +8,10 @@
  *   - the token groups: 3 for 16-bit caches, 4 when a side is quantized (fewer for
  *     several m-tiles or a small budget);
  *   - rows unpadded; a 16-bit row is whole swizzle pieces of 128 bytes (64 when 128 does
- *     not divide it), a quantized one has none; a 16-row sub-tile is whole 16-byte chunks;
+ *     not divide it), a quantized one has none; a 16-row sub-tile is whole 16-byte chunks,
+ *     its tile rounded to 128 bytes;
  *   - shared memory: q + the larger of the ring, the token groups' merge area and the
- *     merge weights, at most 227 KiB (the H100/H200 per-block limit) by default (a tuned
+ *     merge weights + 128 bytes of alignment slack, at most 227 KiB (the H100/H200 per-block limit) by default (a tuned
  *     plan may ask for more: qgen_open refuses it, naming the device's limit);
  *   - QGEN_TUNE groups= / stages= reach the plan, a CTA never exceeds 1024 threads, and
  *     out-of-range values are refused by name.
@@ -52,13 +53,13 @@ static const char *broken(const qgen_layout *L, const qgen_plan *P, int tuned) {
       if (row % pc) return "16-bit rows: whole pieces";
     } else if (pc) return "quantized rows: no pieces";
     if ((16 * row) % 16) return "a sub-tile is whole 16-byte chunks";
-    if (tiles[i] != 16 * row) return "tile = 16 rows";
+    if (tiles[i] != (16 * row + 127) / 128 * 128) return "tile = 16 rows, rounded to a 128-byte line";
   }
   const int nq = L->k_type == QGEN_TYPE_BF16 ? 2 : 1, q = nq * P->mt * 16 * P->q_srow;
   const int ring = P->stages * (P->k_tile_bytes + P->v_tile_bytes), red = P->warps_t * P->mt * 16 * (D + 2) * 4;
   const int comb = L->group * QGEN_MAX_SPLITS * 4;
   const int area = ring > red ? (ring > comb ? ring : comb) : (red > comb ? red : comb);
-  if (P->attend_smem != q + area) return "shared memory = q + max(ring, merge, weights)";
+  if (P->attend_smem != q + area + 128) return "shared memory = q + max(ring, merge, weights) + 128 (to align the ring)";
   if (!tuned && P->attend_smem > 227 * 1024) return "shared memory over 227 KiB"; /* tuned: qgen_open refuses by the device's limit */
   return NULL;
 }
