@@ -204,24 +204,25 @@ extern "C" __global__ void __launch_bounds__(QG_ATTEND_THREADS) qg_attend(qg_cac
       const int krow = ((lane >> 4) << 3) + (lane & 7), khalf = (lane >> 3) & 1;
 #pragma unroll
       for (int kk = 0; kk < D / 16; kk++) {
-        u32 a[4], kb[4];
+        u32 a[4];
         ldmatrix_x4(a, qa + kk * 32);
         if constexpr (KT::Q16) {
+          u32 kb[4];
           ldmatrix_x4(kb, ks + sw_off<K_PB>(krow, 2 * kk + khalf));
-        } else {
+          mma16816<KT::BF>(s[0], a, kb[0], kb[1]);
+          mma16816<KT::BF>(s[1], a, kb[2], kb[3]);
+          if constexpr (NQ == 2) {
+            u32 al[4];
+            ldmatrix_x4(al, qa + MT * 16 * Q_SROW + kk * 32);
+            mma16816<true>(s[0], al, kb[0], kb[1]);
+            mma16816<true>(s[1], al, kb[2], kb[3]);
+          }
+        } else { // dequantize and multiply one n-tile at a time (fewer live registers)
 #pragma unroll
           for (int nt = 0; nt < 2; nt++) {
-            const uint2 x = KT::load4(ks + (nt * 8 + g) * K_SROW, kk * 16 + 4 * j);
-            kb[2 * nt] = x.x, kb[2 * nt + 1] = x.y;
+            const uint2 kb = KT::load4(ks + (nt * 8 + g) * K_SROW, kk * 16 + 4 * j);
+            mma16816<false>(s[nt], a, kb.x, kb.y);
           }
-        }
-        mma16816<KT::BF>(s[0], a, kb[0], kb[1]);
-        mma16816<KT::BF>(s[1], a, kb[2], kb[3]);
-        if constexpr (NQ == 2) {
-          u32 al[4];
-          ldmatrix_x4(al, qa + MT * 16 * Q_SROW + kk * 32);
-          mma16816<true>(s[0], al, kb[0], kb[1]);
-          mma16816<true>(s[1], al, kb[2], kb[3]);
         }
       }
 
