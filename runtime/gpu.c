@@ -31,7 +31,7 @@ struct gpu_ctx {
   CUcontext cuctx;
   CUmodule mod;
   CUfunction f_append, f_estimate, f_select, f_attend;
-  int sm_count, arch, attend_per_sm;
+  int sm_count, arch, attend_per_sm, est_per_sm;
   int code_arch; /* the arch the loaded kernels were compiled for (PTX of an older one runs too) */
   CUevent *marks; /* benchmarks: recorded before select and before attend (internal.h) */
 };
@@ -87,6 +87,7 @@ static qgen_status load_module(qgen_ctx *c, const qgen_artifact *a) {
     if (all[i]) CU(cu->cuFuncSetAttribute(all[i], CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, 100));
   CU(cu->cuOccupancyMaxActiveBlocksPerMultiprocessor(&g->attend_per_sm, g->f_attend, c->P.attend_threads,
                                                      (size_t)c->P.attend_smem));
+  if (g->f_estimate) CU(cu->cuOccupancyMaxActiveBlocksPerMultiprocessor(&g->est_per_sm, g->f_estimate, c->P.est_threads, 0));
   if (g->attend_per_sm < 1) return qgen_fail(c, QGEN_ERR_UNSUPPORTED, "attend cannot run on this device (occupancy 0)");
   return QGEN_OK;
 }
@@ -319,8 +320,10 @@ qgen_status qgen_gpu_attend(qgen_kv *kv, const int *seq, int n_seq, qgen_ptr q, 
     qgen_status st;
     if (!dense) {
       void *ea[] = {&ca, &wk, &bt, &ba, &qp};
-      const unsigned ex = (unsigned)((kv->pps + P->est_pages - 1) / P->est_pages);
-      if ((st = launch(c, g->f_estimate, ex, (unsigned)L->n_head_kv, (unsigned)bt.n, P->est_threads, 0, s, ea))) return st;
+      /* the CTAs the capacity needs, at most one wave (each then loops over its share) */
+      int64_t ex = (kv->pps + P->est_pages - 1) / P->est_pages, wave = (int64_t)g->sm_count * (g->est_per_sm > 0 ? g->est_per_sm : 1) / (bt.n * L->n_head_kv);
+      if (ex > wave) ex = wave > 0 ? wave : 1;
+      if ((st = launch(c, g->f_estimate, (unsigned)ex, (unsigned)L->n_head_kv, (unsigned)bt.n, P->est_threads, 0, s, ea))) return st;
     }
     if (g->marks) CU(g->cu->cuEventRecordWithFlags(g->marks[0], s, CU_EVENT_RECORD_EXTERNAL));
     if (!dense) {

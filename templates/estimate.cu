@@ -13,42 +13,54 @@
 // rows g and g+8 at 32t + 8j halves, which feed k-steps 2t and 2t+1 at the k-slots
 // 2j, 2j+1, 2j+8, 2j+9; Qsplit is staged in shared memory in that permutation and read with
 // ldmatrix. An f32/bf16 query is split into f16 hi + lo (two mmas) so the bound keeps ~22
-// bits of q. Every lane issues all its loads (page ids, then bounds) before the first mma.
-// It also counts the candidate pages (not sink/recent) by the top 11 bits of their score
-// key into wk.hist, which is select's first radix pass done while the scores are at hand.
-// Grid: (pages_per_seq / QG_EST_PAGES, N_KV, batch); 16 pages a warp; CTAs past a
-// sequence's end return.
+// bits of q. It also counts the candidate pages (not sink/recent) by the top 11 bits of
+// their score key into wk.hist, which is select's first radix pass done while the scores
+// are at hand.
+// Grid: (x, N_KV, batch), x = the pages_per_seq / QG_EST_PAGES CTAs a capacity needs, at
+// most one wave (runtime/gpu.c). CTA x takes a contiguous share of the sequence's n pages
+// in rounds of QG_EST_PAGES, 16 pages a warp; a warp's next round of bounds is in flight
+// while it multiplies this one, its page ids two rounds ahead (so a CTA pays the page id ->
+// bounds round trip once, not per 16 pages: bench/NOTES.md 24). CTAs past the end return.
 
 constexpr int EST_NT = (G + 7) / 8;               // n-tiles of 8 heads
 constexpr int EST_NQ = IT::EXACT_F16 ? 1 : 2;      // q as f16 (+ residue)
 constexpr int EST_QROW = QG_EST_QROW;             // bytes of one staged Qsplit row
 
 extern "C" __global__ void __launch_bounds__(QG_EST_THREADS) qg_estimate(qg_cache c, qg_work wk, qg_batch bt, qg_budget bg, const void *q) {
-  constexpr int NW = QG_EST_THREADS / 32, K2 = 2 * D;
+  constexpr int NW = QG_EST_THREADS / 32, K2 = 2 * D, NB = K2 / 32;
   static_assert(QG_EST_PAGES == 16 * NW, "estimate: 16 pages a warp");
   __shared__ __align__(16) u8 qsm[EST_NQ * EST_NT * 8 * EST_QROW];
   const int b = blockIdx.z, h = blockIdx.y, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, j = lane & 3;
   grid_dep_launch(); // select may start; it waits for all of estimate before reading
   const int seq = bt.seq[b];
-  const i64 n = pages_of(c.seq_len[seq]);
-  const i64 p0 = (i64)blockIdx.x * QG_EST_PAGES + warp * 16;
-  if ((i64)blockIdx.x * QG_EST_PAGES >= n) return;
+  const i64 len = c.seq_len[seq], n = pages_of(len);
+  const i64 per = ((n + gridDim.x - 1) / gridDim.x + QG_EST_PAGES - 1) / QG_EST_PAGES * QG_EST_PAGES;
+  const i64 c0 = (i64)blockIdx.x * per, c1 = min(n, c0 + per);
+  if (c0 >= n) return;
+  const int rounds = (int)((c1 - c0 + QG_EST_PAGES - 1) / QG_EST_PAGES);
 
-  // Loads first: the two page rows of this lane, 16 bytes per pair of k-steps.
+  // Page ids of this lane's two rows (pages g and g + 8 of the warp's 16) in round r, -1
+  // past the share; the bounds of those rows, 16 bytes per pair of k-steps.
   const int *pt = c.page_table + (i64)seq * c.pages_per_seq;
-  const i64 pa = p0 + g, pb = p0 + g + 8;
-  const int fa = pa < n ? pt[pa] : -1, fb = pb < n ? pt[pb] : -1;
-  uint4 ra[K2 / 32], rb[K2 / 32];
-  {
-    const uint4 *ba = (const uint4 *)((const __half *)c.bounds + ((i64)fa * N_KV + h) * K2 + 8 * j);
-    const uint4 *bb = (const uint4 *)((const __half *)c.bounds + ((i64)fb * N_KV + h) * K2 + 8 * j);
+  const i64 w0 = c0 + warp * 16 + g;
+  auto page_ids = [&](int r, int &fa, int &fb) {
+    const i64 pa = w0 + (i64)r * QG_EST_PAGES;
+    fa = r < rounds && pa < c1 ? pt[pa] : -1;
+    fb = r < rounds && pa + 8 < c1 ? pt[pa + 8] : -1;
+  };
+  // (volatile loads: they stay ahead of the round's mmas instead of sinking to their use)
+  auto load_bounds = [&](int fa, int fb, uint4 (&ra)[NB], uint4 (&rb)[NB]) {
+    const uint4 *ba = (const uint4 *)((const __half *)c.bounds + ((i64)max(fa, 0) * N_KV + h) * K2 + 8 * j);
+    const uint4 *bb = (const uint4 *)((const __half *)c.bounds + ((i64)max(fb, 0) * N_KV + h) * K2 + 8 * j);
 #pragma unroll
-    for (int t = 0; t < K2 / 32; t++) {
-      ra[t] = fa >= 0 ? ba[4 * t] : make_uint4(0, 0, 0, 0);
-      rb[t] = fb >= 0 ? bb[4 * t] : make_uint4(0, 0, 0, 0);
-    }
-  }
+    for (int t = 0; t < NB; t++) ra[t] = ld_nc_v4(ba + 4 * t, fa >= 0), rb[t] = ld_nc_v4(bb + 4 * t, fb >= 0);
+  };
+  int fa, fb, fa1, fb1;
+  page_ids(0, fa, fb);
+  page_ids(1, fa1, fb1);
+  uint4 ra[NB], rb[NB];
+  load_bounds(fa, fb, ra, rb);
 
   // Stage Qsplit (rows >= G zero) in the k-slot permutation of the loads above: physical
   // k = [kmin part | kmax part], lane group jj of k-steps 2t, 2t+1 holds 32t + 8jj .. + 7.
@@ -69,39 +81,49 @@ extern "C" __global__ void __launch_bounds__(QG_EST_THREADS) qg_estimate(qg_cach
   });
   __syncthreads();
 
-  float best[2] = {-INFINITY, -INFINITY}; // pages g and g + 8
-#pragma unroll
-  for (int nt = 0; nt < EST_NT; nt++) {
-    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-#pragma unroll
-    for (int t = 0; t < K2 / 32; t++) {
-#pragma unroll
-      for (int part = 0; part < EST_NQ; part++) {
-        u32 qb[4]; // b0, b1 of k-step 2t, then of 2t + 1
-        ldmatrix_x4(qb, qsm + ((part * EST_NT + nt) * 8 + (lane & 7)) * EST_QROW + (t * 32 + (lane >> 3) * 8) * 2);
-        const u32 a0[4] = {ra[t].x, rb[t].x, ra[t].y, rb[t].y}, a1[4] = {ra[t].z, rb[t].z, ra[t].w, rb[t].w};
-        mma16816<false>(acc, a0, qb[0], qb[1]);
-        mma16816<false>(acc, a1, qb[2], qb[3]);
-      }
-    }
-    // columns 2j, 2j+1 of this n-tile are heads nt*8 + 2j (+1); rows are pages g, g + 8
-#pragma unroll
-    for (int e = 0; e < 4; e++)
-      if (nt * 8 + 2 * j + (e & 1) < G) best[e >> 1] = max_keep_nan(best[e >> 1], acc[e]);
-  }
-#pragma unroll
-  for (int r = 0; r < 2; r++)
-#pragma unroll
-    for (int o = 1; o <= 2; o <<= 1) best[r] = max_keep_nan(best[r], __shfl_xor_sync(0xffffffffu, best[r], o));
-  float *out = wk.scores + ((i64)seq * N_KV + h) * c.pages_per_seq;
-  if (j == 0) {
-    if (fa >= 0) out[pa] = best[0];
-    if (fb >= 0) out[pb] = best[1];
-  }
-  // The first radix digit of select: count the candidate pages by the top 11 key bits.
   i64 sp, rf;
-  forced_ranges(bg, c.seq_len[seq], sp, rf);
+  forced_ranges(bg, len, sp, rf);
   u32 *hist = wk.hist + ((i64)b * N_KV + h) * QG_SEL_BINS;
-  hist_add(hist, j == 0 && fa >= 0 && pa >= sp && pa < rf, score_key(best[0]) >> 21);
-  hist_add(hist, j == 0 && fb >= 0 && pb >= sp && pb < rf, score_key(best[1]) >> 21);
+  float *out = wk.scores + ((i64)seq * N_KV + h) * c.pages_per_seq;
+  for (int r = 0; r < rounds; r++) {
+    int fa2, fb2;
+    page_ids(r + 2, fa2, fb2);
+    uint4 na[NB], nb[NB]; // the next round's bounds, in flight during this round's mmas
+    load_bounds(fa1, fb1, na, nb);
+    const i64 pa = w0 + (i64)r * QG_EST_PAGES, pb = pa + 8;
+    float best[2] = {-INFINITY, -INFINITY}; // pages g and g + 8
+  #pragma unroll
+    for (int nt = 0; nt < EST_NT; nt++) {
+      float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  #pragma unroll
+      for (int t = 0; t < K2 / 32; t++) {
+  #pragma unroll
+        for (int part = 0; part < EST_NQ; part++) {
+          u32 qb[4]; // b0, b1 of k-step 2t, then of 2t + 1
+          ldmatrix_x4(qb, qsm + ((part * EST_NT + nt) * 8 + (lane & 7)) * EST_QROW + (t * 32 + (lane >> 3) * 8) * 2);
+          const u32 a0[4] = {ra[t].x, rb[t].x, ra[t].y, rb[t].y}, a1[4] = {ra[t].z, rb[t].z, ra[t].w, rb[t].w};
+          mma16816<false>(acc, a0, qb[0], qb[1]);
+          mma16816<false>(acc, a1, qb[2], qb[3]);
+        }
+      }
+      // columns 2j, 2j+1 of this n-tile are heads nt*8 + 2j (+1); rows are pages g, g + 8
+  #pragma unroll
+      for (int e = 0; e < 4; e++)
+        if (nt * 8 + 2 * j + (e & 1) < G) best[e >> 1] = max_keep_nan(best[e >> 1], acc[e]);
+    }
+  #pragma unroll
+    for (int r = 0; r < 2; r++)
+  #pragma unroll
+      for (int o = 1; o <= 2; o <<= 1) best[r] = max_keep_nan(best[r], __shfl_xor_sync(0xffffffffu, best[r], o));
+    if (j == 0) {
+      if (fa >= 0) out[pa] = best[0];
+      if (fb >= 0) out[pb] = best[1];
+    }
+    // The first radix digit of select: count the candidate pages by the top 11 key bits.
+    hist_add(hist, j == 0 && fa >= 0 && pa >= sp && pa < rf, score_key(best[0]) >> 21);
+    hist_add(hist, j == 0 && fb >= 0 && pb >= sp && pb < rf, score_key(best[1]) >> 21);
+  #pragma unroll
+    for (int t = 0; t < NB; t++) ra[t] = na[t], rb[t] = nb[t];
+    fa = fa1, fb = fb1, fa1 = fa2, fb1 = fb2;
+  }
 }
