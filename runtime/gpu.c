@@ -321,7 +321,8 @@ qgen_status qgen_gpu_attend(qgen_kv *kv, const int *seq, int n_seq, qgen_ptr q, 
     if (!dense) {
       void *ea[] = {&ca, &wk, &bt, &ba, &qp};
       /* the CTAs the capacity needs, at most one wave (each then loops over its share) */
-      int64_t ex = (kv->pps + P->est_pages - 1) / P->est_pages, wave = (int64_t)g->sm_count * (g->est_per_sm > 0 ? g->est_per_sm : 1) / (bt.n * L->n_head_kv);
+      int64_t ex = (kv->pps + P->est_pages - 1) / P->est_pages;
+      const int64_t wave = (int64_t)g->sm_count * (g->est_per_sm > 0 ? g->est_per_sm : 1) / (bt.n * L->n_head_kv);
       if (ex > wave) ex = wave > 0 ? wave : 1;
       if ((st = launch(c, g->f_estimate, (unsigned)ex, (unsigned)L->n_head_kv, (unsigned)bt.n, P->est_threads, 0, s, ea))) return st;
     }

@@ -3,18 +3,18 @@
  *    WARPS_M warps (one per m-tile of 16 query heads) that each take whole 16-token
  *    sub-tiles from a ring of STAGES = groups x stages-per-group sub-tile buffers. Three
  *    token groups for 16-bit caches, four when a side is quantized (its consumers are
- *    issue-bound on dequantization and its stages are small; bench/NOTES.md 23), fewer
+ *    issue-bound on dequantization and its stages are small; bench/NOTES.md 24), fewer
  *    when the group has several m-tiles or when ~106 KiB would give a group under two
  *    stages; 2..4 stages a group (one computing, the rest in flight): for f16, 3 x 4 beat
  *    6 x 2, 7 x 3, 2 x 6, 3 x 5 and 4 x 4.
  *  - 16-bit tiles are stored unpadded and swizzled in 128-byte pieces of a row (64 when
- *    128 does not divide the row), in which ldmatrix of 8 rows is conflict-free: rows
- *    padded by 16 bytes put the 128 bytes of 8 lanes' cp.async across two shared-memory
- *    lines, and the L2 then served 1.5x (2x when the ring itself was misaligned) the
- *    sectors read (bench/NOTES.md 23): tiles are 128-byte multiples and the ring starts
- *    on a 128-byte line. Quantized rows are one contiguous slab (they are not 16-byte multiples), copied
- *    by one bulk copy on sm_90 (bulk=1).
- *  - estimate: one m16 tile of pages per warp, 4 warps a CTA.
+ *    128 does not divide the row), in which ldmatrix of 8 rows is conflict-free. Tiles are
+ *    128-byte multiples and the ring starts on a 128-byte line: when the 128 bytes that 8
+ *    lanes copy straddle two shared-memory lines (rows padded by 16 bytes, or a misaligned
+ *    ring), the L2 serves those sectors twice (bench/NOTES.md 23). Quantized rows are one
+ *    contiguous slab (not 16-byte multiples), copied by one bulk copy on sm_90 (bulk=1).
+ *  - estimate: one m16 tile of pages per warp and round, 4 warps a CTA; runtime/gpu.c
+ *    launches at most one wave of CTAs, each looping over its share.
  *  - QGEN_TUNE overrides groups, stages, the stage budget, the split size, PDL and the
  *    bulk copies (plan.h).
  */

@@ -24,7 +24,7 @@ typedef struct qgen_plan {
                                      (128, or 64 when 128 does not divide it); 0 = quantized slab */
   int attend_smem;                /* dynamic shared memory of attend, bytes */
   int min_split_tokens;           /* a split gets at least this many tokens */
-  int est_threads, est_pages, est_qrow; /* estimate: CTA size, pages a CTA, staged q row bytes */
+  int est_threads, est_pages, est_qrow; /* estimate: CTA size, pages a CTA per round, staged q row bytes */
   int sel_threads, sel_smem_keys;      /* select: CTA size, pages whose keys it keeps in smem */
   int append_threads;
   int pdl; /* launch select and attend of a sparse step as programmatic dependents (sm_90+) */

@@ -221,7 +221,7 @@ extern "C" __global__ void __launch_bounds__(QG_ATTEND_THREADS) qg_attend(qg_cac
 #pragma unroll
           for (int nt = 0; nt < 2; nt++) {
             const uint2 kb = KT::load4(ks + (nt * 8 + g) * K_SROW, kk * 16 + 4 * j);
-            mma16816<false>(s[nt], a, kb.x, kb.y);
+            mma16816<KT::BF>(s[nt], a, kb.x, kb.y);
           }
         }
       }
