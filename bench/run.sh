@@ -5,7 +5,8 @@
 #         coverage 1..0.0625; qwen2.5-14b-1m: 16K..128K x B1,4,8), then merge.py
 # probe = a few cells, for tuning
 # STEPS="qgen peers merge" (the default) runs all three; a subset splits the run over
-# several GPU calls (OUT_DIR must then hold the earlier steps' JSON).
+# several GPU calls (OUT_DIR must then hold the earlier steps' JSON); each call's command
+# line is kept in OUT_DIR/commands.txt and all of them go into the results' "command".
 set -u -o pipefail
 build=${1:?build dir}
 out=${2:?out dir}
@@ -20,14 +21,20 @@ if [ "$mode" = full ]; then
 else
   ctx4=16K,128K,1M; b4=1,4; ctx14=128K; b14=1; cov=1,0.25,0.0625
 fi
+steps=${STEPS:-qgen peers merge}
+# Every invocation on this OUT_DIR adds its command line, so a run split over STEPS
+# subsets records all of them (in order) in the results' "command".
+cmd="bash bench/run.sh $build OUT $mode"
+[ -n "${STEPS:-}" ] && cmd="STEPS='$steps' $cmd"
+[ -n "${QGEN_TUNE:-}" ] && cmd="QGEN_TUNE='$QGEN_TUNE' $cmd"
+echo "$cmd" >> "$out/commands.txt"
 cat > "$out/meta.json" <<META
 {"gpu": "$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)",
  "driver": "$(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -1)",
  "cuda": "$(basename "$(readlink -f /usr/local/cuda)" | sed 's/cuda-//')",
  "date": "$(date -u +%Y-%m-%d)",
- "command": "bash bench/run.sh $build OUT $mode"}
+ "command": $(python3 -c 'import json,sys; print(json.dumps("; then ".join(l.strip() for l in open(sys.argv[1]) if l.strip())))' "$out/commands.txt")}
 META
-steps=${STEPS:-qgen peers merge}
 has() { case " $steps " in *" $1 "*) return 0 ;; esac; return 1; }
 set -x
 if has qgen; then
