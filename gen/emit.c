@@ -102,8 +102,8 @@ char *qgen_emit_source(const qgen_spec *s, size_t *len, char *err, size_t errlen
   sb_printf(&b, "#define QG_K_TYPE %s\n#define QG_V_TYPE %s\n#define QG_IN_TYPE %s\n#define QG_OUT_TYPE %s\n",
             device_type(s->k_type), device_type(s->v_type), device_type(s->in_type), device_type(s->out_type));
   sb_printf(&b, "#define QG_K_ROW %zu\n#define QG_V_ROW %zu\n", L.k_row_bytes, L.v_row_bytes);
-  sb_printf(&b, "#define QG_MAX_BATCH %d\n#define QG_APPEND_MAX %d\n#define QG_SEL_BINS %d\n", QGEN_MAX_BATCH,
-            QGEN_APPEND_MAX, QGEN_SEL_BINS);
+  sb_printf(&b, "#define QG_MAX_BATCH %d\n#define QG_APPEND_MAX %d\n#define QG_SEL_BINS %d\n#define QG_MAX_SPLITS %d\n",
+            QGEN_MAX_BATCH, QGEN_APPEND_MAX, QGEN_SEL_BINS, QGEN_MAX_SPLITS);
   sb_printf(&b, "#define QG_MT %d\n#define QG_WARPS_M %d\n#define QG_WARPS_T %d\n#define QG_ATTEND_THREADS %d\n",
             P.mt, P.warps_m, P.warps_t, P.attend_threads);
   sb_printf(&b, "#define QG_STAGES %d\n#define QG_K_SROW %d\n#define QG_V_SROW %d\n#define QG_Q_SROW %d\n", P.stages,

@@ -127,7 +127,9 @@ extern "C" __global__ void __launch_bounds__(QG_ATTEND_THREADS) qg_attend(qg_cac
   }
   // The group's queries in the k-slot permutation (rows >= G zero), staged by the
   // consumers; a sparse step stages them before waiting for select (they do not depend
-  // on it; runtime/gpu.c launches attend to overlap select's tail).
+  // on it; runtime/gpu.c launches attend to overlap select's tail). (Starting the producer
+  // before this, with the consumers meeting on an mbarrier, was 2 % slower on quantized
+  // caches: bench/NOTES.md 27.)
   if (warp < NC) {
     for (int qc = 0; qc < NQ; qc++)
       for (int i = threadIdx.x; i < (MT * 16 - G) * Q_SROW / 16; i += NC * 32)
@@ -143,7 +145,7 @@ extern "C" __global__ void __launch_bounds__(QG_ATTEND_THREADS) qg_attend(qg_cac
   const int *list = dense ? nullptr : wk.list + ((i64)seq * N_KV + h) * c.pages_per_seq;
   const i64 L = dense ? n : wk.count[(i64)seq * N_KV + h];
   const int ns = n_splits(L, wk.max_splits);
-  if (split >= ns) return;
+  if (split >= ns) return; // the whole CTA: ns is the same for every thread
   const i64 p0 = L * split / ns, p1 = L * (split + 1) / ns;
   const int n_sub = (int)(p1 - p0) * SPP;
   // Valid rows of sub-tile jt of the share: only the sequence's last page is partial, and
@@ -202,6 +204,7 @@ extern "C" __global__ void __launch_bounds__(QG_ATTEND_THREADS) qg_attend(qg_cac
       // l addresses row l&7 of matrix l>>3 = (token half, channel half) of the k-step.
       float s[2][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}};
       const int krow = ((lane >> 4) << 3) + (lane & 7), khalf = (lane >> 3) & 1;
+      uint4 kq[2]; // quantized K: this lane's 8 elements of a block, per n-tile
 #pragma unroll
       for (int kk = 0; kk < D / 16; kk++) {
         u32 a[4];
@@ -217,11 +220,11 @@ extern "C" __global__ void __launch_bounds__(QG_ATTEND_THREADS) qg_attend(qg_cac
             mma16816<true>(s[0], al, kb[0], kb[1]);
             mma16816<true>(s[1], al, kb[2], kb[3]);
           }
-        } else { // dequantize and multiply one n-tile at a time (fewer live registers)
+        } else { // k-steps 2t and 2t + 1 are one block t: dequantized together at the even one
 #pragma unroll
           for (int nt = 0; nt < 2; nt++) {
-            const uint2 kb = KT::load4(ks + (nt * 8 + g) * K_SROW, kk * 16 + 4 * j);
-            mma16816<KT::BF>(s[nt], a, kb.x, kb.y);
+            if (kk % 2 == 0) kq[nt] = load8<KT>(ks, (nt * 8 + g) * K_SROW, kk * 16 + 4 * j);
+            mma16816<KT::BF>(s[nt], a, kk % 2 ? kq[nt].z : kq[nt].x, kk % 2 ? kq[nt].w : kq[nt].y);
           }
         }
       }
@@ -244,7 +247,7 @@ extern "C" __global__ void __launch_bounds__(QG_ATTEND_THREADS) qg_attend(qg_cac
         mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
         const float mnew = fmaxf(m[r], mx[r]);
         ref[r] = mnew == -INFINITY ? 0.0f : mnew;
-        alpha[r] = fast_exp2(m[r] - ref[r]);
+        alpha[r] = mnew == m[r] ? 1.0f : fast_exp2(m[r] - ref[r]); // exactly 1 when the max holds
         m[r] = mnew;
         l[r] *= alpha[r];
       }
@@ -256,10 +259,13 @@ extern "C" __global__ void __launch_bounds__(QG_ATTEND_THREADS) qg_attend(qg_cac
           p[nt][e] = fast_exp2(s[nt][e] - ref[e >> 1]);
           l[e >> 1] += p[nt][e];
         }
+      // (once the maxima settle, most sub-tiles move none: skip D/2 multiplies a lane)
+      if (__any_sync(0xffffffffu, alpha[0] != 1.0f || alpha[1] != 1.0f)) {
 #pragma unroll
-      for (int i = 0; i < D / 8; i++) {
-        o[i][0] *= alpha[0], o[i][1] *= alpha[0];
-        o[i][2] *= alpha[1], o[i][3] *= alpha[1];
+        for (int i = 0; i < D / 8; i++) {
+          o[i][0] *= alpha[0], o[i][1] *= alpha[0];
+          o[i][2] *= alpha[1], o[i][3] *= alpha[1];
+        }
       }
       u32 pa[4];
       pa[0] = pack2<VT::BF>(p[0][0], p[0][1]);
@@ -291,10 +297,10 @@ extern "C" __global__ void __launch_bounds__(QG_ATTEND_THREADS) qg_attend(qg_cac
       } else {
 #pragma unroll
         for (int blk = 0; blk < D / 32; blk++) {
-          const uint2 x0 = VT::load4(vs + (2 * j) * V_SROW, 32 * blk + 4 * g);
-          const uint2 x1 = VT::load4(vs + (2 * j + 1) * V_SROW, 32 * blk + 4 * g);
-          const uint2 x2 = VT::load4(vs + (2 * j + 8) * V_SROW, 32 * blk + 4 * g);
-          const uint2 x3 = VT::load4(vs + (2 * j + 9) * V_SROW, 32 * blk + 4 * g);
+          const uint2 x0 = load4<VT>(vs, (2 * j) * V_SROW, 32 * blk + 4 * g);
+          const uint2 x1 = load4<VT>(vs, (2 * j + 1) * V_SROW, 32 * blk + 4 * g);
+          const uint2 x2 = load4<VT>(vs, (2 * j + 8) * V_SROW, 32 * blk + 4 * g);
+          const uint2 x3 = load4<VT>(vs, (2 * j + 9) * V_SROW, 32 * blk + 4 * g);
 #pragma unroll
           for (int u = 0; u < 4; u++) {
             const u32 sel = u & 1 ? 0x7632 : 0x5410; // high or low halves of two words

@@ -13,40 +13,50 @@
 
 // All THREADS threads of the CTA call it, with scratch shared memory for G * ns floats;
 // writes out rows b*N_HEAD + h*G .. + G-1. Warps first turn each head's (m_s, l_s) into
-// normalised weights; then each thread sums four channels of one head over the splits,
-// 16-byte loads several splits deep (the merge must not be a chain of L2 round trips).
+// normalised weights (every split's pair loaded at once); then each thread sums four
+// channels of one head over the splits, 16-byte loads 16 splits deep: the merge runs on
+// one SM after all the others finished, so each L2 round trip here is on the step's
+// critical path.
 template <int THREADS>
 __device__ __forceinline__ void combine_group(const qg_work &wk, int b, int h, int ns, void *out, float *wsm) {
-  constexpr int NWARP = THREADS / 32;
+  constexpr int NWARP = THREADS / 32, MW = (QG_MAX_SPLITS + 31) / 32, DEEP = 16;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const i64 row0 = (i64)b * N_HEAD + h * G;
   for (int r = warp; r < G; r += NWARP) {
-    const float *ml = wk.part_ml + (row0 + r) * wk.max_splits * 2;
+    const float2 *ml = (const float2 *)(wk.part_ml + (row0 + r) * wk.max_splits * 2);
+    float2 v[MW];
+#pragma unroll
+    for (int k = 0; k < MW; k++) v[k] = lane + 32 * k < ns ? __ldcg(ml + lane + 32 * k) : make_float2(-INFINITY, 0.0f);
     float ms = -INFINITY;
-    for (int s = lane; s < ns; s += 32) ms = fmaxf(ms, __ldcg(ml + 2 * s));
+#pragma unroll
+    for (int k = 0; k < MW; k++) ms = fmaxf(ms, v[k].x);
     ms = warp_max(ms);
     const float mref = ms == -INFINITY ? 0.0f : ms;
-    float lsum = 0.0f;
-    for (int s = lane; s < ns; s += 32) {
-      const float f = fast_exp2(__ldcg(ml + 2 * s) - mref);
-      wsm[r * ns + s] = f;
-      lsum += f * __ldcg(ml + 2 * s + 1);
-    }
+    float f[MW], lsum = 0.0f;
+#pragma unroll
+    for (int k = 0; k < MW; k++) f[k] = fast_exp2(v[k].x - mref), lsum += f[k] * v[k].y;
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) lsum += __shfl_xor_sync(0xffffffffu, lsum, o);
     const float inv = lsum > 0.0f ? 1.0f / lsum : 0.0f;
-    for (int s = lane; s < ns; s += 32) wsm[r * ns + s] *= inv;
+#pragma unroll
+    for (int k = 0; k < MW; k++)
+      if (lane + 32 * k < ns) wsm[r * ns + lane + 32 * k] = f[k] * inv;
   }
   __syncthreads();
   for (int i = threadIdx.x; i < G * (D / 4); i += THREADS) {
     const int r = i / (D / 4), d = (i % (D / 4)) * 4;
     const float4 *po = (const float4 *)(wk.part_o + (row0 + r) * wk.max_splits * D + d);
     float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-#pragma unroll 8
-    for (int s = 0; s < ns; s++) {
-      const float w = wsm[r * ns + s];
-      const float4 v = __ldcg(po + (i64)s * (D / 4));
-      acc.x += w * v.x, acc.y += w * v.y, acc.z += w * v.z, acc.w += w * v.w;
+    for (int s0 = 0; s0 < ns; s0 += DEEP) {
+      float4 v[DEEP]; // all loads of the batch before any use
+#pragma unroll
+      for (int u = 0; u < DEEP; u++) v[u] = s0 + u < ns ? __ldcg(po + (i64)(s0 + u) * (D / 4)) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll
+      for (int u = 0; u < DEEP; u++)
+        if (s0 + u < ns) {
+          const float w = wsm[r * ns + s0 + u];
+          acc.x += w * v[u].x, acc.y += w * v[u].y, acc.z += w * v[u].z, acc.w += w * v[u].w;
+        }
     }
     const i64 o = (row0 + r) * D + d;
     OT::store(out, o, acc.x), OT::store(out, o + 1, acc.y), OT::store(out, o + 2, acc.z), OT::store(out, o + 3, acc.w);

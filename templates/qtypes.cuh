@@ -10,12 +10,22 @@
 //   store_row(row, x, lane)       append: the warp writes one row; lane holds x[i], the
 //                                 element lane + 32*i. Quantizers are ggml-exact: explicit
 //                                 _rn arithmetic so nothing is contracted into an FMA.
-//   load4(row, d0)                attend: elements d0..d0+3 (d0 % 4 == 0) of a row held in
-//                                 shared memory, dequantized to two packed operand words.
-// Quantized blocks are only 2-byte aligned, so their loads are 16-bit.
+//   BLK, quad(tile, blk, w)       quantized types: bytes of a 32-value block; elements
+//                                 w..w+3 (w % 4 == 0) of the block at byte blk of a 16-byte
+//                                 aligned shared tile, unscaled (small integers, exact in
+//                                 f16) as two packed f16 pairs. attend reads them through
+//                                 load4 / load8 below, which apply the block's scale.
+// Quantized blocks are only 2-byte aligned: a 4-byte load is one 32-bit load where its
+// offset is a multiple of 4 (ld_u32_at), else two 16-bit loads.
 
 __device__ __forceinline__ u32 ld_u32_a2(const u8 *p) { // 4 bytes at a 2-byte boundary
   return (u32) * (const u16 *)p | (u32) * (const u16 *)(p + 2) << 16;
+}
+// 4 bytes at tile + o (tile 16-byte aligned, o even). In attend's unrolled loops o is a
+// row stride times a row plus compile-time block and lane-multiple offsets, so o % 4 is
+// known when the compiler folds this.
+__device__ __forceinline__ u32 ld_u32_at(const u8 *tile, int o) {
+  return (o & 3) == 0 ? *(const u32 *)(tile + o) : ld_u32_a2(tile + o);
 }
 // Four small unsigned bytes (values < 256) to two f16 pairs of value (byte - bias).
 __device__ __forceinline__ uint2 bytes_to_half4(u32 q, float bias) {
@@ -70,7 +80,6 @@ struct qg_f16 {
 #pragma unroll
     for (int i = 0; i < D / 32; i++) ((__half *)row)[lane + 32 * i] = __float2half_rn(x[i]);
   }
-  static __device__ __forceinline__ uint2 load4(const u8 *row, int d0) { return *(const uint2 *)(row + 2 * d0); }
 };
 
 struct qg_bf16 {
@@ -82,7 +91,6 @@ struct qg_bf16 {
 #pragma unroll
     for (int i = 0; i < D / 32; i++) ((__nv_bfloat16 *)row)[lane + 32 * i] = __float2bfloat16_rn(x[i]);
   }
-  static __device__ __forceinline__ uint2 load4(const u8 *row, int d0) { return *(const uint2 *)(row + 2 * d0); }
 };
 
 // q8_0: {f16 d; int8 qs[32]}, x = qs*d; d = amax/127, qs = round(x/d).
@@ -99,10 +107,9 @@ struct qg_q8_0 {
       if (lane == 0) *(__half *)blk = __float2half_rn(d);
     }
   }
-  static __device__ __forceinline__ uint2 load4(const u8 *row, int d0) {
-    const u8 *blk = row + (d0 >> 5) * 34;
-    const u32 q = ld_u32_a2(blk + 2 + (d0 & 31)) ^ 0x80808080u; // int8 + 128
-    return scale_half4(bytes_to_half4(q, 128.0f), *(const __half *)blk);
+  static constexpr int BLK = 34;
+  static __device__ __forceinline__ uint2 quad(const u8 *tile, int blk, int w) {
+    return bytes_to_half4(ld_u32_at(tile, blk + 2 + w) ^ 0x80808080u, 128.0f); // int8 + 128
   }
 };
 
@@ -122,11 +129,9 @@ struct qg_q4_0 {
       if (lane == 0) *(__half *)blk = __float2half_rn(d);
     }
   }
-  static __device__ __forceinline__ uint2 load4(const u8 *row, int d0) {
-    const u8 *blk = row + (d0 >> 5) * 18;
-    const int w = d0 & 31;
-    const u32 q = (ld_u32_a2(blk + 2 + (w & 15)) >> (w & 16 ? 4 : 0)) & 0x0f0f0f0fu;
-    return scale_half4(bytes_to_half4(q, 8.0f), *(const __half *)blk);
+  static constexpr int BLK = 18;
+  static __device__ __forceinline__ uint2 quad(const u8 *tile, int blk, int w) {
+    return bytes_to_half4((ld_u32_at(tile, blk + 2 + (w & 15)) >> (w & 16 ? 4 : 0)) & 0x0f0f0f0fu, 8.0f);
   }
 };
 
@@ -148,15 +153,27 @@ struct qg_q5_0 {
       if (lane == 0) *(__half *)blk = __float2half_rn(d);
     }
   }
-  static __device__ __forceinline__ uint2 load4(const u8 *row, int d0) {
-    const u8 *blk = row + (d0 >> 5) * 22;
-    const int w = d0 & 31;
-    const u32 hb = (ld_u32_a2(blk + 2) >> w) & 15u; // 5th bits of the four elements
+  static constexpr int BLK = 22;
+  static __device__ __forceinline__ uint2 quad(const u8 *tile, int blk, int w) {
+    const u32 hb = (ld_u32_at(tile, blk + 2) >> w) & 15u; // 5th bits of the four elements
     const u32 spread = (hb & 1u) << 4 | (hb & 2u) << 11 | (hb & 4u) << 18 | (hb & 8u) << 25;
-    const u32 q = ((ld_u32_a2(blk + 6 + (w & 15)) >> (w & 16 ? 4 : 0)) & 0x0f0f0f0fu) | spread;
-    return scale_half4(bytes_to_half4(q, 16.0f), *(const __half *)blk);
+    return bytes_to_half4(((ld_u32_at(tile, blk + 6 + (w & 15)) >> (w & 16 ? 4 : 0)) & 0x0f0f0f0fu) | spread, 16.0f);
   }
 };
+
+// Elements d0..d0+3 (d0 % 4 == 0) of the quantized row at byte `row` of a shared tile,
+// dequantized to two packed operand words; load8 adds d0+16..d0+19 (d0 % 32 < 16) of the
+// same block, one scale load for both (attend's K: the k-steps 2t and 2t+1 of block t).
+template <typename TT> __device__ __forceinline__ uint2 load4(const u8 *tile, int row, int d0) {
+  const int blk = row + (d0 >> 5) * TT::BLK;
+  return scale_half4(TT::quad(tile, blk, d0 & 31), *(const __half *)(tile + blk));
+}
+template <typename TT> __device__ __forceinline__ uint4 load8(const u8 *tile, int row, int d0) {
+  const int blk = row + (d0 >> 5) * TT::BLK;
+  const __half d = *(const __half *)(tile + blk);
+  const uint2 a = scale_half4(TT::quad(tile, blk, d0 & 31), d), b = scale_half4(TT::quad(tile, blk, (d0 & 31) + 16), d);
+  return make_uint4(a.x, a.y, b.x, b.y);
+}
 
 using KT = QG_K_TYPE;
 using VT = QG_V_TYPE;
