@@ -113,8 +113,8 @@ char *qgen_emit_source(const qgen_spec *s, size_t *len, char *err, size_t errlen
   sb_printf(&b, "#define QG_K_PIECE %d\n#define QG_V_PIECE %d\n", P.k_piece, P.v_piece);
   sb_printf(&b, "#define QG_EST_THREADS %d\n#define QG_EST_PAGES %d\n#define QG_EST_QROW %d\n", P.est_threads,
             P.est_pages, P.est_qrow);
-  sb_printf(&b, "#define QG_SEL_THREADS %d\n#define QG_SEL_SMEM_KEYS %d\n#define QG_APPEND_THREADS %d\n",
-            P.sel_threads, P.sel_smem_keys, P.append_threads);
+  sb_printf(&b, "#define QG_SEL_THREADS %d\n#define QG_SEL_SMEM_KEYS %d\n#define QG_SEL_REGS %d\n#define QG_APPEND_THREADS %d\n",
+            P.sel_threads, P.sel_smem_keys, P.sel_regs, P.append_threads);
 
   sb_printf(&b, "#define QG_SIZEOF_CACHE %zu\n#define QG_SIZEOF_WORK %zu\n#define QG_SIZEOF_BUDGET %zu\n",
             sizeof(qg_cache_args), sizeof(qg_work_args), sizeof(qg_budget_args));

@@ -15,8 +15,10 @@
  *    contiguous slab (not 16-byte multiples), copied by one bulk copy on sm_90 (bulk=1).
  *  - estimate: one m16 tile of pages per warp and round, 4 warps a CTA; runtime/gpu.c
  *    launches at most one wave of CTAs, each looping over its share.
- *  - QGEN_TUNE overrides groups, stages, the stage budget, the split size, PDL and the
- *    bulk copies (plan.h).
+ *  - select: 1024 threads; a list of up to 4 pages a thread (256K tokens at block 64) is
+ *    held in registers and placed by one block scan (select.cu's short path).
+ *  - QGEN_TUNE overrides groups, stages, the stage budget, the split size, select's size
+ *    and short path, PDL and the bulk copies (plan.h).
  */
 #include "plan.h"
 
@@ -25,7 +27,7 @@
 #include <string.h>
 
 typedef struct tune {
-  int groups, stages, smem_kib, split, sel, pdl, bulk; /* 0 / -1 (pdl, bulk): not set */
+  int groups, stages, smem_kib, split, sel, selreg, pdl, bulk; /* 0 / -1 (selreg, pdl, bulk): not set */
 } tune;
 
 /* Parse QGEN_TUNE into *t. Returns 0, or -1 with a message. */
@@ -34,9 +36,10 @@ static int tune_parse(tune *t, char *err, size_t errlen) {
       {"groups", 1, 16, offsetof(tune, groups)},  {"stages", 2, 8, offsetof(tune, stages)},
       {"smem", 16, 220, offsetof(tune, smem_kib)},
       {"split", 64, 65536, offsetof(tune, split)}, {"sel", 128, 1024, offsetof(tune, sel)},
-      {"pdl", 0, 1, offsetof(tune, pdl)}, {"bulk", 0, 1, offsetof(tune, bulk)}};
+      {"selreg", 0, 4, offsetof(tune, selreg)}, {"pdl", 0, 1, offsetof(tune, pdl)},
+      {"bulk", 0, 1, offsetof(tune, bulk)}};
   memset(t, 0, sizeof *t);
-  t->pdl = t->bulk = -1;
+  t->selreg = t->pdl = t->bulk = -1;
   const char *s = getenv("QGEN_TUNE");
   while (s && *s) {
     const char *end = strchr(s, ','), *eq = strchr(s, '=');
@@ -47,7 +50,7 @@ static int tune_parse(tune *t, char *err, size_t errlen) {
     long v = k < nk ? strtol(eq + 1, &stop, 10) : 0;
     if (k == nk || stop == eq + 1 || stop != s + n || v < keys[k].lo || v > keys[k].hi || (end && !end[1]) ||
         (keys[k].off == offsetof(tune, sel) && (v & (v - 1)))) {
-      snprintf(err, errlen, "QGEN_TUNE: '%.*s' is not one of groups=1..16, stages=2..8, smem=16..220, split=64..65536, sel=128|256|512|1024, pdl=0|1, bulk=0|1",
+      snprintf(err, errlen, "QGEN_TUNE: '%.*s' is not one of groups=1..16, stages=2..8, smem=16..220, split=64..65536, sel=128|256|512|1024, selreg=0..4, pdl=0|1, bulk=0|1",
                (int)n, s);
       return -1;
     }
@@ -60,7 +63,7 @@ static int tune_parse(tune *t, char *err, size_t errlen) {
 int qgen_plan_tuned(char *err, size_t errlen) {
   tune t;
   if (tune_parse(&t, err, errlen) != 0) return -1;
-  return t.groups || t.stages || t.smem_kib || t.split || t.sel;
+  return t.groups || t.stages || t.smem_kib || t.split || t.sel || t.selreg >= 0;
 }
 
 static int pad_rows16(int bytes) { return (bytes / 16) % 2 == 0 ? bytes + 16 : bytes; }
@@ -83,7 +86,7 @@ void qgen_plan_make(const qgen_layout *L, qgen_plan *p) {
   tune t;
   if (tune_parse(&t, err, sizeof err) != 0) { /* qgen_open refuses to run with it */
     memset(&t, 0, sizeof t);
-    t.pdl = t.bulk = -1;
+    t.selreg = t.pdl = t.bulk = -1;
   }
   const int budget = (t.smem_kib ? t.smem_kib : 106) * 1024;
   const int base = k16 && v16 ? 3 : 4;
@@ -112,6 +115,7 @@ void qgen_plan_make(const qgen_layout *L, qgen_plan *p) {
   p->est_qrow = pad_rows16(4 * D);            /* 2D halves: [Q- | Q+] */
   p->sel_threads = t.sel ? t.sel : 1024;
   p->sel_smem_keys = 24576; /* 96 KiB: a 1.5M-token sequence at block 64 */
+  p->sel_regs = t.selreg >= 0 ? t.selreg : 4; /* lists up to 4 x sel_threads pages: keys in registers */
   p->append_threads = 128;
   p->pdl = t.pdl != 0;
   p->bulk = t.bulk != 0;

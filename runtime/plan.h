@@ -26,6 +26,8 @@ typedef struct qgen_plan {
   int min_split_tokens;           /* a split gets at least this many tokens */
   int est_threads, est_pages, est_qrow; /* estimate: CTA size, pages a CTA per round, staged q row bytes */
   int sel_threads, sel_smem_keys;      /* select: CTA size, pages whose keys it keeps in smem */
+  int sel_regs;                        /* select: keys a thread holds in registers (short lists
+                                          of <= sel_regs x sel_threads pages; 0: never) */
   int append_threads;
   int pdl; /* launch select and attend of a sparse step as programmatic dependents (sm_90+) */
   int bulk; /* attend copies quantized slabs by bulk copies (sm_90+), else by cp.async */
@@ -37,6 +39,7 @@ void qgen_plan_make(const qgen_layout *L, qgen_plan *p);
  *   groups=N   attend token groups (1..16)       stages=N   attend stages a group (2..8)
  *   smem=KIB   attend stage budget (16..220)
  *   split=T    fewest tokens a split (64..65536) sel=N      select CTA size (128..1024, 2^k)
+ *   selreg=N   select's short path: keys a thread holds in registers (0..4; 0 = off)
  *   pdl=0|1    programmatic dependent launch
  *   bulk=0|1   attend's quantized slabs by bulk copies (sm_90+) or cp.async
  * All but pdl and bulk change the generated kernels (and so their cache key); bundles hold the

@@ -20,6 +20,11 @@
 // a time with ballots (coalesced, conflict-free): one pass counts, block scans of the warp
 // totals place the segments, one pass writes. The result does not depend on thread
 // scheduling, nor its cost on how the scores are distributed.
+// Short lists (n <= QG_SEL_THREADS * QG_SEL_REGS: 256K tokens at block 64) take a shorter path:
+// thread t holds the keys of pages [t*r, t*r + r) in registers, loaded in the same round
+// trip as the histogram; the radix passes count from registers and one block scan of
+// (taken, tied) counts places every thread's pages. The step is then bound by its barriers
+// (about a dozen), not by walking the list.
 
 // The budget in pages (layout.c qgen_budget_pages).
 __device__ __forceinline__ i64 budget_pages(const qg_budget &bg, i64 n, i64 nf) {
@@ -46,7 +51,7 @@ extern "C" __global__ void __launch_bounds__(QG_SEL_THREADS) qg_select(qg_cache 
   constexpr int T = QG_SEL_THREADS, NWARP = T / 32, NH = 2048 / T;
   // Pages per thread per batch of loads (staging, passes): the most that keep 32 registers
   // (two CTAs of 1024 per SM) without spills, for every sel= (ptxas 13.0, sm_80 and sm_90).
-  constexpr int STAGE = 12, PER = 4;
+  constexpr int STAGE = 12, PER = 4, SMALL = QG_SEL_REGS, NKR = SMALL > 0 ? SMALL : 1;
   static_assert(T % 32 == 0 && T <= 1024 && 1024 % T == 0 && QG_SEL_BINS == 2048, "select: a CTA of 2^k warps, an 11-bit first digit");
   extern __shared__ u32 keys[]; // [min(pages_per_seq, QG_SEL_SMEM_KEYS)]
   __shared__ u32 hist[2048];
@@ -63,12 +68,17 @@ extern "C" __global__ void __launch_bounds__(QG_SEL_THREADS) qg_select(qg_cache 
   grid_dep_launch(); // attend may start: it stages its queries, then waits for this grid
   grid_dep_wait();   // the scores and the histogram are estimate's
   // estimate counted the first digit; take it and leave zeros for the next step (all
-  // loads first: a store between them would serialize the round trips)
+  // loads first, a short list's keys with them: a store between them would serialize the
+  // round trips)
   u32 *ghist = wk.hist + ((i64)b * N_KV + h) * QG_SEL_BINS;
+  const bool small = SMALL > 0 && n <= T * SMALL;
+  const int rp = (n + T - 1) / T; // short lists: pages a thread holds, [tid * rp, tid * rp + rp)
+  u32 kr[NKR];
   {
     u32 v[NH];
 #pragma unroll
     for (int u = 0; u < NH; u++) v[u] = __ldcg(ghist + u * T + tid);
+    if (small) fetch_keys(kr, sc, tid * rp, 1, 0, max(n, 1)); // clamped past n; sc[0] always exists
 #pragma unroll
     for (int u = 0; u < NH; u++) hist[u * T + tid] = v[u];
 #pragma unroll
@@ -84,7 +94,7 @@ extern "C" __global__ void __launch_bounds__(QG_SEL_THREADS) qg_select(qg_cache 
     for (int p = tid; p < n; p += T) list[p] = p;
     return;
   }
-  const bool smem_keys = n <= QG_SEL_SMEM_KEYS;
+  const bool smem_keys = !small && n <= QG_SEL_SMEM_KEYS;
   if (smem_keys)
     for (int p0 = sp; p0 < rf; p0 += T * STAGE) {
       u32 key[STAGE];
@@ -113,15 +123,23 @@ extern "C" __global__ void __launch_bounds__(QG_SEL_THREADS) qg_select(qg_cache 
     if (pass > 0) { // pass 0's histogram came from estimate
       for (int i = tid; i < nbins; i += T) hist[i] = 0;
       __syncthreads();
-      for (int p0 = sp; p0 < rf; p0 += T * PER) { // the same trip count for every thread
-        u32 key[PER];
-        load_keys(key, p0 + tid, T);
+      if (small) {
 #pragma unroll
-        for (int u = 0; u < PER; u++)
-          if (p0 + u * T < rf) { // uniform; a row past rf would count nothing
-            const int p = p0 + u * T + tid;
-            hist_add(hist, p < rf && (key[u] & mask) == prefix, (key[u] >> shift) & (u32)(nbins - 1));
-          }
+        for (int u = 0; u < SMALL; u++) {
+          const int p = tid * rp + u;
+          hist_add(hist, u < rp && p >= sp && p < rf && (kr[u] & mask) == prefix, (kr[u] >> shift) & (u32)(nbins - 1));
+        }
+      } else {
+        for (int p0 = sp; p0 < rf; p0 += T * PER) { // the same trip count for every thread
+          u32 key[PER];
+          load_keys(key, p0 + tid, T);
+#pragma unroll
+          for (int u = 0; u < PER; u++)
+            if (p0 + u * T < rf) { // uniform; a row past rf would count nothing
+              const int p = p0 + u * T + tid;
+              hist_add(hist, p < rf && (key[u] & mask) == prefix, (key[u] >> shift) & (u32)(nbins - 1));
+            }
+        }
       }
       __syncthreads();
     }
@@ -155,6 +173,36 @@ extern "C" __global__ void __launch_bounds__(QG_SEL_THREADS) qg_select(qg_cache 
     }
   }
   const u32 thr = prefix; // rem = how many keys equal to thr to take, lowest pages first (0: keys > thr)
+
+  if (small) {
+    // One block scan of the packed counts (taken: forced or above thr; tied: candidates at
+    // thr; each < 2^16 as n <= 4096) places the thread's pages after those before it.
+    int taken = 0, tied = 0;
+#pragma unroll
+    for (int u = 0; u < SMALL; u++) {
+      const int p = tid * rp + u;
+      if (u < rp && p < n) {
+        const bool cand = p >= sp && p < rf;
+        taken += !cand || kr[u] > thr;
+        tied += cand && kr[u] == thr;
+      }
+    }
+    static_assert(T * SMALL < 65536, "packed counts");
+    int tot;
+    const int before = block_exclusive_scan(taken << 16 | tied, scan, &tot);
+    u32 e = (u32)(before & 0xffff);
+    int pos = (before >> 16) + (int)min(e, rem);
+#pragma unroll
+    for (int u = 0; u < SMALL; u++) {
+      const int p = tid * rp + u;
+      if (u < rp && p < n) {
+        const bool cand = p >= sp && p < rf, eq = cand && kr[u] == thr;
+        if (!cand || kr[u] > thr || (eq && e < rem)) list[pos++] = p;
+        e += eq;
+      }
+    }
+    return;
+  }
 
   // Compaction: warp w owns pages [lo, hi), walked 32 at a time. Pass A counts the keys
   // above and equal to the threshold; the pages selected before the segment follow from

@@ -2,7 +2,8 @@
 # gpu-run.sh — the GPU test run on a GPU machine, from a build folder made elsewhere:
 #   bash tests/gpu-run.sh BUILD_DIR [OUT_DIR] [quick]
 # Prints the machine (GPU, driver), runs `qgen check` on every spec in specs/ and tests/gpu/,
-# on qwen3-4b's variants from sm_80-only bundles (the driver JITs their PTX, so the sm_80
+# on qwen3-4b with select's short path off (QGEN_TUNE=selreg=0: the general path at small
+# sizes), on qwen3-4b's variants from sm_80-only bundles (the driver JITs their PTX, so the sm_80
 # code paths run too) and, unless quick, on the > 4 GiB sequence for qwen3-4b; the log is
 # OUT_DIR/gpu-check.log. Then compute-sanitizer: memcheck on every kernel of two specs,
 # racecheck (shared-memory hazards of attend, select, estimate) on two more, quick sizes.
@@ -25,6 +26,9 @@ fail=0
 for s in specs/*.lua tests/gpu/*.lua; do
   "$build/qgen" check --spec "$s" $quick 2>&1 | tee -a "$log" || fail=$((fail + 1))
 done
+# select's general path (lists longer than its short path holds), at quick sizes.
+QGEN_TUNE=selreg=0 "$build/qgen" check --spec specs/qwen3-4b.lua $quick 2>&1 | sed 's/^/selreg=0: /' | tee -a "$log"
+[ "${PIPESTATUS[0]}" = 0 ] || fail=$((fail + 1))
 # The sm_80 code paths (cp.async producer) run here as sm_80 PTX, from sm_80-only bundles.
 mkdir -p "$out/sm80"
 "$build/qgen" bundle --spec specs/qwen3-4b.lua --arch sm_80 -o "$out/sm80/" > /dev/null 2>&1 || fail=$((fail + 1))

@@ -13,8 +13,8 @@
  *   - shared memory: q + the larger of the ring, the token groups' merge area and the
  *     merge weights + 128 bytes of alignment slack, at most 227 KiB (the H100/H200 per-block limit) by default (a tuned
  *     plan may ask for more: qgen_open refuses it, naming the device's limit);
- *   - QGEN_TUNE groups= / stages= reach the plan, a CTA never exceeds 1024 threads, and
- *     out-of-range values are refused by name.
+ *   - QGEN_TUNE groups= / stages= / selreg= reach the plan, a CTA never exceeds 1024
+ *     threads, and out-of-range values are refused by name.
  * Prints one line per check and "N passed, N failed"; exits 1 on any failure.
  */
 #include <stdio.h>
@@ -128,7 +128,14 @@ int main(void) {
   check(P.warps_t == 4 && P.stages == 16 && P.attend_threads == 160, "qwen3-4b q8_0: 4 groups x 4 stages, 160 threads (got %d, %d, %d)",
         P.warps_t, P.stages, P.attend_threads);
 
-  const char *refused[] = {"groups=0", "groups=17", "stages=1", "stages=9", "groups=x", "groups=", "bulk=2"};
+  check(P.sel_regs == 4 && P.sel_threads == 1024, "default select: 1024 threads, short lists of up to 4 keys a thread (got %d, %d)",
+        P.sel_threads, P.sel_regs);
+  setenv("QGEN_TUNE", "selreg=0", 1);
+  qgen_plan_make(&L, &P);
+  check(qgen_plan_tuned(err, sizeof err) == 1 && P.sel_regs == 0, "QGEN_TUNE=selreg=0: short path off, a kernel-shaping key (got %d)",
+        P.sel_regs);
+
+  const char *refused[] = {"groups=0", "groups=17", "stages=1", "stages=9", "groups=x", "groups=", "bulk=2", "selreg=5", "selreg=-1"};
   for (size_t i = 0; i < sizeof refused / sizeof *refused; i++) {
     setenv("QGEN_TUNE", refused[i], 1);
     err[0] = 0;
