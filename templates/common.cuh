@@ -99,13 +99,11 @@ __device__ __forceinline__ void grid_dep_launch() {
 #endif
 }
 
-// 16 bytes of read-only global memory if ok, else zeros; volatile, so the compiler keeps it
-// where it is written (ahead of independent work) rather than next to its first use.
-__device__ __forceinline__ uint4 ld_nc_v4(const void *p, bool ok) {
+// 16 bytes of read-only global memory; volatile, so the compiler keeps it where it is
+// written (ahead of independent work) rather than next to its first use.
+__device__ __forceinline__ uint4 ld_nc_v4(const void *p) {
   uint4 v;
-  asm volatile("{\n .reg .pred p;\n setp.ne.b32 p, %5, 0;\n mov.b32 %0, 0; mov.b32 %1, 0; mov.b32 %2, 0; mov.b32 %3, 0;\n"
-               " @p ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];\n}\n"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p), "r"((int)ok));
+  asm volatile("ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];\n" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
   return v;
 }
 

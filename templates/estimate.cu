@@ -12,7 +12,8 @@
 // A operand (bounds) comes straight from global memory: lane (g, j) loads 16 bytes of page
 // rows g and g+8 at 32t + 8j halves, which feed k-steps 2t and 2t+1 at the k-slots
 // 2j, 2j+1, 2j+8, 2j+9; Qsplit is staged in shared memory in that permutation and read with
-// ldmatrix. An f32/bf16 query is split into f16 hi + lo (two mmas) so the bound keeps ~22
+// ldmatrix, once into registers when its fragments fit (ncu at 1M: warps waited on those
+// per-round shared-memory reads more than on the bounds). An f32/bf16 query is split into f16 hi + lo (two mmas) so the bound keeps ~22
 // bits of q. It also counts the candidate pages (not sink/recent) by the top 11 bits of
 // their score key into wk.hist, which is select's first radix pass done while the scores
 // are at hand.
@@ -26,7 +27,11 @@ constexpr int EST_NT = (G + 7) / 8;               // n-tiles of 8 heads
 constexpr int EST_NQ = IT::EXACT_F16 ? 1 : 2;      // q as f16 (+ residue)
 constexpr int EST_QROW = QG_EST_QROW;             // bytes of one staged Qsplit row
 
-extern "C" __global__ void __launch_bounds__(QG_EST_THREADS) qg_estimate(qg_cache c, qg_work wk, qg_batch bt, qg_budget bg, const void *q) {
+// Four CTAs an SM (at most 128 registers) for head_dim <= 128, where two rounds' bounds and
+// Qsplit's fragments fit; three (170) for larger heads, whose two rounds' bounds alone take
+// 128. (Left to itself ptxas took 158 and 188: a CTA an SM fewer.)
+constexpr int EST_MIN_CTAS = 2 * D / 32 <= 8 ? 4 : 3;
+extern "C" __global__ void __launch_bounds__(QG_EST_THREADS, EST_MIN_CTAS) qg_estimate(qg_cache c, qg_work wk, qg_batch bt, qg_budget bg, const void *q) {
   constexpr int NW = QG_EST_THREADS / 32, K2 = 2 * D, NB = K2 / 32;
   static_assert(QG_EST_PAGES == 16 * NW, "estimate: 16 pages a warp");
   __shared__ __align__(16) u8 qsm[EST_NQ * EST_NT * 8 * EST_QROW];
@@ -49,12 +54,14 @@ extern "C" __global__ void __launch_bounds__(QG_EST_THREADS) qg_estimate(qg_cach
     fa = r < rounds && pa < c1 ? pt[pa] : -1;
     fb = r < rounds && pa + 8 < c1 ? pt[pa + 8] : -1;
   };
-  // (volatile loads: they stay ahead of the round's mmas instead of sinking to their use)
+  // (volatile loads: they stay ahead of the round's mmas instead of sinking to their use;
+  // a row past the share reads page 0 instead, and its score is dropped: the rows of an
+  // mma are independent)
   auto load_bounds = [&](int fa, int fb, uint4 (&ra)[NB], uint4 (&rb)[NB]) {
     const uint4 *ba = (const uint4 *)((const __half *)c.bounds + ((i64)max(fa, 0) * N_KV + h) * K2 + 8 * j);
     const uint4 *bb = (const uint4 *)((const __half *)c.bounds + ((i64)max(fb, 0) * N_KV + h) * K2 + 8 * j);
 #pragma unroll
-    for (int t = 0; t < NB; t++) ra[t] = ld_nc_v4(ba + 4 * t, fa >= 0), rb[t] = ld_nc_v4(bb + 4 * t, fb >= 0);
+    for (int t = 0; t < NB; t++) ra[t] = ld_nc_v4(ba + 4 * t), rb[t] = ld_nc_v4(bb + 4 * t);
   };
   int fa, fb, fa1, fb1;
   page_ids(0, fa, fb);
@@ -85,36 +92,58 @@ extern "C" __global__ void __launch_bounds__(QG_EST_THREADS) qg_estimate(qg_cach
   forced_ranges(bg, len, sp, rf);
   u32 *hist = wk.hist + ((i64)b * N_KV + h) * QG_SEL_BINS;
   float *out = wk.scores + ((i64)seq * N_KV + h) * c.pages_per_seq;
-  for (int r = 0; r < rounds; r++) {
+  // Qsplit's B fragments: held in registers across the rounds when they fit (G <= 8, an
+  // f16 query, head_dim <= 128: at most 32 words), else read from shared memory every round.
+  constexpr bool QREG = EST_NQ * EST_NT * NB <= 8;
+  u32 qreg[QREG ? EST_NQ * EST_NT * NB : 1][4];
+  auto qfrag = [&](int part, int nt, int t, u32 (&qb)[4]) {
+    if constexpr (QREG) {
+#pragma unroll
+      for (int e = 0; e < 4; e++) qb[e] = qreg[(part * EST_NT + nt) * NB + t][e];
+    } else {
+      ldmatrix_x4(qb, qsm + ((part * EST_NT + nt) * 8 + (lane & 7)) * EST_QROW + (t * 32 + (lane >> 3) * 8) * 2);
+    }
+  };
+  if constexpr (QREG)
+#pragma unroll
+    for (int part = 0; part < EST_NQ; part++)
+#pragma unroll
+      for (int nt = 0; nt < EST_NT; nt++)
+#pragma unroll
+        for (int t = 0; t < NB; t++)
+          ldmatrix_x4(qreg[(part * EST_NT + nt) * NB + t], qsm + ((part * EST_NT + nt) * 8 + (lane & 7)) * EST_QROW + (t * 32 + (lane >> 3) * 8) * 2);
+
+  // Round r from the bounds in (ca, cb), loading round r + 1's into (na, nb) first; the
+  // loop below alternates the two buffers, so no round copies them.
+  auto round = [&](int r, const uint4 (&ca)[NB], const uint4 (&cb)[NB], uint4 (&na)[NB], uint4 (&nb)[NB]) {
     int fa2, fb2;
     page_ids(r + 2, fa2, fb2);
-    uint4 na[NB], nb[NB]; // the next round's bounds, in flight during this round's mmas
-    load_bounds(fa1, fb1, na, nb);
+    load_bounds(fa1, fb1, na, nb); // the next round's bounds, in flight during this round's mmas
     const i64 pa = w0 + (i64)r * QG_EST_PAGES, pb = pa + 8;
     float best[2] = {-INFINITY, -INFINITY}; // pages g and g + 8
-  #pragma unroll
+#pragma unroll
     for (int nt = 0; nt < EST_NT; nt++) {
       float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-  #pragma unroll
-      for (int t = 0; t < K2 / 32; t++) {
-  #pragma unroll
+#pragma unroll
+      for (int t = 0; t < NB; t++) {
+#pragma unroll
         for (int part = 0; part < EST_NQ; part++) {
           u32 qb[4]; // b0, b1 of k-step 2t, then of 2t + 1
-          ldmatrix_x4(qb, qsm + ((part * EST_NT + nt) * 8 + (lane & 7)) * EST_QROW + (t * 32 + (lane >> 3) * 8) * 2);
-          const u32 a0[4] = {ra[t].x, rb[t].x, ra[t].y, rb[t].y}, a1[4] = {ra[t].z, rb[t].z, ra[t].w, rb[t].w};
+          qfrag(part, nt, t, qb);
+          const u32 a0[4] = {ca[t].x, cb[t].x, ca[t].y, cb[t].y}, a1[4] = {ca[t].z, cb[t].z, ca[t].w, cb[t].w};
           mma16816<false>(acc, a0, qb[0], qb[1]);
           mma16816<false>(acc, a1, qb[2], qb[3]);
         }
       }
       // columns 2j, 2j+1 of this n-tile are heads nt*8 + 2j (+1); rows are pages g, g + 8
-  #pragma unroll
+#pragma unroll
       for (int e = 0; e < 4; e++)
         if (nt * 8 + 2 * j + (e & 1) < G) best[e >> 1] = max_keep_nan(best[e >> 1], acc[e]);
     }
-  #pragma unroll
-    for (int r = 0; r < 2; r++)
-  #pragma unroll
-      for (int o = 1; o <= 2; o <<= 1) best[r] = max_keep_nan(best[r], __shfl_xor_sync(0xffffffffu, best[r], o));
+#pragma unroll
+    for (int k = 0; k < 2; k++)
+#pragma unroll
+      for (int o = 1; o <= 2; o <<= 1) best[k] = max_keep_nan(best[k], __shfl_xor_sync(0xffffffffu, best[k], o));
     if (j == 0) {
       if (fa >= 0) out[pa] = best[0];
       if (fb >= 0) out[pb] = best[1];
@@ -122,8 +151,12 @@ extern "C" __global__ void __launch_bounds__(QG_EST_THREADS) qg_estimate(qg_cach
     // The first radix digit of select: count the candidate pages by the top 11 key bits.
     hist_add(hist, j == 0 && fa >= 0 && pa >= sp && pa < rf, score_key(best[0]) >> 21);
     hist_add(hist, j == 0 && fb >= 0 && pb >= sp && pb < rf, score_key(best[1]) >> 21);
-  #pragma unroll
-    for (int t = 0; t < NB; t++) ra[t] = na[t], rb[t] = nb[t];
     fa = fa1, fb = fb1, fa1 = fa2, fb1 = fb2;
+  };
+  for (int r = 0; r < rounds; r++) {
+    uint4 na[NB], nb[NB];
+    round(r, ra, rb, na, nb);
+#pragma unroll
+    for (int t = 0; t < NB; t++) ra[t] = na[t], rb[t] = nb[t];
   }
 }
