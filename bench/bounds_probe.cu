@@ -49,48 +49,43 @@ __global__ void linear(const char *b, u32 *out) {
   if (acc == 0x12345678u) out[0] = acc;
 }
 
+// ROUNDS rounds of 16 loads a lane, the next round's in flight while this one is folded.
+template <typename Load> __device__ __forceinline__ u32 walk(Load load) {
+  uint4 cur[16], nxt[16];
+  load(0, cur);
+  u32 acc = 0;
+  for (int r = 0; r < ROUNDS; r++) {
+    if (r + 1 < ROUNDS) load(r + 1, nxt);
+#pragma unroll
+    for (int i = 0; i < 16; i++) acc ^= fold(cur[i]);
+#pragma unroll
+    for (int i = 0; i < 16; i++) cur[i] = nxt[i];
+  }
+  return acc;
+}
+
 // MODE 0: estimate's lanes (64 bytes of 8 pages an instruction); MODE 1: a row an instruction.
 template <int MODE> __global__ void per_head(const char *b, u32 *out) {
   const int h = blockIdx.y, lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, j = lane & 3;
   const int p0 = blockIdx.x * PER_CTA + warp * 16;
-  auto load = [&](int r, uint4 (&v)[16]) {
+  const u32 acc = walk([&](int r, uint4 (&v)[16]) {
     const int base = p0 + r * 64;
 #pragma unroll
     for (int i = 0; i < 16; i++) {
       if (MODE == 0) v[i] = ld(row(b, base + g + 8 * (i >> 3), h) + 4 * (i & 7) + j); // i < 8: page g, else g + 8
       else v[i] = ld(row(b, base + i, h) + lane);
     }
-  };
-  uint4 cur[16], nxt[16];
-  load(0, cur);
-  u32 acc = 0;
-  for (int r = 0; r < ROUNDS; r++) {
-    if (r + 1 < ROUNDS) load(r + 1, nxt);
-#pragma unroll
-    for (int i = 0; i < 16; i++) acc ^= fold(cur[i]);
-#pragma unroll
-    for (int i = 0; i < 16; i++) cur[i] = nxt[i];
-  }
+  });
   if (acc == 0x12345678u) out[blockIdx.x] = acc;
 }
 
 __global__ void all_heads(const char *b, u32 *out) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int p0 = blockIdx.x * 32 + warp * 8; // a warp: 8 pages in 4 rounds of 2 pages x 8 heads
-  auto load = [&](int r, uint4 (&v)[16]) {
+  const u32 acc = walk([&](int r, uint4 (&v)[16]) {
 #pragma unroll
     for (int i = 0; i < 16; i++) v[i] = ld(row(b, p0 + 2 * r + (i >> 3), i & 7) + lane);
-  };
-  uint4 cur[16], nxt[16];
-  load(0, cur);
-  u32 acc = 0;
-  for (int r = 0; r < ROUNDS; r++) {
-    if (r + 1 < ROUNDS) load(r + 1, nxt);
-#pragma unroll
-    for (int i = 0; i < 16; i++) acc ^= fold(cur[i]);
-#pragma unroll
-    for (int i = 0; i < 16; i++) cur[i] = nxt[i];
-  }
+  });
   if (acc == 0x12345678u) out[blockIdx.x] = acc;
 }
 
