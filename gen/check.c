@@ -744,12 +744,12 @@ static int check_variant(const char *path, const char *variant, const qgen_check
          info.sparse ? "sparse" : "dense");
   const uint64_t seed = o->seed;
   check_append(&e, gc, cc, seed);
-  static const int64_t singles[] = {1, 63, 64, 65, 1000, 16384, 131072};
+  static const int64_t singles[] = {1, 63, 64, 65, 1000, 16384, 131072, 300000}; /* 300000: select's cluster path */
   for (size_t i = 0; i < sizeof singles / sizeof *singles; i++)
     if (!o->quick || singles[i] <= 1000) check_attend(&e, gc, cc, 1, &singles[i], seed + 100 + i);
   const int64_t b3[3] = {100, o->quick ? 1500 : 5000, 777};
   check_attend(&e, gc, cc, 3, b3, seed + 200);
-  const int64_t b8[8] = {1, 2047, 64, o->quick ? 900 : 9000, o->quick ? 1500 : 15000, 333, 4096, o->quick ? 2000 : 20000};
+  const int64_t b8[8] = {1, 2047, 64, 9000, o->quick ? 1500 : 15000, 333, 4096, o->quick ? 2000 : 20000};
   check_attend(&e, gc, cc, 8, b8, seed + 300);
   check_bits(&e, gc, cc, seed + 400, o->quick);
   if (o->big) check_big(&e, gc, seed + 500);
@@ -784,7 +784,7 @@ static const char CHECK_USAGE[] =
     "\n"
     "Runs the GPU decode path of every variant of FILE against the CPU reference on fresh\n"
     "random data and prints a PASS/FAIL line per check: append bytes, dense and sparse\n"
-    "attention at contexts 1..128K and batches of 3 and 8, selected page lists, determinism,\n"
+    "attention at contexts 1..300K and batches of 3 and 8, selected page lists, determinism,\n"
     "sparse-with-full-budget == dense, CUDA graph replay. FILE may be a bundle: its kernels\n"
     "run as qgen_open loads them (on a GPU newer than its archs, the older arch's PTX).\n"
     "\n"

@@ -33,6 +33,7 @@ struct gpu_ctx {
   CUfunction f_append, f_estimate, f_select, f_attend;
   int sm_count, arch, attend_per_sm, est_per_sm;
   int code_arch; /* the arch the loaded kernels were compiled for (PTX of an older one runs too) */
+  int sel_clusters[9]; /* [n]: clusters of n select CTAs the device holds at once (sm_90 code) */
   CUevent *marks; /* benchmarks: recorded before select and before attend (internal.h) */
 };
 
@@ -89,6 +90,21 @@ static qgen_status load_module(qgen_ctx *c, const qgen_artifact *a) {
                                                      (size_t)c->P.attend_smem));
   if (g->f_estimate) CU(cu->cuOccupancyMaxActiveBlocksPerMultiprocessor(&g->est_per_sm, g->f_estimate, c->P.est_threads, 0));
   if (g->attend_per_sm < 1) return qgen_fail(c, QGEN_ERR_UNSUPPORTED, "attend cannot run on this device (occupancy 0)");
+  if (g->f_select && g->code_arch >= 90)
+    for (int n = 2; n <= 8; n++) { /* with the most shared memory a select launch asks for */
+      CUlaunchAttribute at;
+      memset(&at, 0, sizeof at);
+      at.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+      at.value.clusterDim.x = (unsigned)n, at.value.clusterDim.y = 1, at.value.clusterDim.z = 1;
+      CUlaunchConfig cfg;
+      memset(&cfg, 0, sizeof cfg);
+      cfg.gridDimX = (unsigned)n, cfg.gridDimY = 1, cfg.gridDimZ = 1;
+      cfg.blockDimX = (unsigned)c->P.sel_threads, cfg.blockDimY = 1, cfg.blockDimZ = 1;
+      cfg.sharedMemBytes = 4u * (unsigned)c->P.sel_smem_keys;
+      cfg.attrs = &at;
+      cfg.numAttrs = 1;
+      if (cu->cuOccupancyMaxActiveClusters(&g->sel_clusters[n], g->f_select, &cfg) != CUDA_SUCCESS) g->sel_clusters[n] = 0;
+    }
   return QGEN_OK;
 }
 
@@ -244,24 +260,34 @@ static qgen_status launch(qgen_ctx *c, CUfunction f, unsigned gx, unsigned gy, u
    its CTAs may start while that kernel finishes and wait in grid_dep_wait (common.cuh).
    Only for select and attend of a sparse step, whose predecessor is our own estimate /
    select: a kernel before estimate (the caller's, which may write q) is fully ordered. */
-static qgen_status launch_dependent(qgen_ctx *c, CUfunction f, unsigned gx, unsigned gy, unsigned gz, int threads,
-                                    int smem, CUstream s, void **args) {
+/* A launch as a programmatic dependent of the previous kernel in the stream, in clusters of
+   `cluster` CTAs along x (1: none; the caller only asks for more with code built for sm_90+). */
+static qgen_status launch_ex(qgen_ctx *c, CUfunction f, unsigned gx, unsigned gy, unsigned gz, int threads, int smem,
+                             CUstream s, void **args, int cluster) {
   /* not across the benchmark's breakdown events either: an event between two kernels
      leaves nothing to overlap; nor for kernels built for sm_80, which have no
      griddepcontrol.wait to hold them back */
-  if (!c->P.pdl || c->gpu->code_arch < 90 || c->gpu->marks) return launch(c, f, gx, gy, gz, threads, smem, s, args);
-  CUlaunchAttribute at;
-  memset(&at, 0, sizeof at);
-  at.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
-  at.value.programmaticStreamSerializationAllowed = 1;
+  const int pdl = c->P.pdl && c->gpu->code_arch >= 90 && !c->gpu->marks;
+  if (!pdl && cluster <= 1) return launch(c, f, gx, gy, gz, threads, smem, s, args);
+  CUlaunchAttribute at[2];
+  memset(at, 0, sizeof at);
+  unsigned na = 0;
+  if (pdl) {
+    at[na].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    at[na++].value.programmaticStreamSerializationAllowed = 1;
+  }
+  if (cluster > 1) {
+    at[na].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    at[na].value.clusterDim.x = (unsigned)cluster, at[na].value.clusterDim.y = 1, at[na++].value.clusterDim.z = 1;
+  }
   CUlaunchConfig cfg;
   memset(&cfg, 0, sizeof cfg);
   cfg.gridDimX = gx, cfg.gridDimY = gy, cfg.gridDimZ = gz;
   cfg.blockDimX = (unsigned)threads, cfg.blockDimY = 1, cfg.blockDimZ = 1;
   cfg.sharedMemBytes = (unsigned)smem;
   cfg.hStream = s;
-  cfg.attrs = &at;
-  cfg.numAttrs = 1;
+  cfg.attrs = at;
+  cfg.numAttrs = na;
   CU(c->gpu->cu->cuLaunchKernelEx(&cfg, f, args, NULL));
   return QGEN_OK;
 }
@@ -297,6 +323,19 @@ qgen_status qgen_gpu_append(qgen_kv *kv, const int *seq, int n_seq, const int *n
   return QGEN_OK;
 }
 
+/* CTAs sharing one select list (templates/select.cu): enough to hold a list of the
+   capacity's pages in registers, at most 8 (a portable cluster), and fewer while the
+   `lists` clusters would not all fit on the device at once (a second wave costs more than
+   the cluster saves); 1 on code for sm_80. */
+static int select_cluster(const qgen_ctx *c, int64_t pps, int lists) {
+  const int64_t per = (int64_t)c->P.sel_threads * c->P.sel_regs;
+  if (c->gpu->code_arch < 90 || per == 0) return 1;
+  int64_t cl = (pps + per - 1) / per;
+  if (cl > 8) cl = 8;
+  while (cl > 1 && c->gpu->sel_clusters[cl] < lists) cl--;
+  return cl < 1 ? 1 : (int)cl;
+}
+
 qgen_status qgen_gpu_attend(qgen_kv *kv, const int *seq, int n_seq, qgen_ptr q, qgen_ptr out,
                             const qgen_budget *b, qgen_stream stream) {
   qgen_ctx *c = kv->ctx;
@@ -329,15 +368,19 @@ qgen_status qgen_gpu_attend(qgen_kv *kv, const int *seq, int n_seq, qgen_ptr q, 
     if (g->marks) CU(g->cu->cuEventRecordWithFlags(g->marks[0], s, CU_EVENT_RECORD_EXTERNAL));
     if (!dense) {
       void *sa[] = {&ca, &wk, &bt, &ba};
-      const int smem = 4 * (int)(kv->pps < P->sel_smem_keys ? kv->pps : P->sel_smem_keys);
-      if ((st = launch_dependent(c, g->f_select, (unsigned)L->n_head_kv, (unsigned)bt.n, 1, P->sel_threads, smem, s, sa)))
+      const int cl = select_cluster(c, kv->pps, bt.n * L->n_head_kv);
+      int smem = 4 * (int)(kv->pps < P->sel_smem_keys ? kv->pps : P->sel_smem_keys);
+      if (cl > 1 && smem < 4 * QGEN_SEL_BINS) smem = 4 * QGEN_SEL_BINS; /* a cluster's second histogram */
+      if ((st = launch_ex(c, g->f_select, (unsigned)(L->n_head_kv * cl), (unsigned)bt.n, 1, P->sel_threads, smem, s, sa, cl)))
         return st;
     }
     if (g->marks) CU(g->cu->cuEventRecordWithFlags(g->marks[1], s, CU_EVENT_RECORD_EXTERNAL));
     int bulk = P->bulk; /* read by sm_90 code only */
     void *aa[] = {&ca, &wk, &bt, &qp, &op, &dense, &bulk};
-    if ((st = (dense ? launch : launch_dependent)(c, g->f_attend, (unsigned)ms, (unsigned)L->n_head_kv, (unsigned)bt.n,
-                                                   P->attend_threads, P->attend_smem, s, aa)))
+    if ((st = dense ? launch(c, g->f_attend, (unsigned)ms, (unsigned)L->n_head_kv, (unsigned)bt.n, P->attend_threads,
+                             P->attend_smem, s, aa)
+                    : launch_ex(c, g->f_attend, (unsigned)ms, (unsigned)L->n_head_kv, (unsigned)bt.n, P->attend_threads,
+                                P->attend_smem, s, aa, 1)))
       return st;
   }
   return QGEN_OK;

@@ -16,7 +16,8 @@
  *  - estimate: one m16 tile of pages per warp and round, 4 warps a CTA; runtime/gpu.c
  *    launches at most one wave of CTAs, each looping over its share.
  *  - select: 1024 threads; a list of up to 4 pages a thread (256K tokens at block 64) is
- *    held in registers and placed by one block scan (select.cu's short path).
+ *    held in registers and placed by one block scan (select.cu's short path); on sm_90 a
+ *    cluster of up to 8 such CTAs shares a longer one (runtime/gpu.c select_cluster).
  *  - QGEN_TUNE overrides groups, stages, the stage budget, the split size, select's size
  *    and short path, PDL and the bulk copies (plan.h).
  */
@@ -36,7 +37,7 @@ static int tune_parse(tune *t, char *err, size_t errlen) {
       {"groups", 1, 16, offsetof(tune, groups)},  {"stages", 2, 8, offsetof(tune, stages)},
       {"smem", 16, 220, offsetof(tune, smem_kib)},
       {"split", 64, 65536, offsetof(tune, split)}, {"sel", 128, 1024, offsetof(tune, sel)},
-      {"selreg", 0, 4, offsetof(tune, selreg)}, {"pdl", 0, 1, offsetof(tune, pdl)},
+      {"selreg", 0, 32, offsetof(tune, selreg)}, {"pdl", 0, 1, offsetof(tune, pdl)},
       {"bulk", 0, 1, offsetof(tune, bulk)}};
   memset(t, 0, sizeof *t);
   t->selreg = t->pdl = t->bulk = -1;
@@ -50,12 +51,18 @@ static int tune_parse(tune *t, char *err, size_t errlen) {
     long v = k < nk ? strtol(eq + 1, &stop, 10) : 0;
     if (k == nk || stop == eq + 1 || stop != s + n || v < keys[k].lo || v > keys[k].hi || (end && !end[1]) ||
         (keys[k].off == offsetof(tune, sel) && (v & (v - 1)))) {
-      snprintf(err, errlen, "QGEN_TUNE: '%.*s' is not one of groups=1..16, stages=2..8, smem=16..220, split=64..65536, sel=128|256|512|1024, selreg=0..4, pdl=0|1, bulk=0|1",
+      snprintf(err, errlen, "QGEN_TUNE: '%.*s' is not one of groups=1..16, stages=2..8, smem=16..220, split=64..65536, sel=128|256|512|1024, selreg=0..32, pdl=0|1, bulk=0|1",
                (int)n, s);
       return -1;
     }
     *(int *)((char *)t + keys[k].off) = (int)v;
     s = end ? end + 1 : s + n;
+  }
+  /* select's packed (taken, tied) counts and its registers: at most 16384 keys a CTA */
+  if (t->selreg > 0 && (long)(t->sel ? t->sel : 1024) * t->selreg > 16384) {
+    snprintf(err, errlen, "QGEN_TUNE: selreg=%d with sel=%d holds %d keys; at most 16384 (selreg <= 16384 / sel)", t->selreg,
+             t->sel ? t->sel : 1024, (t->sel ? t->sel : 1024) * t->selreg);
+    return -1;
   }
   return 0;
 }

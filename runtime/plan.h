@@ -39,7 +39,7 @@ void qgen_plan_make(const qgen_layout *L, qgen_plan *p);
  *   groups=N   attend token groups (1..16)       stages=N   attend stages a group (2..8)
  *   smem=KIB   attend stage budget (16..220)
  *   split=T    fewest tokens a split (64..65536) sel=N      select CTA size (128..1024, 2^k)
- *   selreg=N   select's short path: keys a thread holds in registers (0..4; 0 = off)
+ *   selreg=N   select's short path: keys a thread holds in registers (0..32, sel x N <= 16384; 0 = off)
  *   pdl=0|1    programmatic dependent launch
  *   bulk=0|1   attend's quantized slabs by bulk copies (sm_90+) or cp.async
  * All but pdl and bulk change the generated kernels (and so their cache key); bundles hold the

@@ -111,6 +111,39 @@ __device__ __forceinline__ uint4 ld_nc_v4(const void *p) {
 
 __device__ __forceinline__ u32 smem_u32(const void *p) { return (u32)__cvta_generic_to_shared(p); }
 
+// ---- thread-block clusters (sm_90+; one CTA a cluster elsewhere) -----------------------
+// A kernel launched without a cluster dimension is a cluster of one CTA.
+// The cluster's CTA count and this CTA's rank in it.
+__device__ __forceinline__ void cluster_place(int &ranks, int &rank) {
+#if __CUDA_ARCH__ >= 900
+  u32 n, r;
+  asm("mov.u32 %0, %%cluster_nctarank;\n mov.u32 %1, %%cluster_ctarank;\n" : "=r"(n), "=r"(r));
+  ranks = (int)n, rank = (int)r;
+#else
+  ranks = 1, rank = 0;
+#endif
+}
+// Every thread of every CTA of the cluster; orders the shared-memory writes before it
+// (release) with the reads after it in any CTA (acquire).
+__device__ __forceinline__ void cluster_sync() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+#else
+  __syncthreads();
+#endif
+}
+// The word at p in the shared memory of the cluster's CTA `rank`.
+__device__ __forceinline__ u32 ld_cluster(const u32 *p, int rank) {
+#if __CUDA_ARCH__ >= 900
+  u32 a, v;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(a) : "r"(smem_u32(p)), "r"(rank));
+  asm volatile("ld.shared::cluster.u32 %0, [%1];\n" : "=r"(v) : "r"(a) : "memory");
+  return v;
+#else
+  return *p;
+#endif
+}
+
 // 16-byte global -> shared copy; src_bytes = 0 zero-fills the destination.
 __device__ __forceinline__ void cp_async16(void *dst, const void *src, int src_bytes) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_u32(dst)), "l"(src), "r"(src_bytes));

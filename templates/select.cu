@@ -25,6 +25,14 @@
 // trip as the histogram; the radix passes count from registers and one block scan of
 // (taken, tied) counts places every thread's pages. The step is then bound by its barriers
 // (about a dozen), not by walking the list.
+// Longer lists on sm_90 are shared by a cluster of CTAs (the runtime launches
+// ceil(capacity / (QG_SEL_THREADS * QG_SEL_REGS)) of them, at most 8, for each list): CTA
+// rank c's thread t holds pages [(c*T + t)*r, ... + r), each CTA counts its keys into its
+// own histogram, and every CTA sums the cluster's histograms through distributed shared
+// memory, so all find the same threshold without another round trip; the CTAs' (taken,
+// tied) totals place each CTA's pages the same way. A list that fits one CTA leaves the
+// other ranks idle (they return at once), and one too long for the cluster takes rank 0's
+// general path.
 
 // The budget in pages (layout.c qgen_budget_pages).
 __device__ __forceinline__ i64 budget_pages(const qg_budget &bg, i64 n, i64 nf) {
@@ -55,10 +63,12 @@ extern "C" __global__ void __launch_bounds__(QG_SEL_THREADS) qg_select(qg_cache 
   static_assert(T % 32 == 0 && T <= 1024 && 1024 % T == 0 && QG_SEL_BINS == 2048, "select: a CTA of 2^k warps, an 11-bit first digit");
   extern __shared__ u32 keys[]; // [min(pages_per_seq, QG_SEL_SMEM_KEYS)]
   __shared__ u32 hist[2048];
-  __shared__ u32 s_bin, s_rem;
+  __shared__ u32 s_bin, s_rem, s_tot;
   __shared__ bool s_all;
   __shared__ int scan[33];
-  const int h = blockIdx.x, b = blockIdx.y, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  int CL, rank;
+  cluster_place(CL, rank); // the cluster shares one list
+  const int h = blockIdx.x / CL, b = blockIdx.y, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int seq = bt.seq[b];
   const int len = c.seq_len[seq], n = (int)pages_of(len); // page indices fit in int
   const i64 base = ((i64)seq * N_KV + h) * c.pages_per_seq;
@@ -71,30 +81,41 @@ extern "C" __global__ void __launch_bounds__(QG_SEL_THREADS) qg_select(qg_cache 
   // loads first, a short list's keys with them: a store between them would serialize the
   // round trips)
   u32 *ghist = wk.hist + ((i64)b * N_KV + h) * QG_SEL_BINS;
+  // The same for every CTA of the cluster: registers of one CTA, of the cluster (the packed
+  // counts below need n < 2^15), or rank 0's general path.
   const bool small = SMALL > 0 && n <= T * SMALL;
-  const int rp = (n + T - 1) / T; // short lists: pages a thread holds, [tid * rp, tid * rp + rp)
+  const bool multi = SMALL > 0 && CL > 1 && !small && n <= CL * T * SMALL && n < 32768;
+  if (rank > 0 && !multi) return;
+  const int R = multi ? CL : 1, g0 = multi ? rank * T + tid : tid; // CTAs sharing the list, this thread's place
+  const bool regs = small || multi;
+  const int rp = (n + R * T - 1) / (R * T); // pages a thread holds: [g0 * rp, g0 * rp + rp)
   u32 kr[NKR];
   {
     u32 v[NH];
 #pragma unroll
     for (int u = 0; u < NH; u++) v[u] = __ldcg(ghist + u * T + tid);
-    if (small) fetch_keys(kr, sc, tid * rp, 1, 0, max(n, 1)); // clamped past n; sc[0] always exists
+    if (regs) fetch_keys(kr, sc, g0 * rp, 1, 0, max(n, 1)); // clamped past n; sc[0] always exists
 #pragma unroll
     for (int u = 0; u < NH; u++) hist[u * T + tid] = v[u];
+    if (multi) cluster_sync(); // every rank holds its copy before rank 0 clears it
+    if (rank == 0)
 #pragma unroll
-    for (int u = 0; u < NH; u++) ghist[u * T + tid] = 0;
+      for (int u = 0; u < NH; u++) ghist[u * T + tid] = 0;
   }
 
   i64 sp64, rf64;
   forced_ranges(bg, len, sp64, rf64);
   const int sp = (int)sp64, rf = (int)rf64, nf = n == 0 ? 0 : sp + (n - rf);
   const int k = (int)budget_pages(bg, n, nf);
-  if (tid == 0) wk.count[(i64)seq * N_KV + h] = k;
   if (k >= n) {
-    for (int p = tid; p < n; p += T) list[p] = p;
+    if (rank == 0) {
+      if (tid == 0) wk.count[(i64)seq * N_KV + h] = k;
+      for (int p = tid; p < n; p += T) list[p] = p;
+    }
     return;
   }
-  const bool smem_keys = !small && n <= QG_SEL_SMEM_KEYS;
+  if (rank == 0 && tid == 0) wk.count[(i64)seq * N_KV + h] = k;
+  const bool smem_keys = !regs && n <= QG_SEL_SMEM_KEYS;
   if (smem_keys)
     for (int p0 = sp; p0 < rf; p0 += T * STAGE) {
       u32 key[STAGE];
@@ -120,15 +141,19 @@ extern "C" __global__ void __launch_bounds__(QG_SEL_THREADS) qg_select(qg_cache 
   if (rem == 0) prefix = 0xffffffffu; // nothing to pick: no key exceeds it, take none equal
   for (int pass = 0; rem > 0 && pass < 3; pass++) {
     const int shift = pass == 0 ? 21 : pass == 1 ? 10 : 0, bits = pass == 2 ? 10 : 11, nbins = 1 << bits;
+    // A cluster counts pass 1 into keys[] (the general path's, unused here; the runtime gives
+    // it >= 2048 words), as other CTAs may still read it while this one counts pass 2.
+    u32 *hp = multi && pass == 1 ? keys : hist;
     if (pass > 0) { // pass 0's histogram came from estimate
-      for (int i = tid; i < nbins; i += T) hist[i] = 0;
+      for (int i = tid; i < nbins; i += T) hp[i] = 0;
       __syncthreads();
-      if (small) {
+      if (regs) {
 #pragma unroll
-        for (int u = 0; u < SMALL; u++) {
-          const int p = tid * rp + u;
-          hist_add(hist, u < rp && p >= sp && p < rf && (kr[u] & mask) == prefix, (kr[u] >> shift) & (u32)(nbins - 1));
-        }
+        for (int u = 0; u < SMALL; u++)
+          if (u < rp) { // uniform: rp is the cluster's
+            const int p = g0 * rp + u;
+            hist_add(hp, p >= sp && p < rf && (kr[u] & mask) == prefix, (kr[u] >> shift) & (u32)(nbins - 1));
+          }
       } else {
         for (int p0 = sp; p0 < rf; p0 += T * PER) { // the same trip count for every thread
           u32 key[PER];
@@ -137,23 +162,36 @@ extern "C" __global__ void __launch_bounds__(QG_SEL_THREADS) qg_select(qg_cache 
           for (int u = 0; u < PER; u++)
             if (p0 + u * T < rf) { // uniform; a row past rf would count nothing
               const int p = p0 + u * T + tid;
-              hist_add(hist, p < rf && (key[u] & mask) == prefix, (key[u] >> shift) & (u32)(nbins - 1));
+              hist_add(hp, p < rf && (key[u] & mask) == prefix, (key[u] >> shift) & (u32)(nbins - 1));
             }
         }
       }
-      __syncthreads();
+      if (multi) cluster_sync(); // the cluster's counts of this pass are complete
+      else __syncthreads();
     }
-    // Thread t owns nbins/T bins counted from the top; one block scan of the owned sums
-    // finds the thread whose range holds the rem-th key.
+    // Thread t owns nbins/T bins counted from the top (own[i] = bin top - i: this CTA's
+    // count, or in a cluster's pass > 0 the sum over its CTAs); one block scan of the owned
+    // sums finds the thread whose range holds the rem-th key.
     const int per = nbins / T, top = nbins - 1 - tid * per;
-    u32 sum = 0;
-    for (int i = 0; i < per; i++) sum += hist[top - i];
+    const bool remote = multi && pass > 0;
+    u32 own[NH], sum = 0;
+#pragma unroll
+    for (int i = 0; i < NH; i++) {
+      u32 v[8];
+#pragma unroll
+      for (int r = 0; r < 8; r++) v[r] = i < per && (r == 0 || (remote && r < CL)) ? (remote ? ld_cluster(hp + top - i, r) : hp[top - i]) : 0u;
+      own[i] = 0;
+#pragma unroll
+      for (int r = 0; r < 8; r++) own[i] += v[r];
+      sum += own[i];
+    }
     int total;
     const u32 before = (u32)block_exclusive_scan((int)sum, scan, &total);
     if (before < rem && before + sum >= rem) {
       u32 acc = before;
-      for (int i = 0; i < per; i++) {
-        const u32 cnt = hist[top - i];
+#pragma unroll
+      for (int i = 0; i < NH; i++) {
+        const u32 cnt = own[i]; // 0 past per: never the crossing bin, as acc < rem
         if (acc + cnt >= rem) { s_bin = (u32)(top - i); s_rem = rem - acc; s_all = s_rem == cnt; break; }
         acc += cnt;
       }
@@ -174,33 +212,40 @@ extern "C" __global__ void __launch_bounds__(QG_SEL_THREADS) qg_select(qg_cache 
   }
   const u32 thr = prefix; // rem = how many keys equal to thr to take, lowest pages first (0: keys > thr)
 
-  if (small) {
+  if (regs) {
     // One block scan of the packed counts (taken: forced or above thr; tied: candidates at
-    // thr; each < 2^16 as n <= 4096) places the thread's pages after those before it.
+    // thr; each < 2^15 as n < 32768) places the thread's pages after those before it; in a
+    // cluster the CTA's totals add those of the lower ranks.
     int taken = 0, tied = 0;
 #pragma unroll
     for (int u = 0; u < SMALL; u++) {
-      const int p = tid * rp + u;
+      const int p = g0 * rp + u;
       if (u < rp && p < n) {
         const bool cand = p >= sp && p < rf;
         taken += !cand || kr[u] > thr;
         tied += cand && kr[u] == thr;
       }
     }
-    static_assert(T * SMALL < 65536, "packed counts");
+    static_assert(T * SMALL < 32768, "packed counts");
     int tot;
-    const int before = block_exclusive_scan(taken << 16 | tied, scan, &tot);
+    int before = block_exclusive_scan(taken << 16 | tied, scan, &tot);
+    if (multi) {
+      if (tid == 0) s_tot = (u32)tot;
+      cluster_sync();
+      for (int r = 0; r < rank; r++) before += (int)ld_cluster(&s_tot, r);
+    }
     u32 e = (u32)(before & 0xffff);
     int pos = (before >> 16) + (int)min(e, rem);
 #pragma unroll
     for (int u = 0; u < SMALL; u++) {
-      const int p = tid * rp + u;
+      const int p = g0 * rp + u;
       if (u < rp && p < n) {
         const bool cand = p >= sp && p < rf, eq = cand && kr[u] == thr;
         if (!cand || kr[u] > thr || (eq && e < rem)) list[pos++] = p;
         e += eq;
       }
     }
+    if (multi) cluster_sync(); // no CTA leaves while another may read its shared memory
     return;
   }
 

@@ -3,10 +3,12 @@
 #   bash tests/gpu-run.sh BUILD_DIR [OUT_DIR] [quick]
 # Prints the machine (GPU, driver), runs `qgen check` on every spec in specs/ and tests/gpu/,
 # on qwen3-4b with select's short path off (QGEN_TUNE=selreg=0: the general path at small
-# sizes), on qwen3-4b's variants from sm_80-only bundles (the driver JITs their PTX, so the sm_80
-# code paths run too) and, unless quick, on the > 4 GiB sequence for qwen3-4b; the log is
-# OUT_DIR/gpu-check.log. Then compute-sanitizer: memcheck on every kernel of two specs,
-# racecheck (shared-memory hazards of attend, select, estimate) on two more, quick sizes.
+# sizes) and with 128-thread select CTAs of one key a thread (QGEN_TUNE=sel=128,selreg=1:
+# the cluster path at small sizes), on qwen3-4b's variants from sm_80-only bundles (the driver
+# JITs their PTX, so the sm_80 code paths run too) and, unless quick, on the > 4 GiB sequence
+# for qwen3-4b; the log is OUT_DIR/gpu-check.log. Then, unless quick, compute-sanitizer:
+# memcheck on every kernel of two specs, racecheck (shared-memory hazards of attend, select,
+# estimate) on two more and on the select cluster path, quick sizes.
 set -u -o pipefail
 build=${1:?build dir}
 out=${2:-.}
@@ -29,6 +31,10 @@ done
 # select's general path (lists longer than its short path holds), at quick sizes.
 QGEN_TUNE=selreg=0 "$build/qgen" check --spec specs/qwen3-4b.lua $quick 2>&1 | sed 's/^/selreg=0: /' | tee -a "$log"
 [ "${PIPESTATUS[0]}" = 0 ] || fail=$((fail + 1))
+# select's cluster path (sm_90: a list longer than one CTA's registers), at quick sizes:
+# 128-thread CTAs of one key a thread make the 9000-token sequence (141 pages) a cluster's.
+QGEN_TUNE=sel=128,selreg=1 "$build/qgen" check --spec specs/qwen3-4b.lua $quick 2>&1 | sed 's/^/sel=128,selreg=1: /' | tee -a "$log"
+[ "${PIPESTATUS[0]}" = 0 ] || fail=$((fail + 1))
 # The sm_80 code paths (cp.async producer) run here as sm_80 PTX, from sm_80-only bundles.
 mkdir -p "$out/sm80"
 "$build/qgen" bundle --spec specs/qwen3-4b.lua --arch sm_80 -o "$out/sm80/" > /dev/null 2>&1 || fail=$((fail + 1))
@@ -47,6 +53,8 @@ if [ "$mode" != quick ] && command -v compute-sanitizer > /dev/null; then
   for s in qwen2.5-0.5b gemma-3-4b; do
     compute-sanitizer --tool racecheck "$build/qgen" check --spec specs/$s.lua --quick 2>&1 | grep -E "RACECHECK SUMMARY|checks passed" | sed "s/^/racecheck $s: /" | tee -a "$log"
   done
+  QGEN_TUNE=sel=128,selreg=1 compute-sanitizer --tool racecheck "$build/qgen" check --spec specs/qwen3-4b.lua --quick 2>&1 |
+    grep -E "RACECHECK SUMMARY|checks passed" | sed "s/^/racecheck select cluster: /" | tee -a "$log"
   grep -qE "ERROR SUMMARY: [1-9]|RACECHECK SUMMARY: [1-9]" "$log" && fail=$((fail + 1))
 fi
 echo "# specs with failures: $fail" | tee -a "$log"

@@ -135,12 +135,18 @@ int main(void) {
   check(qgen_plan_tuned(err, sizeof err) == 1 && P.sel_regs == 0, "QGEN_TUNE=selreg=0: short path off, a kernel-shaping key (got %d)",
         P.sel_regs);
 
-  const char *refused[] = {"groups=0", "groups=17", "stages=1", "stages=9", "groups=x", "groups=", "bulk=2", "selreg=5", "selreg=-1"};
+  const char *refused[] = {"groups=0", "groups=17", "stages=1", "stages=9", "groups=x", "groups=", "bulk=2", "selreg=33", "selreg=-1"};
   for (size_t i = 0; i < sizeof refused / sizeof *refused; i++) {
     setenv("QGEN_TUNE", refused[i], 1);
     err[0] = 0;
     check(qgen_plan_tuned(err, sizeof err) == -1 && strstr(err, "groups=1..16"), "QGEN_TUNE=%s is refused: %s", refused[i], err);
   }
+  setenv("QGEN_TUNE", "selreg=17", 1); /* 17 x 1024 keys: more than the packed counts and registers allow */
+  err[0] = 0;
+  check(qgen_plan_tuned(err, sizeof err) == -1 && strstr(err, "at most 16384"), "QGEN_TUNE=selreg=17 is refused with sel=1024: %s", err);
+  setenv("QGEN_TUNE", "sel=512,selreg=32", 1);
+  qgen_plan_make(&L, &P);
+  check(qgen_plan_tuned(err, sizeof err) == 1 && P.sel_regs == 32 && P.sel_threads == 512, "QGEN_TUNE=sel=512,selreg=32 reaches the plan");
   unsetenv("QGEN_TUNE");
   printf("%d passed, %d failed\n", passed, failed);
   return failed ? 1 : 0;
