@@ -55,19 +55,29 @@ __device__ __forceinline__ void fetch_keys(u32 (&key)[N], const float *sc, int p
   for (int u = 0; u < N; u++) key[u] = score_key(s[u]);
 }
 
-extern "C" __global__ void __launch_bounds__(QG_SEL_THREADS) qg_select(qg_cache c, qg_work wk, qg_batch bt, qg_budget bg) {
+// The kernel's shared memory; select_list takes it from qg_select, so its two
+// instantiations share one allocation.
+struct sel_smem {
+  u32 hist[2048];
+  u32 s_bin, s_rem, s_tot;
+  bool s_all;
+  int scan[33];
+};
+
+// The list of one (row, KV head): CLUSTER = launched in clusters of CL > 1 CTAs, this one
+// of rank `rank` (the single-CTA instantiation carries none of the cluster's code).
+template <bool CLUSTER>
+__device__ __forceinline__ void select_list(const qg_cache &c, const qg_work &wk, const qg_batch &bt, const qg_budget &bg, int CL,
+                                            int rank, sel_smem &sm, u32 *keys) {
   constexpr int T = QG_SEL_THREADS, NWARP = T / 32, NH = 2048 / T;
   // Pages per thread per batch of loads (staging, passes): the most that keep 32 registers
   // (two CTAs of 1024 per SM) without spills, for every sel= (ptxas 13.0, sm_80 and sm_90).
   constexpr int STAGE = 12, PER = 4, SMALL = QG_SEL_REGS, NKR = SMALL > 0 ? SMALL : 1;
   static_assert(T % 32 == 0 && T <= 1024 && 1024 % T == 0 && QG_SEL_BINS == 2048, "select: a CTA of 2^k warps, an 11-bit first digit");
-  extern __shared__ u32 keys[]; // [min(pages_per_seq, QG_SEL_SMEM_KEYS)]
-  __shared__ u32 hist[2048];
-  __shared__ u32 s_bin, s_rem, s_tot;
-  __shared__ bool s_all;
-  __shared__ int scan[33];
-  int CL, rank;
-  cluster_place(CL, rank); // the cluster shares one list
+  u32 *hist = sm.hist;
+  u32 &s_bin = sm.s_bin, &s_rem = sm.s_rem, &s_tot = sm.s_tot;
+  bool &s_all = sm.s_all;
+  int *scan = sm.scan;
   const int h = blockIdx.x / CL, b = blockIdx.y, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int seq = bt.seq[b];
   const int len = c.seq_len[seq], n = (int)pages_of(len); // page indices fit in int
@@ -84,7 +94,7 @@ extern "C" __global__ void __launch_bounds__(QG_SEL_THREADS) qg_select(qg_cache 
   // The same for every CTA of the cluster: registers of one CTA, of the cluster (the packed
   // counts below need n < 2^15), or rank 0's general path.
   const bool small = SMALL > 0 && n <= T * SMALL;
-  const bool multi = SMALL > 0 && CL > 1 && !small && n <= CL * T * SMALL && n < 32768;
+  const bool multi = CLUSTER && SMALL > 0 && CL > 1 && !small && n <= CL * T * SMALL && n < 32768;
   if (rank > 0 && !multi) return;
   const int R = multi ? CL : 1, g0 = multi ? rank * T + tid : tid; // CTAs sharing the list, this thread's place
   const bool regs = small || multi;
@@ -289,4 +299,13 @@ extern "C" __global__ void __launch_bounds__(QG_SEL_THREADS) qg_select(qg_cache 
         pos += __popc(sm);
       }
   }
+}
+
+extern "C" __global__ void __launch_bounds__(QG_SEL_THREADS) qg_select(qg_cache c, qg_work wk, qg_batch bt, qg_budget bg) {
+  extern __shared__ u32 keys[]; // [min(pages_per_seq, QG_SEL_SMEM_KEYS)]
+  __shared__ sel_smem sm;
+  int CL, rank;
+  cluster_place(CL, rank); // a cluster shares one list
+  if (CL > 1) select_list<true>(c, wk, bt, bg, CL, rank, sm, keys);
+  else select_list<false>(c, wk, bt, bg, 1, 0, sm, keys);
 }
