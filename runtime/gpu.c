@@ -376,7 +376,7 @@ qgen_status qgen_gpu_attend(qgen_kv *kv, const int *seq, int n_seq, qgen_ptr q, 
     }
     if (g->marks) CU(g->cu->cuEventRecordWithFlags(g->marks[1], s, CU_EVENT_RECORD_EXTERNAL));
     int bulk = P->bulk; /* read by sm_90 code only */
-    void *aa[] = {&ca, &wk, &bt, &ba, &qp, &op, &dense, &bulk};
+    void *aa[] = {&ca, &wk, &bt, &qp, &op, &dense, &bulk};
     if ((st = dense ? launch(c, g->f_attend, (unsigned)ms, (unsigned)L->n_head_kv, (unsigned)bt.n, P->attend_threads,
                              P->attend_smem, s, aa)
                     : launch_ex(c, g->f_attend, (unsigned)ms, (unsigned)L->n_head_kv, (unsigned)bt.n, P->attend_threads,

@@ -107,7 +107,7 @@ __device__ __forceinline__ void copy_rows(u8 *dst, const u8 *src, int nvalid, in
   }
 }
 
-extern "C" __global__ void __launch_bounds__(QG_ATTEND_THREADS) qg_attend(qg_cache c, qg_work wk, qg_batch bt, qg_budget bg, const void *q, void *out, int dense,
+extern "C" __global__ void __launch_bounds__(QG_ATTEND_THREADS) qg_attend(qg_cache c, qg_work wk, qg_batch bt, const void *q, void *out, int dense,
                                                                           int bulk) {
   extern __shared__ __align__(16) u8 smem[];
   __shared__ __align__(8) u64 full[STAGES], empty[STAGES];
@@ -140,14 +140,10 @@ extern "C" __global__ void __launch_bounds__(QG_ATTEND_THREADS) qg_attend(qg_cac
       if constexpr (NQ == 2) *(u16 *)(qsm + MT * 16 * Q_SROW + r * Q_SROW + 2 * k_slot(d)) = (u16)pack2_residue<true>(x, 0.0f, w);
     });
   }
-  // The list's length follows from the length and the budget (select's count is the same
-  // number), so the share is known before select ends: after it, the producer's first load
-  // is the list itself.
-  i64 sp, rf;
-  const i64 L = dense ? n : list_pages(bg, len, sp, rf);
-  if (!dense) grid_dep_wait(); // the list is select's
+  if (!dense) grid_dep_wait(); // the list and its count are select's
   __syncthreads();             // barriers initialised, q staged
   const int *list = dense ? nullptr : wk.list + ((i64)seq * N_KV + h) * c.pages_per_seq;
+  const i64 L = dense ? n : wk.count[(i64)seq * N_KV + h];
   const int ns = n_splits(L, wk.max_splits);
   if (split >= ns) return; // the whole CTA: ns is the same for every thread
   const i64 p0 = L * split / ns, p1 = L * (split + 1) / ns;

@@ -297,7 +297,7 @@ static_assert(sizeof(qg_cache) == QG_SIZEOF_CACHE && sizeof(qg_work) == QG_SIZEO
                   sizeof(qg_budget) == QG_SIZEOF_BUDGET && sizeof(qg_batch) == QG_SIZEOF_BATCH,
               "kernel argument structs differ from runtime/kargs.h");
 
-// ---- selection rules shared by estimate, select and attend (layout.h) ---------------------------
+// ---- selection rules shared by estimate and select (layout.h) ---------------------------
 
 // Pages a sequence of len tokens must attend: [0, sp) (sink) and [rf, n) (recent and the
 // last page); the candidates for top-K are [sp, rf).
@@ -307,19 +307,6 @@ __device__ __forceinline__ void forced_ranges(const qg_budget &bg, i64 len, i64 
   rf = bg.recent > 0 ? max((i64)0, len - bg.recent) / BLOCK : n - 1;
   rf = min(rf, n - 1);
   if (rf < sp) rf = sp;
-}
-
-// The length of a sequence's page list (layout.c qgen_budget_pages: the budget, at least
-// the forced pages, at most all), with the forced ranges. Select writes that many pages
-// (and it as the count); attend computes it too, so it need not wait for the count.
-__device__ __forceinline__ i64 list_pages(const qg_budget &bg, i64 len, i64 &sp, i64 &rf) {
-  forced_ranges(bg, len, sp, rf);
-  const i64 n = pages_of(len), nf = n == 0 ? 0 : sp + (n - rf);
-  i64 k = n;
-  if (bg.mode == 1) k = (i64)ceil(bg.coverage * (double)n);
-  else if (bg.mode == 2) k = (bg.tokens + BLOCK - 1) / BLOCK;
-  k = max(k, nf);
-  return min(k, n);
 }
 
 // Order-preserving u32 key of a score: larger score, larger key; NaN above everything.

@@ -34,6 +34,15 @@
 // other ranks idle (they return at once), and one too long for the cluster takes rank 0's
 // general path.
 
+// The budget in pages (layout.c qgen_budget_pages).
+__device__ __forceinline__ i64 budget_pages(const qg_budget &bg, i64 n, i64 nf) {
+  i64 k = n;
+  if (bg.mode == 1) k = (i64)ceil(bg.coverage * (double)n);
+  else if (bg.mode == 2) k = (bg.tokens + BLOCK - 1) / BLOCK;
+  k = max(k, nf);
+  return min(k, n);
+}
+
 // Keys of pages p + u * stride (u < N), each page clamped into [a, e) (not empty); callers
 // ignore the clamped ones. The loads are unconditional, so all N issue before the first
 // use: a batch costs one L2 round trip, not N.
@@ -105,8 +114,9 @@ __device__ __forceinline__ void select_list(const qg_cache &c, const qg_work &wk
   }
 
   i64 sp64, rf64;
-  const int k = (int)list_pages(bg, len, sp64, rf64);
+  forced_ranges(bg, len, sp64, rf64);
   const int sp = (int)sp64, rf = (int)rf64, nf = n == 0 ? 0 : sp + (n - rf);
+  const int k = (int)budget_pages(bg, n, nf);
   if (k >= n) {
     if (rank == 0) {
       if (tid == 0) wk.count[(i64)seq * N_KV + h] = k;
