@@ -26,13 +26,15 @@
 // (taken, tied) counts places every thread's pages. The step is then bound by its barriers
 // (about a dozen), not by walking the list.
 // Longer lists on sm_90 are shared by a cluster of CTAs (the runtime launches
-// ceil(capacity / (QG_SEL_THREADS * QG_SEL_REGS)) of them, at most 8, for each list): CTA
-// rank c's thread t holds pages [(c*T + t)*r, ... + r), each CTA counts its keys into its
-// own histogram, and every CTA sums the cluster's histograms through distributed shared
-// memory, so all find the same threshold without another round trip; the CTAs' (taken,
-// tied) totals place each CTA's pages the same way. A list that fits one CTA leaves the
-// other ranks idle (they return at once), and one too long for the cluster takes rank 0's
-// general path.
+// ceil(capacity / (QG_SEL_THREADS * QG_SEL_REGS)) of them for each list, at most 8 and no
+// more than lets every list's cluster be resident at once): CTA rank c's thread t holds
+// pages [(c*T + t)*r, ... + r), each CTA counts its keys into its own histogram, and every
+// CTA sums the cluster's histograms through distributed shared memory, so all find the
+// same threshold without another round trip; the CTAs' (taken, tied) totals place each
+// CTA's pages the same way. A list that fits one CTA leaves the other ranks idle (they
+// return at once), and one too long for the cluster takes rank 0's general path. The
+// cluster code lives in its own instantiation (select_list<true>): inline in the one body
+// it cost every short list 2-3 us (bench/NOTES.md 32).
 
 // The budget in pages (layout.c qgen_budget_pages).
 __device__ __forceinline__ i64 budget_pages(const qg_budget &bg, i64 n, i64 nf) {
