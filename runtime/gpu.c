@@ -369,8 +369,7 @@ qgen_status qgen_gpu_attend(qgen_kv *kv, const int *seq, int n_seq, qgen_ptr q, 
     if (!dense) {
       void *sa[] = {&ca, &wk, &bt, &ba};
       const int cl = select_cluster(c, kv->pps, bt.n * L->n_head_kv);
-      int smem = 4 * (int)(kv->pps < P->sel_smem_keys ? kv->pps : P->sel_smem_keys);
-      if (cl > 1 && smem < 4 * QGEN_SEL_BINS) smem = 4 * QGEN_SEL_BINS; /* a cluster's second histogram */
+      const int smem = 4 * (int)(kv->pps < P->sel_smem_keys ? kv->pps : P->sel_smem_keys);
       if ((st = launch_ex(c, g->f_select, (unsigned)(L->n_head_kv * cl), (unsigned)bt.n, 1, P->sel_threads, smem, s, sa, cl)))
         return st;
     }

@@ -42,7 +42,10 @@ __device__ __forceinline__ float warp_max(float v) {
 }
 
 // Exclusive scan of v over the block (blockDim.x a multiple of 32, at most 1024);
-// *total gets the block's sum. Uses 33 ints of scratch; ends with a barrier.
+// *total gets the block's sum. One barrier: after it every warp scans the 32 warp totals
+// itself rather than waiting on warp 0 and two more barriers (select is bound by its
+// barriers: bench/NOTES.md 35). The scratch (32 ints) is read after the barrier, so two
+// calls on one scratch need a barrier between them.
 __device__ __forceinline__ int block_exclusive_scan(int v, int *scratch, int *total) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
   int x = v;
@@ -53,21 +56,15 @@ __device__ __forceinline__ int block_exclusive_scan(int v, int *scratch, int *to
   }
   if (lane == 31) scratch[warp] = x;
   __syncthreads();
-  if (warp == 0) {
-    int w = lane < nw ? scratch[lane] : 0;
+  int w = lane < nw ? scratch[lane] : 0;
 #pragma unroll
-    for (int o = 1; o < 32; o <<= 1) {
-      int y = __shfl_up_sync(0xffffffffu, w, o);
-      if (lane >= o) w += y;
-    }
-    scratch[lane] = w; // inclusive over warps
-    if (lane == 31) scratch[32] = w;
+  for (int o = 1; o < 32; o <<= 1) {
+    int y = __shfl_up_sync(0xffffffffu, w, o);
+    if (lane >= o) w += y;
   }
-  __syncthreads();
-  int before = (warp > 0 ? scratch[warp - 1] : 0) + x - v;
-  *total = scratch[32];
-  __syncthreads();
-  return before;
+  *total = __shfl_sync(0xffffffffu, w, 31);
+  const int wb = __shfl_sync(0xffffffffu, w, (warp + 31) & 31); // inclusive through warp - 1
+  return (warp > 0 ? wb : 0) + x - v;
 }
 
 // ---- numbers ------------------------------------------------------------------------

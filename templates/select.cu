@@ -23,8 +23,11 @@
 // Short lists (n <= QG_SEL_THREADS * QG_SEL_REGS: 256K tokens at block 64) take a shorter path:
 // thread t holds the keys of pages [t*r, t*r + r) in registers, loaded in the same round
 // trip as the histogram; the radix passes count from registers and one block scan of
-// (taken, tied) counts places every thread's pages. The step is then bound by its barriers
-// (about a dozen), not by walking the list.
+// (taken, tied) counts places every thread's pages. The step is then bound by its barriers,
+// not by walking the list: six for the usual two passes (each pass's histogram and result
+// live in their own shared memory, zeroed up front, and a block scan is one barrier), and
+// pass 0's bins go from estimate's histogram straight into the registers of the threads
+// that own them.
 // Longer lists on sm_90 are shared by a cluster of CTAs (the runtime launches
 // ceil(capacity / (QG_SEL_THREADS * QG_SEL_REGS)) of them for each list, at most 8 and no
 // more than lets every list's cluster be resident at once): CTA rank c's thread t holds
@@ -60,10 +63,10 @@ __device__ __forceinline__ void fetch_keys(u32 (&key)[N], const float *sc, int p
 // The kernel's shared memory; select_list takes it from qg_select, so its two
 // instantiations share one allocation.
 struct sel_smem {
-  u32 hist[2048];
-  u32 s_bin, s_rem, s_tot;
-  bool s_all;
-  int scan[33];
+  u32 hist[2048], hist2[1024]; // the counts of passes 1 and 2, zeroed before pass 0
+  u32 s_bin[3], s_rem[3], s_tot; // each pass's result (its own, so no barrier guards reuse)
+  bool s_all[3];
+  int scan[64]; // two block scans' scratch
 };
 
 // The list of one (row, KV head): CLUSTER = launched in clusters of CL > 1 CTAs, this one
@@ -76,9 +79,7 @@ __device__ __forceinline__ void select_list(const qg_cache &c, const qg_work &wk
   // (two CTAs of 1024 per SM) without spills, for every sel= (ptxas 13.0, sm_80 and sm_90).
   constexpr int STAGE = 12, PER = 4, SMALL = QG_SEL_REGS, NKR = SMALL > 0 ? SMALL : 1;
   static_assert(T % 32 == 0 && T <= 1024 && 1024 % T == 0 && QG_SEL_BINS == 2048, "select: a CTA of 2^k warps, an 11-bit first digit");
-  u32 *hist = sm.hist;
-  u32 &s_bin = sm.s_bin, &s_rem = sm.s_rem, &s_tot = sm.s_tot;
-  bool &s_all = sm.s_all;
+  u32 &s_tot = sm.s_tot;
   int *scan = sm.scan;
   const int h = blockIdx.x / CL, b = blockIdx.y, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int seq = bt.seq[b];
@@ -89,9 +90,9 @@ __device__ __forceinline__ void select_list(const qg_cache &c, const qg_work &wk
 
   grid_dep_launch(); // attend may start: it stages its queries, then waits for this grid
   grid_dep_wait();   // the scores and the histogram are estimate's
-  // estimate counted the first digit; take it and leave zeros for the next step (all
-  // loads first, a short list's keys with them: a store between them would serialize the
-  // round trips)
+  // estimate counted the first digit: each thread takes the NH bins it owns in pass 0
+  // straight into registers and leaves zeros for the next step (all loads first, a short
+  // list's keys with them: a store between them would serialize the round trips)
   u32 *ghist = wk.hist + ((i64)b * N_KV + h) * QG_SEL_BINS;
   // The same for every CTA of the cluster: registers of one CTA, of the cluster (the packed
   // counts below need n < 2^15), or rank 0's general path.
@@ -101,18 +102,19 @@ __device__ __forceinline__ void select_list(const qg_cache &c, const qg_work &wk
   const int R = multi ? CL : 1, g0 = multi ? rank * T + tid : tid; // CTAs sharing the list, this thread's place
   const bool regs = small || multi;
   const int rp = (n + R * T - 1) / (R * T); // pages a thread holds: [g0 * rp, g0 * rp + rp)
-  u32 kr[NKR];
+  u32 kr[NKR], own0[NH]; // own0[i]: bin top0 - i
+  const int top0 = 2047 - tid * NH;
   {
-    u32 v[NH];
 #pragma unroll
-    for (int u = 0; u < NH; u++) v[u] = __ldcg(ghist + u * T + tid);
+    for (int u = 0; u < NH; u++) own0[u] = __ldcg(ghist + top0 - u);
     if (regs) fetch_keys(kr, sc, g0 * rp, 1, 0, max(n, 1)); // clamped past n; sc[0] always exists
 #pragma unroll
-    for (int u = 0; u < NH; u++) hist[u * T + tid] = v[u];
-    if (multi) cluster_sync(); // every rank holds its copy before rank 0 clears it
+    for (int u = 0; u < NH; u++) sm.hist[u * T + tid] = 0;
+    for (int i = tid; i < 1024; i += T) sm.hist2[i] = 0;
+    if (multi) cluster_sync(); // every rank holds its bins before rank 0 clears them
     if (rank == 0)
 #pragma unroll
-      for (int u = 0; u < NH; u++) ghist[u * T + tid] = 0;
+      for (int u = 0; u < NH; u++) ghist[top0 - u] = 0;
   }
 
   i64 sp64, rf64;
@@ -136,7 +138,7 @@ __device__ __forceinline__ void select_list(const qg_cache &c, const qg_work &wk
       for (int u = 0; u < STAGE; u++) // then the stores
         if (p0 + u * T + tid < rf) keys[p0 + u * T + tid] = key[u];
     }
-  __syncthreads();
+  if (smem_keys) __syncthreads(); // (the histograms' zeros are ordered by later barriers)
   // Keys of pages p + u * stride (u < PER), clamped into the candidates [sp, rf) (not empty
   // past the k >= n return); the loops test which pages are candidates.
   auto load_keys = [&](u32 (&key)[PER], int p, int stride) {
@@ -153,12 +155,10 @@ __device__ __forceinline__ void select_list(const qg_cache &c, const qg_work &wk
   if (rem == 0) prefix = 0xffffffffu; // nothing to pick: no key exceeds it, take none equal
   for (int pass = 0; rem > 0 && pass < 3; pass++) {
     const int shift = pass == 0 ? 21 : pass == 1 ? 10 : 0, bits = pass == 2 ? 10 : 11, nbins = 1 << bits;
-    // A cluster counts pass 1 into keys[] (the general path's, unused here; the runtime gives
-    // it >= 2048 words), as other CTAs may still read it while this one counts pass 2.
-    u32 *hp = multi && pass == 1 ? keys : hist;
+    // Each pass counts into its own zeroed histogram: no barrier between a pass's reads
+    // and the next one's counts (in a cluster, other CTAs' reads of this one's).
+    u32 *hp = pass == 1 ? sm.hist : sm.hist2;
     if (pass > 0) { // pass 0's histogram came from estimate
-      for (int i = tid; i < nbins; i += T) hp[i] = 0;
-      __syncthreads();
       if (regs) {
 #pragma unroll
         for (int u = 0; u < SMALL; u++)
@@ -189,12 +189,16 @@ __device__ __forceinline__ void select_list(const qg_cache &c, const qg_work &wk
     u32 own[NH], sum = 0;
 #pragma unroll
     for (int i = 0; i < NH; i++) {
-      u32 v[8];
+      if (pass == 0) {
+        own[i] = own0[i]; // per == NH
+      } else {
+        u32 v[8];
 #pragma unroll
-      for (int r = 0; r < 8; r++) v[r] = i < per && (r == 0 || (remote && r < CL)) ? (remote ? ld_cluster(hp + top - i, r) : hp[top - i]) : 0u;
-      own[i] = 0;
+        for (int r = 0; r < 8; r++) v[r] = i < per && (r == 0 || (remote && r < CL)) ? (remote ? ld_cluster(hp + top - i, r) : hp[top - i]) : 0u;
+        own[i] = 0;
 #pragma unroll
-      for (int r = 0; r < 8; r++) own[i] += v[r];
+        for (int r = 0; r < 8; r++) own[i] += v[r];
+      }
       sum += own[i];
     }
     int total;
@@ -204,16 +208,15 @@ __device__ __forceinline__ void select_list(const qg_cache &c, const qg_work &wk
 #pragma unroll
       for (int i = 0; i < NH; i++) {
         const u32 cnt = own[i]; // 0 past per: never the crossing bin, as acc < rem
-        if (acc + cnt >= rem) { s_bin = (u32)(top - i); s_rem = rem - acc; s_all = s_rem == cnt; break; }
+        if (acc + cnt >= rem) { sm.s_bin[pass] = (u32)(top - i); sm.s_rem[pass] = rem - acc; sm.s_all[pass] = rem - acc == cnt; break; }
         acc += cnt;
       }
     }
     __syncthreads();
-    prefix |= s_bin << shift;
+    prefix |= sm.s_bin[pass] << shift;
     mask |= (u32)(nbins - 1) << shift;
-    rem = s_rem;
-    const bool all = s_all;
-    __syncthreads();
+    rem = sm.s_rem[pass];
+    const bool all = sm.s_all[pass];
     // The crossing bin is taken whole: the answer is every key >= its lowest value, with
     // no pass left to run (after pass 1 almost always, as a 22-bit bin holds one key).
     // Keys below 2^21 do not occur (score_key), so prefix > 0 here.
@@ -281,7 +284,7 @@ __device__ __forceinline__ void select_list(const qg_cache &c, const qg_work &wk
   }
   int tot;
   const int gt_before = __shfl_sync(0xffffffffu, block_exclusive_scan(lane == 0 ? n_gt : 0, scan, &tot), 0);
-  const int eq_before = __shfl_sync(0xffffffffu, block_exclusive_scan(lane == 0 ? n_eq : 0, scan, &tot), 0);
+  const int eq_before = __shfl_sync(0xffffffffu, block_exclusive_scan(lane == 0 ? n_eq : 0, scan + 32, &tot), 0);
   int pos = min(lo, sp) + max(0, lo - rf) + gt_before + (int)min((u32)eq_before, rem);
   u32 e = (u32)eq_before;
   for (int p0 = lo; p0 < hi; p0 += 32 * PER) {
