@@ -2,7 +2,8 @@
 # run.sh — the benchmark of bench/results/, ours and the peers in one run, on a GPU machine:
 #   bash bench/run.sh BUILD_DIR OUT_DIR [full|probe]
 # full  = the grid of the performance issue (qwen3-4b f16/q8_0/q4_0: 16K..1M x B1,2,4,8 x
-#         coverage 1..0.0625; qwen2.5-14b-1m: 16K..128K x B1,4,8), then merge.py
+#         coverage 1..0.0625; qwen2.5-14b-1m: 16K..128K x B1,4,8), then merge.py and
+#         targets.py (the issue's must-show targets against the new results)
 # probe = a few cells, for tuning
 # STEPS="qgen peers merge" (the default) runs all three; a subset splits the run over
 # several GPU calls (OUT_DIR must then hold the earlier steps' JSON); each call's command
@@ -53,4 +54,5 @@ fi
 if has merge; then
 python3 bench/merge.py --qgen "$out"/q4b-*.json "$out"/q14b-*.json --peers "$out"/peers32.json "$out"/peers40.json \
   --meta "$out/meta.json" --out "$out/decode-h200" --chart
+[ "$mode" = full ] && python3 bench/targets.py "$out/decode-h200.json" | tee "$out/targets.txt"
 fi

@@ -1,0 +1,100 @@
+#!/usr/bin/env python3
+"""targets.py — the performance issue's must-show targets, checked against a results file.
+
+    python3 bench/targets.py bench/results/decode-h200.json [--spec qwen3-4b]
+
+Reads the rows `qgen bench` / bench/run.sh wrote (with the peers merged in) and prints one
+line per target: the measured value (the worst cell where a target covers several), the
+goal, and met / NOT MET, then how many are met. Exit status 0 whether or not they are met
+(it reports; it does not judge a run), 1 when a cell a target needs is missing.
+
+Ratios follow the README: xcuDNN = cuDNN's time / ours (> 1: we are faster); xstream = our
+time / the streaming read of the cell's bytes (the practical floor; < 1.2 is the goal);
+the estimate+select share of a sparse step = (step - attend) / step, attend timed alone.
+"""
+import argparse
+import json
+import sys
+
+K = 1024
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("results", help="a decode-<gpu>.json written by bench/run.sh (merge.py)")
+    ap.add_argument("--spec", default="qwen3-4b", help="the f16 spec; its q8_0/q4_0 variants are SPEC-q8_0 / SPEC-q4_0")
+    a = ap.parse_args()
+    with open(a.results) as f:
+        doc = json.load(f)
+    rows = {(r["spec"], r["batch"], r["ctx"], round(r["coverage"], 6)): r for r in doc["rows"]}
+    missing = []
+
+    def cell(spec, b, ctx, cov):
+        r = rows.get((spec, b, ctx, round(cov, 6)))
+        if r is None:
+            missing.append(f"{spec} B{b} {ctx // K}K cov {cov}")
+        return r
+
+    def ctx_name(c):
+        return f"{c // (K * K)}M" if c >= K * K else f"{c // K}K"
+
+    results = []  # (target, measured text, goal text, met)
+
+    def worst(label, cells, value, goal, higher_is_better, fmt="{:.2f}"):
+        """The worst of value(cell) over cells against goal."""
+        vals = [(value(c), name) for c, name in cells if c is not None]
+        if not vals:
+            return
+        v, name = min(vals) if higher_is_better else max(vals)
+        met = v >= goal if higher_is_better else v <= goal
+        lo, hi = min(x for x, _ in vals), max(x for x, _ in vals)
+        rng = fmt.format(v) if len(vals) == 1 else f"{fmt.format(lo)}–{fmt.format(hi)} (worst {name})"
+        results.append((label, rng, ("≥ " if higher_is_better else "≤ ") + fmt.format(goal), met))
+
+    s = a.spec
+    big = [64 * K, 128 * K, 256 * K, 512 * K, K * K]
+    xcudnn = lambda r: r["cudnn_us"] / r["qgen_us"]
+    xstream = lambda r: r["qgen_us"] / r["stream_us"]
+    for b in (1, 4):
+        worst(f"1. dense f16 vs cuDNN, >= 64K, B{b} (xcuDNN)",
+              [(cell(s, b, c, 1), ctx_name(c)) for c in big], xcudnn, 1.0, True, "{:.3f}")
+    worst("1. dense f16 at 16K B1 (xstream)", [(cell(s, 1, 16 * K, 1), "16K")], xstream, 1.2, False)
+    for b in (1, 4):
+        worst(f"1. dense f16 >= 256K, B{b} (xstream)",
+              [(cell(s, b, c, 1), ctx_name(c)) for c in big[2:]], xstream, 1.1, False)
+    worst("2. sparse 25 % at 128K B1 (xcuDNN)", [(cell(s, 1, 128 * K, 0.25), "128K")],
+          lambda r: cell(s, 1, 128 * K, 1)["cudnn_us"] / r["qgen_us"], 2.5, True)
+    worst("2. sparse 25 % at 256K-1M B1 (xcuDNN)",
+          [(cell(s, 1, c, 0.25), ctx_name(c)) for c in big[2:]],
+          lambda r: cell(s, 1, r["ctx"], 1)["cudnn_us"] / r["qgen_us"], 3.0, True)
+    small = sorted({k[2] for k in rows if k[0] == s and k[1] == 1 and k[3] == 1.0})
+    worst("2. sparse 25 % faster than our dense, B1 (dense / sparse)",
+          [(cell(s, 1, c, 0.25), ctx_name(c)) for c in small],
+          lambda r: cell(s, 1, r["ctx"], 1)["qgen_us"] / r["qgen_us"], 1.0, True)
+    worst("3. sparse 6.25 % at 128K B1 (xcuDNN)", [(cell(s, 1, 128 * K, 0.0625), "128K")],
+          lambda r: cell(s, 1, 128 * K, 1)["cudnn_us"] / r["qgen_us"], 6.0, True)
+    worst("3. sparse 6.25 % at >= 256K B1 (xcuDNN)",
+          [(cell(s, 1, c, 0.0625), ctx_name(c)) for c in big[2:]],
+          lambda r: cell(s, 1, r["ctx"], 1)["cudnn_us"] / r["qgen_us"], 8.0, True)
+    for t in ("q8_0", "q4_0"):
+        batches = sorted({k[1] for k in rows if k[0] == f"{s}-{t}"})
+        worst(f"4. {t} dense >= 128K, B{','.join(map(str, batches))} (xstream)",
+              [(cell(f"{s}-{t}", b, c, 1), f"B{b} {ctx_name(c)}") for b in batches for c in big[1:]], xstream, 1.2, False)
+    share = lambda r: 100.0 * (r["qgen_us"] - r["attend_us"]) / r["qgen_us"]
+    worst("5. est+select share of the 25 % step at 128K B1 (%)", [(cell(s, 1, 128 * K, 0.25), "128K")], share, 20.0, False, "{:.1f}")
+    worst("5. est+select share of the 25 % step at >= 512K B1 (%)",
+          [(cell(s, 1, c, 0.25), ctx_name(c)) for c in big[3:]], share, 10.0, False, "{:.1f}")
+
+    print(f"{doc.get('gpu', '?')}, driver {doc.get('driver', '?')}, {doc.get('date', '?')}: {doc.get('command', '?')}")
+    w = max(len(t) for t, *_ in results)
+    for t, v, g, met in results:
+        print(f"{t:<{w}}  {v:<28} goal {g:<8} {'met' if met else 'NOT MET'}")
+    print(f"{sum(m for *_, m in results)} of {len(results)} met")
+    if missing:
+        print("missing cells: " + "; ".join(sorted(set(missing))), file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
