@@ -21,7 +21,7 @@ Every number is computed from the JSON files. Driver and CUDA versions are not i
 JSON; they are taken from the first line of the log next to --main (<main>.log, written as
 "# command: ... (GPU: ..., driver X, CUDA Y; ...)") when it exists. Python 3 stdlib only.
 
-Definitions (bench/quality.c): recall = fraction of trials in which every needle's page was
+Definitions (tools/eval.c): recall = fraction of trials in which every needle's page was
 selected in every KV head that owns it; needle recall = the same per (needle, owner head)
 pair; mass recall = fp64 full-softmax weight of the selected pages; rel_err = relative L2
 error of the output against dense attention over the cache's own contents (err_ref "fp64":
@@ -267,7 +267,7 @@ def markdown(g, m, driver, cuda, main_path, margins_path):
         L.append("")
         L.append("Recall, needle recall and mass recall are identical for "
                  f"{', '.join(g.ktypes)} in every cell: the page bounds Quest ranks by are taken from "
-                 "the keys before quantization (runtime/layout.h), so the cache type changes only "
+                 "the keys before quantization (base/layout.h), so the cache type changes only "
                  "the output error.")
 
     # -- summary

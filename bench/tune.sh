@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tune.sh — A/B a few launch plans (QGEN_TUNE, runtime/plan.h) on a handful of cells, in
+# tune.sh — A/B a few launch plans (QGEN_TUNE, base/plan.h) on a handful of cells, in
 # one GPU call, after a quick correctness check of the default plan:
 #   bash bench/tune.sh BUILD_DIR OUT_DIR [TUNE ...]     ("" = the default plan)
 # CELLS="--ctx 16K,128K,1M --batch 1 --coverage 1,0.25,0.0625" picks the cells.

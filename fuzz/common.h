@@ -4,7 +4,7 @@
 
 #include <string.h>
 
-#include "spec.h"
+#include "spec/spec.h"
 
 /* fuzz_cache looks entries up under sha256 of this text (mkseeds writes its seeds so). */
 #define FUZZ_CACHE_KEY "fuzz-key"

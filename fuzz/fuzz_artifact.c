@@ -1,4 +1,4 @@
-/* fuzz_artifact.c — libFuzzer harness for the artifact reader (gen/artifact.c), the payload
+/* fuzz_artifact.c — libFuzzer harness for the artifact reader (jit/artifact.c), the payload
  * of every cache entry and bundle record.
  *
  * qgen_artifact_unpack on the input must return 0 or -1 with a message and never read past
@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "artifact.h"
+#include "jit/artifact.h"
 
 static void die(const char *what) {
   fprintf(stderr, "fuzz_artifact: %s\n", what);

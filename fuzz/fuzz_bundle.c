@@ -1,4 +1,4 @@
-/* fuzz_bundle.c — libFuzzer harness for the bundle reader (gen/bundle.c).
+/* fuzz_bundle.c — libFuzzer harness for the bundle reader (jit/bundle.c).
  *
  * The input is parsed twice with qgen_bundle_parse: as it is, and with its checksums
  * repaired (the header/table SHA-256 and each payload's SHA-256 at the offsets its table
@@ -15,9 +15,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bundle.h"
+#include "jit/bundle.h"
 #include "common.h"
-#include "sha256.h"
+#include "base/sha256.h"
 
 int qgen_nvrtc_version(int *major, int *minor, char *err, size_t errlen) {
   (void)err, (void)errlen;

@@ -1,4 +1,4 @@
-/* fuzz_cache.c — libFuzzer harness for the cache entry reader (gen/cache.c).
+/* fuzz_cache.c — libFuzzer harness for the cache entry reader (jit/cache.c).
  *
  * Input: one mode byte, then the bytes of an entry file. The mode's low bits repair parts
  * of the file before it is written, so the fuzzer also reaches the paths past each check:
@@ -18,10 +18,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "artifact.h"
-#include "cache.h"
+#include "jit/artifact.h"
+#include "jit/cache.h"
 #include "common.h"
-#include "sha256.h"
+#include "base/sha256.h"
 
 #define HDR 88
 static const char NAME[] = "fuzz_d128_h32_g4_kf16_vf16_if16_of16_b64_sparse_sm90";

@@ -1,4 +1,4 @@
-/* fuzz_spec.c — libFuzzer harness for the sandboxed spec loader (gen/spec.c).
+/* fuzz_spec.c — libFuzzer harness for the sandboxed spec loader (spec/spec.c).
  *
  * The input is Lua source given to qgen_spec_load_string. Whatever it does, the loader
  * must return (0 or -1 with a one-line message, never a crash, a hang or a runaway
@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "common.h"
-#include "spec.h"
+#include "spec/spec.h"
 
 static void die(const char *what, const qgen_spec *s, const char *text, const char *err) {
   fprintf(stderr, "fuzz_spec: %s (spec '%s')\n", what, s ? s->name : "?");

@@ -11,12 +11,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "artifact.h"
-#include "cache.h"
-#include "bundle.h"
+#include "jit/artifact.h"
+#include "jit/cache.h"
+#include "jit/bundle.h"
 #include "common.h"
-#include "sha256.h"
-#include "spec.h"
+#include "base/sha256.h"
+#include "spec/spec.h"
 
 static const char *out_dir;
 static int written;

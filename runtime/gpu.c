@@ -17,12 +17,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../gen/build.h"
-#include "../gen/nvrtc.h"
-#include "../gen/util.h"
-#include "cudrv.h"
-#include "internal.h"
-#include "kargs.h"
+#include "jit/build.h"
+#include "jit/nvrtc.h"
+#include "base/util.h"
+#include "base/cudrv.h"
+#include "runtime/private.h"
+#include "base/kargs.h"
 
 
 struct gpu_ctx {
@@ -34,7 +34,7 @@ struct gpu_ctx {
   int sm_count, arch, attend_per_sm, est_per_sm;
   int code_arch; /* the arch the loaded kernels were compiled for (PTX of an older one runs too) */
   int sel_clusters[9]; /* [n]: clusters of n select CTAs the device holds at once (sm_90 code) */
-  CUevent *marks; /* benchmarks: recorded before select and before attend (internal.h) */
+  CUevent *marks; /* benchmarks: recorded before select and before attend (private.h) */
 };
 
 struct gpu_kv {

@@ -11,11 +11,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../gen/bundle.h"
-#include "../gen/emit.h"
-#include "../gen/util.h"
-#include "internal.h"
-#include "ref.h"
+#include "jit/bundle.h"
+#include "jit/emit.h"
+#include "base/util.h"
+#include "runtime/private.h"
+#include "ref/ref.h"
 
 qgen_status qgen_fail(qgen_ctx *ctx, qgen_status st, const char *fmt, ...) {
   if (ctx) {

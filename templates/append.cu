@@ -19,7 +19,7 @@ struct qg_append_args {
   i64 row0[APPEND_MAX];     // first input row of each sequence
 };
 
-static_assert(sizeof(qg_append_args) == QG_SIZEOF_APPEND, "qg_append_args differs from runtime/kargs.h");
+static_assert(sizeof(qg_append_args) == QG_SIZEOF_APPEND, "qg_append_args differs from base/kargs.h");
 
 extern "C" __global__ void __launch_bounds__(QG_APPEND_THREADS) qg_append(qg_cache c, qg_append_args a) {
   constexpr int NW = QG_APPEND_THREADS / 32, E = D / 32;

@@ -292,7 +292,7 @@ __device__ __forceinline__ int n_splits(i64 L, int max_splits) {
 
 static_assert(sizeof(qg_cache) == QG_SIZEOF_CACHE && sizeof(qg_work) == QG_SIZEOF_WORK &&
                   sizeof(qg_budget) == QG_SIZEOF_BUDGET && sizeof(qg_batch) == QG_SIZEOF_BATCH,
-              "kernel argument structs differ from runtime/kargs.h");
+              "kernel argument structs differ from base/kargs.h");
 
 // ---- selection rules shared by estimate and select (layout.h) ---------------------------
 

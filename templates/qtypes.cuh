@@ -1,5 +1,5 @@
 // qtypes.cuh — device traits, one struct per element type (the device half of the table in
-// runtime/qtypes.c; the struct names are that table's `device` column).
+// base/qtypes.c; the struct names are that table's `device` column).
 //
 // Every struct has:
 //   load(p, i) / store(p, i, x)   io types (f32, f16, bf16): element i of a q/k/v/out array

@@ -21,12 +21,12 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cudrv.h"
-#include "internal.h" /* only to clear ctx->err before a call, so a stale message can't pass */
-#include "qgen.h"
-#include "qtypes.h"
+#include "base/cudrv.h"
+#include "runtime/private.h" /* only to clear ctx->err before a call, so a stale message can't pass */
+#include "runtime/qgen.h"
+#include "base/qtypes.h"
 
-#include "check.h"
+#include "testlib.h"
 
 #ifndef QGEN_SOURCE_DIR
 #define QGEN_SOURCE_DIR "."

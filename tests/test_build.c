@@ -1,4 +1,4 @@
-/* test_build.c — the build's cache key and its compile-error report (gen/build.h):
+/* test_build.c — the build's cache key and its compile-error report (jit/build.h):
  *   - qgen_build_key changes with the qgen version, the NVRTC version, the arch and the
  *     source, and with nothing else;
  *   - an entry stored under the key of another qgen or NVRTC version is a miss (cache level,
@@ -17,14 +17,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "build.h"
-#include "cache.h"
-#include "emit.h"
-#include "../gen/nvrtc.h" /* not the toolkit's nvrtc.h */
-#include "spec.h"
-#include "util.h"
+#include "jit/build.h"
+#include "jit/cache.h"
+#include "jit/emit.h"
+#include "jit/nvrtc.h" /* not the toolkit's nvrtc.h */
+#include "spec/spec.h"
+#include "base/util.h"
 
-#include "check.h"
+#include "testlib.h"
 
 #ifndef QGEN_SOURCE_DIR
 #define QGEN_SOURCE_DIR "."

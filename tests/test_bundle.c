@@ -1,4 +1,4 @@
-/* test_bundle.c — offline bundles (gen/bundle.h): build qwen2.5-0.5b for sm_80 + sm_90,
+/* test_bundle.c — offline bundles (jit/bundle.h): build qwen2.5-0.5b for sm_80 + sm_90,
  * write a bundle, read it back (spec and kernels identical to the JIT path's), open it
  * with the CPU backend (and with NVRTC hidden: QGEN_NVRTC=none, in a child process), and
  * throw hostile files at the reader: truncation at every offset, every bit of the header
@@ -11,13 +11,13 @@
  * valgrind run need not compile.
  */
 #define _GNU_SOURCE
-#include "../gen/build.h"
-#include "../gen/bundle.h"
-#include "../gen/cache.h"
-#include "../gen/nvrtc.h"
-#include "../runtime/qgen.h"
-#include "../gen/sha256.h"
-#include "../gen/util.h"
+#include "jit/build.h"
+#include "jit/bundle.h"
+#include "jit/cache.h"
+#include "jit/nvrtc.h"
+#include "runtime/qgen.h"
+#include "base/sha256.h"
+#include "base/util.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -30,7 +30,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "check.h"
+#include "testlib.h"
 
 #define SPEC_PATH QGEN_SOURCE_DIR "/specs/qwen2.5-0.5b.lua"
 #define ENTRY 336

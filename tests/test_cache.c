@@ -2,9 +2,9 @@
  * as misses, concurrent writers and readers, unwritable directories, QGEN_CACHE=off, the
  * directory resolution order, clear, and hostile files and names. */
 #define _GNU_SOURCE
-#include "cache.h"
-#include "sha256.h"
-#include "util.h"
+#include "jit/cache.h"
+#include "base/sha256.h"
+#include "base/util.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -20,7 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "check.h"
+#include "testlib.h"
 
 #define HDR 88 /* magic 8, version 4, flags 4, key 32, size 8, sha256 32 */
 

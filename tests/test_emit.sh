@@ -57,7 +57,7 @@ ok $([ $? = 1 ] && grep -q "is a directory" "$tmp/err.txt"; echo $?) "a director
 timeout 60 "$QGEN" emit --spec <(cat specs/qwen2.5-0.5b.lua) --arch sm_90 > /dev/null 2>&1
 ok $? "a spec through a pipe (<(...)) is read"
 
-# QGEN_TUNE (runtime/plan.h): a tuned plan is other kernels under another key; malformed
+# QGEN_TUNE (base/plan.h): a tuned plan is other kernels under another key; malformed
 # values and bundles of a tuned plan are refused with the reason.
 QGEN_TUNE=groups=2,stages=3,sel=256 "$QGEN" emit --spec specs/qwen2.5-0.5b.lua --arch sm_90 --print > "$tmp/tuned.txt" 2>&1
 ok $([ $? = 0 ] && grep -q "#define QG_STAGES 6" "$tmp/tuned.txt" && grep -q "#define QG_WARPS_T 2" "$tmp/tuned.txt" &&

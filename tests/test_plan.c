@@ -1,4 +1,4 @@
-/* test_plan.c — the launch plan (runtime/plan.c) over every shape a spec may have: the
+/* test_plan.c — the launch plan (base/plan.c) over every shape a spec may have: the
  * invariants attend.cu's static_asserts and runtime/gpu.c rely on, checked on the host so a
  * plan change that breaks one shape fails here, not on a GPU at run time.
  *
@@ -21,11 +21,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "layout.h"
-#include "plan.h"
-#include "qtypes.h"
+#include "base/layout.h"
+#include "base/plan.h"
+#include "base/qtypes.h"
 
-#include "check.h"
+#include "testlib.h"
 
 static const qgen_type CACHE_TYPES[] = {QGEN_TYPE_F16, QGEN_TYPE_BF16, QGEN_TYPE_Q8_0, QGEN_TYPE_Q4_0, QGEN_TYPE_Q5_0};
 enum { N_TYPES = sizeof CACHE_TYPES / sizeof *CACHE_TYPES };

@@ -1,12 +1,12 @@
 /* test_quality.c — the retrieval-quality gate, CPU only (the CPU reference backend runs
  * the whole decode path: append, estimate, select, attend), on specs/qwen3-4b.lua.
  *
- * Part 1 checks the workload generator's promises (bench/workload.h): rows are the same
+ * Part 1 checks the workload generator's promises (tools/workload.h): rows are the same
  * whatever the chunking (streaming) and the thread count; a needle sits exactly `margin`
  * haystack stds above the strongest distractor in its tightest head, multikey distractors
  * exactly `margin` below the needle; the sink takes about sink_mass of the attention.
  *
- * Part 2 runs the evaluation of bench/quality.c (what `qgen eval --backend cpu` runs) and
+ * Part 2 runs the evaluation of tools/eval.c (what `qgen eval --backend cpu` runs) and
  * gates it:
  *   - Quest (the lists of the real decode path) at 25 % coverage and the default margin
  *     (4) selects every needle's page in every owner head, on every task, 10 trials at 8K
@@ -33,10 +33,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../bench/quality.h"
-#include "../bench/workload.h"
+#include "tools/eval.h"
+#include "tools/workload.h"
 
-#include "check.h"
+#include "testlib.h"
 
 #define MASS_GAP 0.06
 #define ERR_MAX 0.2

@@ -1,4 +1,4 @@
-/* test_quant.c — the quant types and scalar conversions of runtime/qtypes.c.
+/* test_quant.c — the quant types and scalar conversions of base/qtypes.c.
  *
  *   1. known answers: tests/data/quant_kat.txt (argv[1] = the data directory) holds q8_0,
  *      q4_0 and q5_0 blocks and f16/bf16 conversions whose expected bits were derived by
@@ -21,9 +21,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "qtypes.h"
+#include "base/qtypes.h"
 
-#include "check.h"
+#include "testlib.h"
 #include "rng.h"
 
 /* ---- random numbers ------------------------------------------------------------------ */

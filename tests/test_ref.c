@@ -1,4 +1,4 @@
-/* test_ref.c — the CPU reference executor (runtime/ref.c) against layout.h's definitions
+/* test_ref.c — the CPU reference executor (ref/ref.c) against layout.h's definitions
  * and against a naive fp64 softmax attention written here, independently.
  *
  * The reference is the oracle of every GPU test, so this file checks it from outside:
@@ -38,9 +38,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "ref.h"
+#include "ref/ref.h"
 
-#include "check.h"
+#include "testlib.h"
 #include "rng.h"
 
 #define F32 QGEN_TYPE_F32

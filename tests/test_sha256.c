@@ -1,12 +1,12 @@
 /* test_sha256.c — SHA-256 against the FIPS 180-4 / NIST example vectors, padding
  * boundaries, and incremental updates split at every offset. */
-#include "sha256.h"
+#include "base/sha256.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "check.h"
+#include "testlib.h"
 
 
 

@@ -1,4 +1,4 @@
-/* test_spec.c — unit tests of the sandboxed Lua spec loader (gen/spec.c).
+/* test_spec.c — unit tests of the sandboxed Lua spec loader (spec/spec.c).
  *
  * Covers: every spec in specs/ (loads, documented defaults, canonical text round trip,
  * URI), every invalid spec in tests/specs_bad (fails with a message that names the file
@@ -18,10 +18,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "spec.h"
-#include "util.h"
+#include "spec/spec.h"
+#include "base/util.h"
 
-#include "check.h"
+#include "testlib.h"
 
 #ifndef QGEN_SOURCE_DIR
 #define QGEN_SOURCE_DIR "."

@@ -1,0 +1,57 @@
+/* layout.c — sizes of the paged cache and the budget rules of layout.h. The GPU select
+ * kernel (templates/select.cu) implements the same rules; keep the two in step. */
+#include "base/layout.h"
+
+#include <math.h>
+#include <string.h>
+
+void qgen_layout_init(qgen_layout *L, int head_dim, int n_head, int n_head_kv, int block,
+                      qgen_type k_type, qgen_type v_type, qgen_type in_type,
+                      qgen_type out_type, double scale, int sparse) {
+  memset(L, 0, sizeof *L);
+  L->head_dim = head_dim;
+  L->n_head = n_head;
+  L->n_head_kv = n_head_kv;
+  L->group = n_head / n_head_kv;
+  L->block = block;
+  L->k_type = k_type;
+  L->v_type = v_type;
+  L->in_type = in_type;
+  L->out_type = out_type;
+  L->scale = scale;
+  L->sparse = sparse;
+  L->k_row_bytes = qgen_type_row_bytes(k_type, head_dim);
+  L->v_row_bytes = qgen_type_row_bytes(v_type, head_dim);
+  L->k_page_bytes = (size_t)n_head_kv * block * L->k_row_bytes;
+  L->v_page_bytes = (size_t)n_head_kv * block * L->v_row_bytes;
+  L->bounds_page_bytes = sparse ? (size_t)n_head_kv * 2 * head_dim * 2 : 0;
+  L->in_row_bytes = qgen_type_row_bytes(in_type, head_dim);
+  L->q_bytes = (size_t)n_head * L->in_row_bytes;
+  L->out_bytes = (size_t)n_head * qgen_type_row_bytes(out_type, head_dim);
+}
+
+int64_t qgen_budget_pages(const qgen_budget *b, int64_t n, int64_t n_forced, int block) {
+  int64_t k = n;
+  if (b->mode == QGEN_BUDGET_COVERAGE)
+    k = (int64_t)ceil(b->coverage * (double)n);
+  else if (b->mode == QGEN_BUDGET_TOKENS)
+    k = (b->tokens + block - 1) / block;
+  if (k < n_forced) k = n_forced;
+  return k < n ? k : n;
+}
+
+int64_t qgen_forced_pages(const qgen_budget *b, int64_t len, int block, uint8_t *forced) {
+  int64_t n = qgen_pages_of(len, block);
+  memset(forced, 0, (size_t)n);
+  if (n == 0) return 0;
+  int64_t sink = b->sink < len ? b->sink : len;
+  for (int64_t p = 0; p < qgen_pages_of(sink, block); p++) forced[p] = 1;
+  if (b->recent > 0) {
+    int64_t first = len - b->recent > 0 ? (len - b->recent) / block : 0;
+    for (int64_t p = first; p < n; p++) forced[p] = 1;
+  }
+  forced[n - 1] = 1;
+  int64_t c = 0;
+  for (int64_t p = 0; p < n; p++) c += forced[p];
+  return c;
+}

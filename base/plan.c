@@ -1,0 +1,129 @@
+/* plan.c — see plan.h. The numbers and why:
+ *  - attend is warp-specialized (attend.cu): one producer warp, and token groups of
+ *    WARPS_M warps (one per m-tile of 16 query heads) that each take whole 16-token
+ *    sub-tiles from a ring of STAGES = groups x stages-per-group sub-tile buffers. Three
+ *    token groups for 16-bit caches, four when a side is quantized (its consumers are
+ *    issue-bound on dequantization and its stages are small; bench/NOTES.md 24), fewer
+ *    when the group has several m-tiles or when ~106 KiB would give a group under two
+ *    stages; 2..4 stages a group (one computing, the rest in flight): for f16, 3 x 4 beat
+ *    6 x 2, 7 x 3, 2 x 6, 3 x 5 and 4 x 4.
+ *  - 16-bit tiles are stored unpadded and swizzled in 128-byte pieces of a row (64 when
+ *    128 does not divide the row), in which ldmatrix of 8 rows is conflict-free. Tiles are
+ *    128-byte multiples and the ring starts on a 128-byte line: when the 128 bytes that 8
+ *    lanes copy straddle two shared-memory lines (rows padded by 16 bytes, or a misaligned
+ *    ring), the L2 serves those sectors twice (bench/NOTES.md 23). Quantized rows are one
+ *    contiguous slab (not 16-byte multiples), copied by one bulk copy on sm_90 (bulk=1).
+ *  - estimate: one m16 tile of pages per warp and round, 4 warps a CTA; runtime/gpu.c
+ *    launches at most one wave of CTAs, each looping over its share.
+ *  - select: 1024 threads; a list of up to 4 pages a thread (256K tokens at block 64) is
+ *    held in registers and placed by one block scan (select.cu's short path); on sm_90 a
+ *    cluster of up to 8 such CTAs shares a longer one (runtime/gpu.c select_cluster).
+ *  - QGEN_TUNE overrides groups, stages, the stage budget, the split size, select's size
+ *    and short path, PDL and the bulk copies (plan.h).
+ */
+#include "base/plan.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct tune {
+  int groups, stages, smem_kib, split, sel, selreg, pdl, bulk; /* 0 / -1 (selreg, pdl, bulk): not set */
+} tune;
+
+/* Parse QGEN_TUNE into *t. Returns 0, or -1 with a message. */
+static int tune_parse(tune *t, char *err, size_t errlen) {
+  static const struct { const char *name; int lo, hi; size_t off; } keys[] = {
+      {"groups", 1, 16, offsetof(tune, groups)},  {"stages", 2, 8, offsetof(tune, stages)},
+      {"smem", 16, 220, offsetof(tune, smem_kib)},
+      {"split", 64, 65536, offsetof(tune, split)}, {"sel", 128, 1024, offsetof(tune, sel)},
+      {"selreg", 0, 32, offsetof(tune, selreg)}, {"pdl", 0, 1, offsetof(tune, pdl)},
+      {"bulk", 0, 1, offsetof(tune, bulk)}};
+  memset(t, 0, sizeof *t);
+  t->selreg = t->pdl = t->bulk = -1;
+  const char *s = getenv("QGEN_TUNE");
+  while (s && *s) {
+    const char *end = strchr(s, ','), *eq = strchr(s, '=');
+    size_t n = end ? (size_t)(end - s) : strlen(s);
+    size_t k = 0, nk = sizeof keys / sizeof *keys;
+    while (k < nk && !(eq && eq < s + n && (size_t)(eq - s) == strlen(keys[k].name) && !strncmp(s, keys[k].name, (size_t)(eq - s)))) k++;
+    char *stop = NULL;
+    long v = k < nk ? strtol(eq + 1, &stop, 10) : 0;
+    if (k == nk || stop == eq + 1 || stop != s + n || v < keys[k].lo || v > keys[k].hi || (end && !end[1]) ||
+        (keys[k].off == offsetof(tune, sel) && (v & (v - 1)))) {
+      snprintf(err, errlen, "QGEN_TUNE: '%.*s' is not one of groups=1..16, stages=2..8, smem=16..220, split=64..65536, sel=128|256|512|1024, selreg=0..32, pdl=0|1, bulk=0|1",
+               (int)n, s);
+      return -1;
+    }
+    *(int *)((char *)t + keys[k].off) = (int)v;
+    s = end ? end + 1 : s + n;
+  }
+  /* select's packed (taken, tied) counts and its registers: at most 16384 keys a CTA */
+  if (t->selreg > 0 && (long)(t->sel ? t->sel : 1024) * t->selreg > 16384) {
+    snprintf(err, errlen, "QGEN_TUNE: selreg=%d with sel=%d holds %d keys; at most 16384 (selreg <= 16384 / sel)", t->selreg,
+             t->sel ? t->sel : 1024, (t->sel ? t->sel : 1024) * t->selreg);
+    return -1;
+  }
+  return 0;
+}
+
+int qgen_plan_tuned(char *err, size_t errlen) {
+  tune t;
+  if (tune_parse(&t, err, errlen) != 0) return -1;
+  return t.groups || t.stages || t.smem_kib || t.split || t.sel || t.selreg >= 0;
+}
+
+static int pad_rows16(int bytes) { return (bytes / 16) % 2 == 0 ? bytes + 16 : bytes; }
+
+void qgen_plan_make(const qgen_layout *L, qgen_plan *p) {
+  const int D = L->head_dim;
+  p->mt = (L->group + 15) / 16;
+  p->warps_m = p->mt;
+  const int k16 = !qgen_type_traits_of(L->k_type)->is_quant;
+  const int v16 = !qgen_type_traits_of(L->v_type)->is_quant;
+  p->k_srow = (int)L->k_row_bytes;
+  p->v_srow = (int)L->v_row_bytes;
+  p->k_piece = k16 ? (p->k_srow % 128 == 0 ? 128 : 64) : 0;
+  p->v_piece = v16 ? (p->v_srow % 128 == 0 ? 128 : 64) : 0;
+  p->q_srow = pad_rows16(2 * D);
+  p->k_tile_bytes = (16 * p->k_srow + 127) / 128 * 128;
+  p->v_tile_bytes = (16 * p->v_srow + 127) / 128 * 128;
+  const int stage = p->k_tile_bytes + p->v_tile_bytes;
+  char err[160];
+  tune t;
+  if (tune_parse(&t, err, sizeof err) != 0) { /* qgen_open refuses to run with it */
+    memset(&t, 0, sizeof t);
+    t.selreg = t.pdl = t.bulk = -1;
+  }
+  const int budget = (t.smem_kib ? t.smem_kib : 106) * 1024;
+  const int base = k16 && v16 ? 3 : 4;
+  int groups = base / p->mt > 0 ? base / p->mt : 1;
+  while (groups > 1 && budget / (stage * groups) < 2) groups--;
+  if (t.groups) groups = t.groups;
+  if (p->warps_m * groups + 1 > 32) groups = 31 / p->warps_m; /* at most 1024 threads */
+  int per = budget / (stage * groups);
+  per = per < 2 ? 2 : per > 4 ? 4 : per;
+  if (t.stages) per = t.stages;
+  p->warps_t = groups;
+  p->stages = groups * per;
+  p->attend_threads = 32 * (p->warps_m * groups + 1);
+  const int nq = L->k_type == QGEN_TYPE_BF16 ? 2 : 1;
+  const int q_bytes = nq * p->mt * 16 * p->q_srow;
+  const int red = p->warps_t * p->mt * 16 * (D + 2) * 4;
+  const int comb = L->group * QGEN_MAX_SPLITS * 4; /* the last split's merge weights */
+  int area = p->stages * stage;
+  if (red > area) area = red;
+  if (comb > area) area = comb;
+  p->attend_smem = q_bytes + area + 128; /* + slack to start the ring on a 128-byte line */
+  p->min_split_tokens = t.split ? t.split : 256;
+
+  p->est_threads = 128;
+  p->est_pages = 16 * (p->est_threads / 32); /* an m16 tile of pages per warp */
+  p->est_qrow = pad_rows16(4 * D);            /* 2D halves: [Q- | Q+] */
+  p->sel_threads = t.sel ? t.sel : 1024;
+  p->sel_smem_keys = 24576; /* 96 KiB: a 1.5M-token sequence at block 64 */
+  p->sel_regs = t.selreg >= 0 ? t.selreg : 4; /* lists up to 4 x sel_threads pages: keys in registers */
+  p->append_threads = 128;
+  p->pdl = t.pdl != 0;
+  p->bulk = t.bulk != 0;
+}

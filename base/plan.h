@@ -1,0 +1,51 @@
+/* plan.h — the launch plan of one specialization: tile sizes, pipeline depth, CTA sizes,
+ * shared-memory strides and budgets of the five kernels. One C function decides them; the
+ * emitter writes them into the generated source as QG_* defines (the templates
+ * static_assert what they can) and the runtime launches with the same numbers, so the two
+ * sides cannot drift apart.
+ */
+#ifndef QGEN_PLAN_H
+#define QGEN_PLAN_H
+
+#include "base/layout.h"
+
+#define QGEN_MAX_BATCH 256 /* sequences per attend launch (kernel argument array) */
+#define QGEN_APPEND_MAX 64 /* sequences per append launch */
+#define QGEN_MAX_SPLITS 64 /* splits of one (row, KV head) list */
+#define QGEN_SEL_BINS 2048 /* bins of the first radix digit (the top 11 bits of a score key) */
+
+typedef struct qgen_plan {
+  /* attend: MT m-tiles of 16 query heads; WARPS_T token groups of WARPS_M consumer warps
+     and one producer warp; a ring of STAGES (a multiple of WARPS_T) 16-token sub-tiles */
+  int mt, warps_m, warps_t, attend_threads, stages;
+  int k_srow, v_srow, q_srow;     /* shared-memory bytes per K / V / q row */
+  int k_tile_bytes, v_tile_bytes; /* one stage: 16 rows each, rounded to 128 bytes */
+  int k_piece, v_piece;           /* 16-bit tiles are swizzled in pieces of this many bytes of a row
+                                     (128, or 64 when 128 does not divide it); 0 = quantized slab */
+  int attend_smem;                /* dynamic shared memory of attend, bytes */
+  int min_split_tokens;           /* a split gets at least this many tokens */
+  int est_threads, est_pages, est_qrow; /* estimate: CTA size, pages a CTA per round, staged q row bytes */
+  int sel_threads, sel_smem_keys;      /* select: CTA size, pages whose keys it keeps in smem */
+  int sel_regs;                        /* select: keys a thread holds in registers (short lists
+                                          of <= sel_regs x sel_threads pages; 0: never) */
+  int append_threads;
+  int pdl; /* launch select and attend of a sparse step as programmatic dependents (sm_90+) */
+  int bulk; /* attend copies quantized slabs by bulk copies (sm_90+), else by cp.async */
+} qgen_plan;
+
+void qgen_plan_make(const qgen_layout *L, qgen_plan *p);
+
+/* QGEN_TUNE, for tuning experiments: comma-separated overrides of the plan,
+ *   groups=N   attend token groups (1..16)       stages=N   attend stages a group (2..8)
+ *   smem=KIB   attend stage budget (16..220)
+ *   split=T    fewest tokens a split (64..65536) sel=N      select CTA size (128..1024, 2^k)
+ *   selreg=N   select's short path: keys a thread holds in registers (0..32, sel x N <= 16384; 0 = off)
+ *   pdl=0|1    programmatic dependent launch
+ *   bulk=0|1   attend's quantized slabs by bulk copies (sm_90+) or cp.async
+ * All but pdl and bulk change the generated kernels (and so their cache key); bundles hold the
+ * default plan, so qgen_open of a bundle and qgen bundle refuse while one of them is set.
+ * Returns 1 when such a key is set, 0 when not, -1 (message in err) when QGEN_TUNE is
+ * malformed — qgen_plan_make then ignores it, and qgen_open refuses to run with it. */
+int qgen_plan_tuned(char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,28 @@
+/* build.h — from a spec to loaded-ready artifacts: emit, hash, look up the cache, compile
+ * with NVRTC on a miss (the archs of one spec in parallel threads), store.
+ *
+ * Cache key = SHA-256 over {cache format, qgen version, artifact version, emitted source,
+ * NVRTC version, options}; the entry name is "<spec uri>_sm<arch>".
+ */
+#ifndef QGEN_BUILD_H
+#define QGEN_BUILD_H
+
+#include "jit/artifact.h"
+#include "jit/cache.h"
+#include "spec/spec.h"
+
+/* The cache key of the emitted unit src compiled for sm_<arch> by qgen version
+   qgen_version with NVRTC nvrtc_major.nvrtc_minor: SHA-256 over {cache format, qgen
+   version, artifact version, NVRTC version, compile options of arch, src}. qgen_build uses
+   it with this build's QGEN_VERSION and the loaded NVRTC's version, so an entry written by
+   another qgen or another NVRTC is a miss. */
+void qgen_build_key(const char *src, int arch, const char *qgen_version, int nvrtc_major, int nvrtc_minor,
+                    uint8_t key[32]);
+
+/* Build spec for each of archs[0..n) into out[0..n) (cache may be NULL: no cache).
+   Returns 0, or -1 with a message (err should hold 64 KiB: it may carry NVRTC's log).
+   *src_out, if not NULL, receives the emitted unit (caller frees). */
+int qgen_build(const qgen_spec *s, const int *archs, int n, qgen_cache *cache, qgen_artifact *out,
+               char **src_out, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,468 @@
+/* cache.c — the on-disk kernel cache (see cache.h for the contract and the file format).
+ *
+ * Layout of an entry file (all integers little-endian):
+ *   0  magic "QGENCACH"      8 bytes
+ *   8  format version        u32
+ *  12  flags (0)             u32
+ *  16  key                   32 bytes
+ *  48  payload size          u64
+ *  56  sha256(payload)       32 bytes
+ *  88  payload
+ * A reader trusts nothing in the header: the declared size must equal the file's size
+ * less the header (checked against fstat before anything is allocated), and the payload
+ * must hash to the stored checksum.
+ */
+#define _GNU_SOURCE
+#include "jit/cache.h"
+
+#include "base/sha256.h"
+#include "base/util.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define HDR_SIZE 88
+#define NAME_MAX_PREFIX 100 /* readable prefix; "-<16 hex>.qgc" follows */
+#define FILE_MAX (NAME_MAX_PREFIX + 1 + 16 + 4 + 1)
+#define DIR_MAX 3800 /* leaves room for "/<file>" and the temp suffix in a 4096 path */
+#define TEMP_STALE_S 60
+
+static const char MAGIC[8] = {'Q', 'G', 'E', 'N', 'C', 'A', 'C', 'H'};
+
+typedef struct mem_entry {
+  struct mem_entry *next;
+  uint8_t key[32];
+  void *data;
+  size_t size;
+  char file[FILE_MAX];
+} mem_entry;
+
+struct qgen_cache {
+  char *dir;       /* NULL: memory only. Never changes after open. */
+  int readonly;    /* a write failed: entries are still read from dir, no longer written */
+  int warned;      /* the one warning has been printed */
+  mem_entry *mem;  /* every entry read or written by this process */
+  pthread_mutex_t mu; /* guards readonly, warned, mem */
+};
+
+/* ---- small helpers ------------------------------------------------------------------ */
+
+static void put_u32(uint8_t *p, uint32_t v) {
+  for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+static void put_u64(uint8_t *p, uint64_t v) {
+  for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+static uint32_t get_u32(const uint8_t *p) {
+  uint32_t v = 0;
+  for (int i = 0; i < 4; i++) v |= (uint32_t)p[i] << (8 * i);
+  return v;
+}
+static uint64_t get_u64(const uint8_t *p) {
+  uint64_t v = 0;
+  for (int i = 0; i < 8; i++) v |= (uint64_t)p[i] << (8 * i);
+  return v;
+}
+
+static int ends_with(const char *s, const char *suffix) {
+  size_t n = strlen(s), m = strlen(suffix);
+  return n >= m && memcmp(s + n - m, suffix, m) == 0;
+}
+
+/* "<sanitized name>-<first 16 hex of key>.qgc". The name keeps [A-Za-z0-9._-] and turns
+   every other byte into '_', so it can never hold a '/' (no path escapes; ".." stays a
+   plain prefix of a longer name). Empty or NULL names become "entry". */
+static void entry_file(const char *name, const uint8_t key[32], char out[FILE_MAX]) {
+  size_t n = 0;
+  if (name)
+    for (const unsigned char *p = (const unsigned char *)name; *p && n < NAME_MAX_PREFIX; p++) {
+      unsigned ch = *p;
+      int keep = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+                 (ch >= '0' && ch <= '9') || ch == '.' || ch == '_' || ch == '-';
+      out[n++] = keep ? (char)ch : '_';
+    }
+  if (n == 0) {
+    memcpy(out, "entry", 5);
+    n = 5;
+  }
+  out[n++] = '-';
+  qgen_hex(key, 8, out + n);
+  memcpy(out + n + 16, ".qgc", 5);
+}
+
+/* Read exactly n bytes (fewer only at end of file). Returns the count, or -1. */
+static ssize_t read_full(int fd, void *buf, size_t n) {
+  size_t got = 0;
+  while (got < n) {
+    ssize_t r = read(fd, (char *)buf + got, n - got);
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      return -1;
+    }
+    if (r == 0) break;
+    got += (size_t)r;
+  }
+  return (ssize_t)got;
+}
+
+/* Check the entry file at path. want_key: the key it must hold (NULL: any key, which is
+   then returned in key_out). data: where to return the payload (NULL: only verify,
+   streaming, without holding the payload). Returns 1 when the entry is valid, 0 when it
+   is not (corrupt, truncated, other version/key, not a regular file, too large), -1 when
+   it does not exist. *file_size gets the size on disk when known. */
+static int read_entry(const char *path, const uint8_t *want_key, uint8_t key_out[32],
+                      void **data, size_t *size, uint64_t *file_size) {
+  /* O_NONBLOCK: a FIFO planted under an entry's name must not block the open. */
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return errno == ENOENT ? -1 : 0;
+  int ok = 0;
+  uint8_t *payload = NULL;
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) goto done;
+  if (file_size) *file_size = (uint64_t)st.st_size;
+  if (st.st_size < HDR_SIZE || (uint64_t)st.st_size - HDR_SIZE > QGEN_CACHE_MAX_ENTRY) goto done;
+
+  uint8_t h[HDR_SIZE];
+  if (read_full(fd, h, HDR_SIZE) != HDR_SIZE) goto done;
+  uint64_t n = get_u64(h + 48);
+  if (memcmp(h, MAGIC, 8) != 0 || get_u32(h + 8) != QGEN_CACHE_FORMAT || get_u32(h + 12) != 0 ||
+      n != (uint64_t)st.st_size - HDR_SIZE)
+    goto done;
+  if (want_key && memcmp(h + 16, want_key, 32) != 0) goto done;
+
+  qgen_sha256 sc;
+  qgen_sha256_init(&sc);
+  if (data) {
+    payload = malloc(n ? (size_t)n : 1);
+    if (!payload) goto done;
+    if (read_full(fd, payload, (size_t)n) != (ssize_t)n) goto done;
+    qgen_sha256_update(&sc, payload, (size_t)n);
+  } else {
+    uint8_t chunk[65536];
+    for (uint64_t left = n; left;) {
+      size_t want = left < sizeof chunk ? (size_t)left : sizeof chunk;
+      if (read_full(fd, chunk, want) != (ssize_t)want) goto done;
+      qgen_sha256_update(&sc, chunk, want);
+      left -= want;
+    }
+  }
+  uint8_t extra;
+  if (read_full(fd, &extra, 1) != 0) goto done; /* grew since fstat: not an entry we wrote */
+  uint8_t sum[32];
+  qgen_sha256_final(&sc, sum);
+  if (memcmp(sum, h + 56, 32) != 0) goto done;
+
+  if (key_out) memcpy(key_out, h + 16, 32);
+  if (data) {
+    *data = payload;
+    payload = NULL;
+    *size = (size_t)n;
+  }
+  ok = 1;
+done:
+  free(payload);
+  close(fd);
+  return ok;
+}
+
+static int path_of(const qgen_cache *c, const char *file, char *buf, size_t n) {
+  int w = snprintf(buf, n, "%s/%s", c->dir, file);
+  return w >= 0 && (size_t)w < n;
+}
+
+/* Warn once per cache. Caller holds c->mu. */
+static void warn_once(qgen_cache *c, const char *what, const char *path, int err) {
+  if (c->warned) return;
+  c->warned = 1;
+  qgen_warn("kernel cache: %s %s: %s; caching in memory only", what, path, strerror(err));
+}
+
+/* ---- memory store (caller holds c->mu) ---------------------------------------------- */
+
+static mem_entry *mem_find(qgen_cache *c, const char *file, const uint8_t key[32]) {
+  for (mem_entry *e = c->mem; e; e = e->next)
+    if (memcmp(e->key, key, 32) == 0 && strcmp(e->file, file) == 0) return e;
+  return NULL;
+}
+
+/* Store (file, key) -> data, taking ownership of data. */
+static int mem_store(qgen_cache *c, const char *file, const uint8_t key[32], void *data,
+                     size_t size) {
+  mem_entry *e = mem_find(c, file, key);
+  if (!e) {
+    e = calloc(1, sizeof *e);
+    if (!e) return -1;
+    memcpy(e->key, key, 32);
+    strcpy(e->file, file);
+    e->next = c->mem;
+    c->mem = e;
+  } else {
+    free(e->data);
+  }
+  e->data = data;
+  e->size = size;
+  return 0;
+}
+
+static void mem_clear(qgen_cache *c) {
+  for (mem_entry *e = c->mem, *next; e; e = next) {
+    next = e->next;
+    free(e->data);
+    free(e);
+  }
+  c->mem = NULL;
+}
+
+static void *dup_bytes(const void *p, size_t n) {
+  void *q = malloc(n ? n : 1);
+  if (q && n) memcpy(q, p, n);
+  return q;
+}
+
+/* ---- open / close ------------------------------------------------------------------- */
+
+static int env_set(const char *v) { return v && *v; }
+
+static int cache_disabled(void) {
+  const char *v = getenv("QGEN_CACHE");
+  return v && (strcasecmp(v, "off") == 0 || strcmp(v, "0") == 0);
+}
+
+qgen_cache *qgen_cache_open(const char *dir) {
+  qgen_cache *c = calloc(1, sizeof *c);
+  if (!c) return NULL;
+  pthread_mutex_init(&c->mu, NULL);
+  if (cache_disabled()) return c;
+
+  char buf[4096];
+  if (!env_set(dir)) {
+    const char *v;
+    if (env_set(v = getenv("QGEN_CACHE_DIR")))
+      dir = v;
+    else if (env_set(v = getenv("XDG_CACHE_HOME")) && v[0] == '/') /* XDG: relative = unset */
+      dir = qgen_fmt(buf, sizeof buf, "%s/qgen", v);
+    else if (env_set(v = getenv("HOME")))
+      dir = qgen_fmt(buf, sizeof buf, "%s/.cache/qgen", v);
+    else {
+      c->warned = 1;
+      qgen_warn("kernel cache: no directory (set QGEN_CACHE_DIR or HOME); "
+                "caching in memory only");
+      return c;
+    }
+  }
+  size_t len = strlen(dir);
+  while (len > 1 && dir[len - 1] == '/') len--; /* "a/b/" -> "a/b", "/" stays */
+  if (len > DIR_MAX) {
+    c->warned = 1;
+    qgen_warn("kernel cache: directory name too long (%zu bytes); caching in memory only", len);
+    return c;
+  }
+  char *d = malloc(len + 1);
+  if (!d) {
+    qgen_cache_close(c);
+    return NULL;
+  }
+  memcpy(d, dir, len);
+  d[len] = 0;
+  if (qgen_mkdir_p(d, 0755) != 0) {
+    warn_once(c, "cannot create directory", d, errno);
+    free(d);
+    return c;
+  }
+  c->dir = d;
+  return c;
+}
+
+void qgen_cache_close(qgen_cache *c) {
+  if (!c) return;
+  mem_clear(c);
+  free(c->dir);
+  pthread_mutex_destroy(&c->mu);
+  free(c);
+}
+
+const char *qgen_cache_dir(const qgen_cache *c) { return c ? c->dir : NULL; }
+
+void qgen_cache_entry_path(const qgen_cache *c, const char *name, const uint8_t key[32],
+                           char *buf, size_t n) {
+  if (!n) return;
+  buf[0] = 0;
+  if (!c || !c->dir) return;
+  char file[FILE_MAX];
+  entry_file(name, key, file);
+  if (!path_of(c, file, buf, n)) buf[0] = 0;
+}
+
+/* ---- get / put ---------------------------------------------------------------------- */
+
+int qgen_cache_get(qgen_cache *c, const char *name, const uint8_t key[32], void **data,
+                   size_t *size) {
+  if (!c || !key || !data || !size) return 0;
+  char file[FILE_MAX];
+  entry_file(name, key, file);
+
+  pthread_mutex_lock(&c->mu);
+  mem_entry *e = mem_find(c, file, key);
+  if (e) {
+    void *copy = dup_bytes(e->data, e->size);
+    size_t n = e->size;
+    pthread_mutex_unlock(&c->mu);
+    if (!copy) return 0;
+    *data = copy;
+    *size = n;
+    return 1;
+  }
+  pthread_mutex_unlock(&c->mu);
+
+  char path[4096];
+  if (!c->dir || !path_of(c, file, path, sizeof path)) return 0;
+  void *payload = NULL;
+  size_t n = 0;
+  if (read_entry(path, key, NULL, &payload, &n, NULL) != 1) return 0;
+  void *copy = dup_bytes(payload, n);
+  if (!copy) {
+    free(payload);
+    return 0;
+  }
+  pthread_mutex_lock(&c->mu);
+  if (mem_store(c, file, key, payload, n) != 0) free(payload); /* still a hit */
+  pthread_mutex_unlock(&c->mu);
+  *data = copy;
+  *size = n;
+  return 1;
+}
+
+int qgen_cache_put(qgen_cache *c, const char *name, const uint8_t key[32], const void *data,
+                   size_t size) {
+  if (!c || !key || (!data && size)) return -1;
+  char file[FILE_MAX];
+  entry_file(name, key, file);
+
+  void *copy = dup_bytes(data, size);
+  if (!copy) return -1;
+  pthread_mutex_lock(&c->mu);
+  if (mem_store(c, file, key, copy, size) != 0) {
+    pthread_mutex_unlock(&c->mu);
+    free(copy);
+    return -1;
+  }
+  int skip_disk = !c->dir || c->readonly;
+  pthread_mutex_unlock(&c->mu);
+  /* An entry too large to be read back is kept in memory only. */
+  if (skip_disk || size > QGEN_CACHE_MAX_ENTRY) return 1;
+
+  char path[4096];
+  if (!path_of(c, file, path, sizeof path)) return 1;
+  uint8_t *buf = malloc(HDR_SIZE + size);
+  if (!buf) return 1;
+  memcpy(buf, MAGIC, 8);
+  put_u32(buf + 8, QGEN_CACHE_FORMAT);
+  put_u32(buf + 12, 0);
+  memcpy(buf + 16, key, 32);
+  put_u64(buf + 48, size);
+  qgen_sha256_buf(data, size, buf + 56);
+  if (size) memcpy(buf + HDR_SIZE, data, size);
+
+  int rc = qgen_write_atomic(path, buf, HDR_SIZE + size);
+  if (rc != 0 && (errno == ENOENT || errno == ENOTDIR)) {
+    /* The directory went away under us (rm -rf of the cache): make it again, once. */
+    if (qgen_mkdir_p(c->dir, 0755) == 0) rc = qgen_write_atomic(path, buf, HDR_SIZE + size);
+  }
+  int err = errno;
+  free(buf);
+  if (rc == 0) return 0;
+  pthread_mutex_lock(&c->mu);
+  c->readonly = 1;
+  warn_once(c, "cannot write", path, err);
+  pthread_mutex_unlock(&c->mu);
+  return 1;
+}
+
+/* ---- list / clear ------------------------------------------------------------------- */
+
+/* An entry file name: "<prefix>-<16 lower hex>.qgc". Returns 1 and the 8 key bytes it
+   names. */
+static int parse_entry_name(const char *file, uint8_t key8[8]) {
+  size_t n = strlen(file);
+  if (n < 1 + 16 + 4 || !ends_with(file, ".qgc") || file[n - 4 - 16 - 1] != '-') return 0;
+  const char *hex = file + n - 4 - 16;
+  for (int i = 0; i < 16; i++) {
+    char ch = hex[i];
+    int v = ch >= '0' && ch <= '9' ? ch - '0' : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10 : -1;
+    if (v < 0) return 0;
+    if (i % 2 == 0) key8[i / 2] = (uint8_t)(v << 4);
+    else key8[i / 2] |= (uint8_t)v;
+  }
+  return 1;
+}
+
+int qgen_cache_list(qgen_cache *c, void (*cb)(void *ud, const char *file, uint64_t size, int ok),
+                    void *ud) {
+  if (!c || !c->dir) return 0;
+  DIR *d = opendir(c->dir);
+  if (!d) return -1;
+  int count = 0;
+  struct dirent *de;
+  while ((de = readdir(d))) {
+    if (!ends_with(de->d_name, ".qgc")) continue;
+    char path[4096];
+    if (!path_of(c, de->d_name, path, sizeof path)) continue;
+    uint8_t key[32], named[8];
+    uint64_t fsize = 0;
+    int r = read_entry(path, NULL, key, NULL, NULL, &fsize);
+    if (r < 0) continue; /* removed since readdir */
+    int ok = r == 1 && parse_entry_name(de->d_name, named) && memcmp(named, key, 8) == 0;
+    if (cb) cb(ud, de->d_name, fsize, ok);
+    count++;
+  }
+  closedir(d);
+  return count;
+}
+
+/* A temp file of qgen_write_atomic: "<entry>.qgc.tmp.<pid>.<n>.<ns>". Stale when its
+   writer is gone from this host, or when it is older than any write can take (the pid
+   test says nothing about writers on other hosts of a shared file system). */
+static int stale_temp(const char *file, const struct stat *st) {
+  const char *t = strstr(file, ".qgc.tmp.");
+  if (!t) return 0;
+  char *end;
+  long pid = strtol(t + 9, &end, 10);
+  if (end != t + 9 && pid > 0 && kill((pid_t)pid, 0) != 0 && errno == ESRCH) return 1;
+  return time(NULL) - st->st_mtime >= TEMP_STALE_S;
+}
+
+int qgen_cache_clear(qgen_cache *c) {
+  if (!c) return -1;
+  pthread_mutex_lock(&c->mu);
+  mem_clear(c);
+  pthread_mutex_unlock(&c->mu);
+  if (!c->dir) return 0;
+  DIR *d = opendir(c->dir);
+  if (!d) return -1;
+  int count = 0, failed = 0;
+  struct dirent *de;
+  while ((de = readdir(d))) {
+    int entry = ends_with(de->d_name, ".qgc");
+    if (!entry && !strstr(de->d_name, ".qgc.tmp.")) continue;
+    char path[4096];
+    struct stat st;
+    if (!path_of(c, de->d_name, path, sizeof path) || lstat(path, &st) != 0) continue;
+    if (S_ISDIR(st.st_mode)) continue; /* not ours */
+    if (!entry && !stale_temp(de->d_name, &st)) continue; /* a write in progress */
+    if (unlink(path) == 0) count++;
+    else if (errno != ENOENT) failed = 1;
+  }
+  closedir(d);
+  return failed ? -1 : count;
+}

@@ -1,0 +1,401 @@
+/* ref.c — the CPU reference of the decode path: the oracle every GPU test compares with.
+ *
+ * Everything here is the plain, slow, obviously-correct version of layout.h's rules; the
+ * GPU kernels are clever, this file is not. No SIMD, no threads, no online tricks:
+ *
+ *   append    For each new token t (position pos = seq_len + i) and KV head h: convert
+ *             the input row (in_type) to f32 with the traits table, write it into
+ *             page_table[seq][pos / block], slot pos % block, with the k_type / v_type
+ *             quantizer (ggml-exact). Then, for sparse layouts, the bounds: for every page
+ *             this call touches, take min and max per channel over the f32 input keys the
+ *             call writes into that page, round them outward to f16 (min toward -inf, max
+ *             toward +inf) and either store them (the call wrote the page's slot 0: a fresh
+ *             page) or min/max-merge them with the stored f16 bounds.
+ *
+ *             Chunking must not matter (one call of 4096 tokens == 4096 calls of one): the
+ *             rounding is monotone, so rd(min(a, b)) == min(rd(a), rd(b)), and min/max use
+ *             one total order in which -0 < +0 (so the result is the same whichever of two
+ *             equal-valued zeros comes first; it is also the order of the sign-flipped
+ *             integer keys GPUs use for float atomicMin/Max, and PTX's min/max order zeros
+ *             the same way). NaN keys are ignored, as PTX min/max and C's fminf do: a channel
+ *             whose keys are all NaN gets the empty bounds kmin = +inf, kmax = -inf.
+ *
+ *   estimate  score(page, h) = max over the group's query heads g of
+ *             sum_d (q_gd > 0 ? q_gd*kmax_d : q_gd < 0 ? q_gd*kmin_d : 0), in double, d in
+ *             increasing order. (f32 * f16 products are exact in double and a sequential
+ *             sum is monotone in its terms, so this is >= the same sum over any key in the
+ *             page, exactly, not just up to rounding.) A NaN from any head makes the score NaN.
+ *
+ *   select    forced pages (sink, recent, last) from qgen_forced_pages, K_eff from
+ *             qgen_budget_pages, then the best K_eff - |forced| other pages by score: NaN
+ *             first, then larger scores, ties to the lower page index (one qsort with that
+ *             total order). Written back in ascending page order.
+ *
+ *   attend    Per query head hq (KV head hq / group), over the listed pages in list order
+ *             and their tokens in order: s_t = scale * q.k_t (double, k dequantized with the
+ *             k_type traits), m = max s_t, p_t = exp(s_t - m), out = sum p_t v_t / sum p_t.
+ *             Two passes over the tokens (scores, then values); no online rescaling, so the
+ *             result is as close to the exact softmax as double allows.
+ *
+ *   step      dense budget (or one whose K_eff covers every page): attend over every page;
+ *             otherwise estimate -> select per KV head -> attend over those lists.
+ *
+ * Sizes are 64-bit throughout; scratch memory is malloc'ed per call (an allocation failure
+ * aborts: this is a test oracle, not a serving path).
+ */
+#include "ref/ref.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- small helpers ------------------------------------------------------------------ */
+
+static void *xmalloc(size_t n) {
+  void *p = malloc(n ? n : 1);
+  if (!p) {
+    fprintf(stderr, "qgen_ref: out of memory (%zu bytes)\n", n);
+    abort();
+  }
+  return p;
+}
+
+static void *xcalloc(size_t n, size_t size) {
+  void *p = calloc(n ? n : 1, size ? size : 1);
+  if (!p) {
+    fprintf(stderr, "qgen_ref: out of memory (%zu x %zu bytes)\n", n, size);
+    abort();
+  }
+  return p;
+}
+
+static const qgen_type_traits *traits(qgen_type t) { return qgen_type_traits_of(t); }
+
+static int64_t phys_page(const qgen_kvmem *m, int seq, int64_t logical) {
+  return m->page_table[(int64_t)seq * m->pages_per_seq + logical];
+}
+
+/* Row of KV head h, slot `slot` of physical page `page` in the K (which = 0) or V pool. */
+static uint8_t *pool_row(const qgen_layout *L, const qgen_kvmem *m, int which, int64_t page,
+                         int h, int64_t slot) {
+  size_t page_bytes = which ? L->v_page_bytes : L->k_page_bytes;
+  size_t row_bytes = which ? L->v_row_bytes : L->k_row_bytes;
+  uint8_t *pool = which ? m->v : m->k;
+  return pool + (size_t)page * page_bytes + ((size_t)h * (size_t)L->block + (size_t)slot) * row_bytes;
+}
+
+/* kmin of (page, h) at [0, D), kmax at [D, 2D). */
+static uint16_t *page_bounds(const qgen_layout *L, const qgen_kvmem *m, int64_t page, int h) {
+  return m->bounds + ((size_t)page * (size_t)L->n_head_kv + (size_t)h) * 2 * (size_t)L->head_dim;
+}
+
+/* The total order of the bounds: -inf < ... < -0 < +0 < ... < +inf (NaN: never before). */
+static int before(float a, float b) { return a < b || (a == b && signbit(a) && !signbit(b)); }
+
+/* Merge two f16 lower bounds (want_max = 0) or upper bounds (want_max = 1); a NaN loses. */
+static uint16_t merge_bound(uint16_t a, uint16_t b, int want_max) {
+  float fa = qgen_f16_to_f32(a), fb = qgen_f16_to_f32(b);
+  if (isnan(fa)) return b;
+  if (isnan(fb)) return a;
+  if (want_max) return before(fa, fb) ? b : a;
+  return before(fb, fa) ? b : a;
+}
+
+/* ---- append ------------------------------------------------------------------------- */
+
+void qgen_ref_append(const qgen_layout *L, qgen_kvmem *m, int seq, int64_t n_new,
+                     const void *k, const void *v) {
+  if (n_new <= 0) return;
+  const int D = L->head_dim, Hkv = L->n_head_kv, B = L->block;
+  const qgen_type_traits *in = traits(L->in_type), *kt = traits(L->k_type),
+                         *vt = traits(L->v_type);
+  const uint8_t *kin = k, *vin = v;
+  const int64_t len0 = m->seq_len[seq];
+  float *x = xmalloc((size_t)D * sizeof *x);
+
+  /* 1. the rows */
+  for (int64_t i = 0; i < n_new; i++) {
+    const int64_t pos = len0 + i, page = phys_page(m, seq, pos / B), slot = pos % B;
+    for (int h = 0; h < Hkv; h++) {
+      const size_t off = ((size_t)i * (size_t)Hkv + (size_t)h) * L->in_row_bytes;
+      in->to_f32(kin + off, x, D);
+      kt->from_f32(x, pool_row(L, m, 0, page, h, slot), D);
+      in->to_f32(vin + off, x, D);
+      vt->from_f32(x, pool_row(L, m, 1, page, h, slot), D);
+    }
+  }
+
+  /* 2. the bounds, page by page */
+  if (L->sparse) {
+    float *lo = xmalloc((size_t)D * sizeof *lo), *hi = xmalloc((size_t)D * sizeof *hi);
+    const int64_t end = len0 + n_new;
+    for (int64_t lp = len0 / B; lp <= (end - 1) / B; lp++) {
+      const int64_t t0 = lp * B > len0 ? lp * B : len0;
+      const int64_t t1 = (lp + 1) * B < end ? (lp + 1) * B : end;
+      const int fresh = t0 == lp * B; /* this call writes the page's first token */
+      const int64_t page = phys_page(m, seq, lp);
+      for (int h = 0; h < Hkv; h++) {
+        for (int d = 0; d < D; d++) {
+          lo[d] = INFINITY;
+          hi[d] = -INFINITY;
+        }
+        for (int64_t t = t0; t < t1; t++) {
+          in->to_f32(kin + ((size_t)(t - len0) * (size_t)Hkv + (size_t)h) * L->in_row_bytes, x, D);
+          for (int d = 0; d < D; d++) {
+            if (isnan(x[d])) continue; /* ignored, like PTX min/max */
+            if (before(x[d], lo[d])) lo[d] = x[d];
+            if (before(hi[d], x[d])) hi[d] = x[d];
+          }
+        }
+        uint16_t *bnd = page_bounds(L, m, page, h);
+        for (int d = 0; d < D; d++) {
+          uint16_t nlo = qgen_f32_to_f16_rd(lo[d]), nhi = qgen_f32_to_f16_ru(hi[d]);
+          if (!fresh) {
+            nlo = merge_bound(bnd[d], nlo, 0);
+            nhi = merge_bound(bnd[D + d], nhi, 1);
+          }
+          bnd[d] = nlo;
+          bnd[D + d] = nhi;
+        }
+      }
+    }
+    free(lo);
+    free(hi);
+  }
+  free(x);
+  m->seq_len[seq] = (int32_t)(len0 + n_new);
+}
+
+/* ---- estimate ----------------------------------------------------------------------- */
+
+void qgen_ref_estimate(const qgen_layout *L, const qgen_kvmem *m, int seq, const void *q,
+                       double *scores) {
+  const int D = L->head_dim, G = L->group;
+  const int64_t n = qgen_pages_of(m->seq_len[seq], L->block);
+  float *qf = xmalloc((size_t)L->n_head * (size_t)D * sizeof *qf);
+  double *kmin = xmalloc((size_t)D * sizeof *kmin), *kmax = xmalloc((size_t)D * sizeof *kmax);
+  traits(L->in_type)->to_f32(q, qf, (int64_t)L->n_head * D);
+
+  for (int h = 0; h < L->n_head_kv; h++)
+    for (int64_t p = 0; p < n; p++) {
+      const uint16_t *bnd = page_bounds(L, m, phys_page(m, seq, p), h);
+      for (int d = 0; d < D; d++) {
+        kmin[d] = qgen_f16_to_f32(bnd[d]);
+        kmax[d] = qgen_f16_to_f32(bnd[D + d]);
+      }
+      double best = -INFINITY;
+      for (int g = 0; g < G; g++) {
+        const float *qg = qf + (size_t)(h * G + g) * (size_t)D;
+        double s = 0.0;
+        for (int d = 0; d < D; d++) {
+          const double qd = qg[d];
+          s += qd > 0 ? qd * kmax[d] : qd < 0 ? qd * kmin[d] : 0.0;
+        }
+        if (isnan(s) || s > best) best = s; /* once NaN, stays NaN (NaN > x is false) */
+      }
+      scores[(int64_t)h * n + p] = best;
+    }
+  free(qf);
+  free(kmin);
+  free(kmax);
+}
+
+/* ---- select ------------------------------------------------------------------------- */
+
+typedef struct {
+  double score;
+  int64_t page;
+} ranked;
+
+/* Best first: NaN above every number, then larger scores, ties to the lower page. */
+static int rank_cmp(const void *pa, const void *pb) {
+  const ranked *a = pa, *b = pb;
+  const int na = isnan(a->score), nb = isnan(b->score);
+  if (na != nb) return na ? -1 : 1;
+  if (!na && a->score != b->score) return a->score > b->score ? -1 : 1;
+  return a->page < b->page ? -1 : a->page > b->page ? 1 : 0;
+}
+
+int64_t qgen_ref_select(const qgen_budget *b, int64_t len, int block, const double *scores,
+                        int32_t *list) {
+  const int64_t n = qgen_pages_of(len, block);
+  if (n <= 0) return 0;
+  uint8_t *chosen = xmalloc((size_t)n);
+  const int64_t n_forced = qgen_forced_pages(b, len, block, chosen); /* forced pages chosen */
+  const int64_t k = b->mode == QGEN_BUDGET_DENSE ? n : qgen_budget_pages(b, n, n_forced, block);
+
+  if (k >= n) {
+    memset(chosen, 1, (size_t)n);
+  } else {
+    ranked *cand = xmalloc((size_t)(n - n_forced) * sizeof *cand);
+    int64_t nc = 0;
+    for (int64_t p = 0; p < n; p++)
+      if (!chosen[p]) {
+        cand[nc].score = scores[p];
+        cand[nc].page = p;
+        nc++;
+      }
+    qsort(cand, (size_t)nc, sizeof *cand, rank_cmp);
+    for (int64_t i = 0; i < k - n_forced; i++) chosen[cand[i].page] = 1;
+    free(cand);
+  }
+
+  int64_t c = 0;
+  for (int64_t p = 0; p < n; p++)
+    if (chosen[p]) list[c++] = (int32_t)p;
+  free(chosen);
+  return c;
+}
+
+/* ---- attend ------------------------------------------------------------------------- */
+
+void qgen_ref_attend(const qgen_layout *L, const qgen_kvmem *m, int seq, const void *q,
+                     const int32_t *const *lists, const int64_t *counts, void *out,
+                     double *out_f64) {
+  const int D = L->head_dim, G = L->group, B = L->block;
+  const int64_t len = m->seq_len[seq], n = qgen_pages_of(len, B);
+  const qgen_type_traits *kt = traits(L->k_type), *vt = traits(L->v_type);
+  double *res = out_f64 ? out_f64 : xmalloc((size_t)L->n_head * (size_t)D * sizeof *res);
+  float *qf = xmalloc((size_t)L->n_head * (size_t)D * sizeof *qf);
+  float *row = xmalloc((size_t)D * sizeof *row);
+  double *mx = xmalloc((size_t)G * sizeof *mx), *sum = xmalloc((size_t)G * sizeof *sum);
+  int32_t *all = xmalloc((size_t)(n > 0 ? n : 1) * sizeof *all);
+  for (int64_t p = 0; p < n; p++) all[p] = (int32_t)p;
+
+  memset(res, 0, (size_t)L->n_head * (size_t)D * sizeof *res);
+  if (len > 0) traits(L->in_type)->to_f32(q, qf, (int64_t)L->n_head * D);
+
+  for (int h = 0; h < L->n_head_kv && len > 0; h++) {
+    const int32_t *list = lists ? lists[h] : all;
+    const int64_t cnt = lists ? counts[h] : n;
+    double *o = res + (size_t)h * (size_t)G * (size_t)D; /* the group's G output rows */
+
+    /* the listed tokens (a list may, in principle, repeat a page: then so do its tokens) */
+    size_t ntok = 0;
+    for (int64_t i = 0; i < cnt; i++) {
+      const int64_t p = list[i];
+      if (p < 0 || p >= n) continue; /* not a page of this sequence: ignored */
+      ntok += (size_t)((p + 1) * B < len ? B : len - p * B);
+    }
+    if (ntok == 0) continue; /* an empty list attends to nothing: zeros */
+    double *s = xmalloc((size_t)G * ntok * sizeof *s); /* s[g * ntok + token] */
+
+    /* pass 1: scores of every listed token, for every head of the group */
+    int64_t nt = 0;
+    for (int g = 0; g < G; g++) mx[g] = -INFINITY;
+    for (int64_t i = 0; i < cnt; i++) {
+      const int64_t p = list[i];
+      if (p < 0 || p >= n) continue;
+      const int64_t page = phys_page(m, seq, p);
+      for (int64_t t = p * B; t < len && t < (p + 1) * B; t++, nt++) {
+        kt->to_f32(pool_row(L, m, 0, page, h, t - p * B), row, D);
+        for (int g = 0; g < G; g++) {
+          const float *qg = qf + (size_t)(h * G + g) * (size_t)D;
+          double dot = 0.0;
+          for (int d = 0; d < D; d++) dot += (double)qg[d] * (double)row[d];
+          const double st = L->scale * dot;
+          s[(size_t)g * ntok + (size_t)nt] = st;
+          if (st > mx[g]) mx[g] = st;
+        }
+      }
+    }
+
+    /* pass 2: softmax weights and the weighted sum of the values, same token order */
+    for (int g = 0; g < G; g++) sum[g] = 0.0;
+    nt = 0;
+    for (int64_t i = 0; i < cnt; i++) {
+      const int64_t p = list[i];
+      if (p < 0 || p >= n) continue;
+      const int64_t page = phys_page(m, seq, p);
+      for (int64_t t = p * B; t < len && t < (p + 1) * B; t++, nt++) {
+        vt->to_f32(pool_row(L, m, 1, page, h, t - p * B), row, D);
+        for (int g = 0; g < G; g++) {
+          const double w = exp(s[(size_t)g * ntok + (size_t)nt] - mx[g]);
+          sum[g] += w;
+          for (int d = 0; d < D; d++) o[(size_t)g * D + d] += w * (double)row[d];
+        }
+      }
+    }
+    for (int g = 0; g < G; g++)
+      for (int d = 0; d < D; d++) o[(size_t)g * D + d] /= sum[g];
+    free(s);
+  }
+
+  if (out) {
+    const qgen_type_traits *ot = traits(L->out_type);
+    const size_t out_row = qgen_type_row_bytes(L->out_type, D);
+    for (int hq = 0; hq < L->n_head; hq++) {
+      for (int d = 0; d < D; d++) row[d] = (float)res[(size_t)hq * D + d];
+      ot->from_f32(row, (uint8_t *)out + (size_t)hq * out_row, D);
+    }
+  }
+
+  if (!out_f64) free(res);
+  free(qf);
+  free(row);
+  free(mx);
+  free(sum);
+  free(all);
+}
+
+/* ---- step --------------------------------------------------------------------------- */
+
+void qgen_ref_step(const qgen_layout *L, const qgen_kvmem *m, int seq, const void *q,
+                   const qgen_budget *b, void *out, double *out_f64, int32_t *lists_out,
+                   int64_t *counts_out) {
+  const int Hkv = L->n_head_kv;
+  const int64_t len = m->seq_len[seq], n = qgen_pages_of(len, L->block);
+  const size_t room = (size_t)(n > 0 ? n : 1);
+  int32_t *lists = xmalloc((size_t)Hkv * room * sizeof *lists);
+  int64_t *counts = xcalloc((size_t)Hkv, sizeof *counts);
+  const int32_t **ptrs = xcalloc((size_t)Hkv, sizeof *ptrs);
+
+  /* Dense when asked, when the layout keeps no bounds, or when K_eff covers every page. */
+  int dense = !b || b->mode == QGEN_BUDGET_DENSE || !L->sparse || n == 0;
+  if (!dense) {
+    uint8_t *forced = xmalloc((size_t)n);
+    const int64_t nf = qgen_forced_pages(b, len, L->block, forced);
+    dense = qgen_budget_pages(b, n, nf, L->block) >= n;
+    free(forced);
+  }
+
+  if (dense) {
+    for (int h = 0; h < Hkv; h++) {
+      for (int64_t p = 0; p < n; p++) lists[(size_t)h * room + (size_t)p] = (int32_t)p;
+      counts[h] = n;
+    }
+  } else {
+    double *scores = xmalloc((size_t)Hkv * (size_t)n * sizeof *scores);
+    qgen_ref_estimate(L, m, seq, q, scores);
+    for (int h = 0; h < Hkv; h++)
+      counts[h] = qgen_ref_select(b, len, L->block, scores + (size_t)h * (size_t)n,
+                                  lists + (size_t)h * room);
+    free(scores);
+  }
+  for (int h = 0; h < Hkv; h++) ptrs[h] = lists + (size_t)h * room;
+
+  qgen_ref_attend(L, m, seq, q, ptrs, counts, out, out_f64);
+
+  for (int h = 0; h < Hkv; h++) {
+    if (lists_out)
+      memcpy(lists_out + (size_t)h * (size_t)m->pages_per_seq, ptrs[h],
+             (size_t)counts[h] * sizeof *lists_out);
+    if (counts_out) counts_out[h] = counts[h];
+  }
+  free(lists);
+  free(counts);
+  free(ptrs);
+}
+
+/* ---- row ---------------------------------------------------------------------------- */
+
+void qgen_ref_row(const qgen_layout *L, const qgen_kvmem *m, int which, int seq, int64_t t,
+                  int h, double *dst) {
+  const int D = L->head_dim;
+  float *row = xmalloc((size_t)D * sizeof *row);
+  const uint8_t *src = pool_row(L, m, which, phys_page(m, seq, t / L->block), h, t % L->block);
+  traits(which ? L->v_type : L->k_type)->to_f32(src, row, D);
+  for (int d = 0; d < D; d++) dst[d] = row[d];
+  free(row);
+}

@@ -1,0 +1,418 @@
+/* bench.c — `qgen bench`: time the decode step of a spec on the GPU.
+ *
+ * For every (context, batch) cell the KV caches are filled by appending a random 32K-token
+ * chunk repeatedly (the fill rate is reported as append tokens/s); enough caches are made
+ * that one pass over them is >= 4x the L2, and the timed runs rotate through them, so small
+ * cells are not served from L2. Each coverage is timed as a whole step captured in a CUDA
+ * graph per cache and replayed (events around each replay after warm-up; the median of
+ * --runs; also eagerly, host launch latency included), then again with events between the
+ * kernels for the breakdown: estimate, select, attend (with its fused combine). In the same cell a plain
+ * streaming read (16-byte loads, 4 in flight per thread, grid sized to the SMs) of exactly
+ * the bytes the step must read gives the practical floor at that size.
+ *
+ * Output: a table on stdout and, with --json FILE, one JSON object per cell (an array).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "jit/artifact.h"
+#include "jit/nvrtc.h"
+#include "base/util.h"
+#include "base/cudrv.h"
+#include "runtime/private.h"
+
+static const char STREAM_SRC[] =
+    "extern \"C\" __global__ void stream_read(const uint4 *p, unsigned long long n, unsigned *sink) {\n"
+    "  const unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;\n"
+    "  unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;\n"
+    "  unsigned acc = 0;\n"
+    "  for (; i + 3 * stride < n; i += 4 * stride) {\n"
+    "    uint4 a = __ldcs(p + i), b = __ldcs(p + i + stride), c = __ldcs(p + i + 2 * stride), d = __ldcs(p + i + 3 * stride);\n"
+    "    acc ^= a.x ^ b.y ^ c.z ^ d.w ^ a.w ^ b.x ^ c.y ^ d.z;\n"
+    "  }\n"
+    "  for (; i < n; i += stride) { uint4 a = __ldcs(p + i); acc ^= a.x ^ a.w; }\n"
+    "  if (acc == 0x9e3779b9u) *sink = acc;\n"
+    "}\n";
+
+static const char BENCH_USAGE[] =
+    "usage: qgen bench --spec FILE [--variant NAME] [--ctx LIST] [--batch LIST] [--coverage LIST]\n"
+    "                  [--runs N] [--warmup N] [--json FILE] [--jit]\n"
+    "\n"
+    "Times one decode step (estimate + select + attend, or attend alone when dense; attend\n"
+    "merges its splits itself) per layer on the GPU, for every context x batch x coverage;\n"
+    "coverage 1 = dense.\n"
+    "Lists are comma-separated; contexts take K/M suffixes (16K = 16384).\n"
+    "\n"
+    "  --ctx LIST        default 16K,128K\n"
+    "  --batch LIST      default 1\n"
+    "  --coverage LIST   default 1,0.25 (sparse rows need a sparse spec)\n"
+    "  --runs N          timed steps per cell (median reported), default 50\n"
+    "  --warmup N        untimed steps first, default 10\n"
+    "  --json FILE       write the rows as a JSON array\n"
+    "  --jit             also time a cold qgen_open (empty cache), a warm one, and a warm one\n"
+    "                    with the device's context already held (as an engine holds it)\n"
+    "  --mem-gib N       skip cells whose caches need more than N GiB (default 100)\n";
+
+typedef struct {
+  const qgen_cudrv *cu;
+  CUfunction stream;
+  CUmodule mod;
+  CUdeviceptr sink;
+  int sm_count;
+} benv;
+
+static int parse_list(const char *s, double *v, int max) {
+  int n = 0;
+  while (*s && n < max) {
+    char *end;
+    double x = strtod(s, &end);
+    if (end == s) return -1;
+    if (*end == 'K' || *end == 'k') x *= 1024, end++;
+    else if (*end == 'M' || *end == 'm') x *= 1024 * 1024, end++;
+    v[n++] = x;
+    if (*end == ',') end++;
+    else if (*end) return -1;
+    s = end;
+  }
+  return n;
+}
+
+static int cmp_f(const void *a, const void *b) {
+  float x = *(const float *)a, y = *(const float *)b;
+  return x < y ? -1 : x > y;
+}
+static float median(float *v, int n) {
+  qsort(v, (size_t)n, sizeof *v, cmp_f);
+  return n % 2 ? v[n / 2] : 0.5f * (v[n / 2 - 1] + v[n / 2]);
+}
+
+#define CK(call)                                                                   \
+  do {                                                                             \
+    CUresult r_ = (call);                                                          \
+    if (r_ != CUDA_SUCCESS) {                                                      \
+      fprintf(stderr, "qgen bench: %s: %s\n", #call, qgen_cu_errstr(r_));         \
+      exit(2);                                                                     \
+    }                                                                              \
+  } while (0)
+#define API(call)                                                                                  \
+  do {                                                                                             \
+    qgen_status s_ = (call);                                                                       \
+    if (s_ != QGEN_OK) {                                                                           \
+      fprintf(stderr, "qgen bench: %s: %s (%s)\n", #call, qgen_status_str(s_), qgen_error(ctx));    \
+      exit(2);                                                                                     \
+    }                                                                                              \
+  } while (0)
+
+/* Median time in us of a streaming read of `bytes`, at rotating offsets of a buffer of at
+   least 4x the L2 (and at least bytes). */
+static double stream_us(benv *b, size_t bytes, int runs) {
+  bytes = (bytes + 15) / 16 * 16;
+  size_t cap = bytes < (256u << 20) ? (size_t)(256u << 20) + bytes : bytes;
+  CUdeviceptr buf;
+  CK(b->cu->cuMemAlloc(&buf, cap));
+  CK(b->cu->cuMemsetD8(buf, 1, cap));
+  CUevent e0, e1;
+  CK(b->cu->cuEventCreate(&e0, 0));
+  CK(b->cu->cuEventCreate(&e1, 0));
+  float *t = malloc(sizeof(float) * (size_t)runs);
+  const size_t slots = cap / bytes;
+  for (int i = -5; i < runs; i++) {
+    CUdeviceptr p = buf + (size_t)((i + 5) % (int)slots) * bytes;
+    unsigned long long n16 = bytes / 16;
+    void *args[] = {&p, &n16, &b->sink};
+    CK(b->cu->cuEventRecord(e0, NULL));
+    CK(b->cu->cuLaunchKernel(b->stream, (unsigned)b->sm_count * 4, 1, 1, 512, 1, 1, 0, NULL, args, NULL));
+    CK(b->cu->cuEventRecord(e1, NULL));
+    CK(b->cu->cuEventSynchronize(e1));
+    if (i >= 0) CK(b->cu->cuEventElapsedTime(&t[i], e0, e1));
+  }
+  double us = 1e3 * median(t, runs);
+  free(t);
+  b->cu->cuEventDestroy(e0);
+  b->cu->cuEventDestroy(e1);
+  b->cu->cuMemFree(buf);
+  return us;
+}
+
+static void setup_stream(benv *b) {
+  static char err[65536];
+  qgen_artifact a;
+  const char *names[] = {"stream_read", NULL};
+  int major = 0, minor = 0;
+  CK(b->cu->cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, 0));
+  CK(b->cu->cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, 0));
+  if (qgen_nvrtc_compile(STREAM_SRC, "stream_read.cu", major * 10 + minor, names, &a, err, sizeof err) != 0) {
+    fprintf(stderr, "qgen bench: %s\n", err);
+    exit(2);
+  }
+  CK(b->cu->cuModuleLoadData(&b->mod, a.cubin));
+  CK(b->cu->cuModuleGetFunction(&b->stream, b->mod, "stream_read"));
+  CK(b->cu->cuMemAlloc(&b->sink, 16));
+  qgen_artifact_free(&a);
+}
+
+/* The bytes a step must read: K and V of the attended pages (every KV head), plus the
+   bounds of every page when sparse. */
+static double step_bytes(const qgen_layout *L, int64_t ctx, int batch, double cov) {
+  const int64_t n = qgen_pages_of(ctx, L->block);
+  const double per_tok = (double)L->n_head_kv * (double)(L->k_row_bytes + L->v_row_bytes);
+  if (cov >= 1.0) return per_tok * (double)ctx * batch;
+  double sel = ceil(cov * (double)n);
+  return batch * (per_tok * L->block * sel + (double)n * L->bounds_page_bytes);
+}
+
+static int cmd_jit(const char *spec, const char *variant) {
+  char dir[] = "/tmp/qgen-bench-jit-XXXXXX";
+  if (!mkdtemp(dir)) return 2;
+  qgen_open_opts o = {QGEN_BACKEND_GPU, 0, variant, dir};
+  qgen_ctx *ctx;
+  double t0 = qgen_now_ms();
+  API(qgen_open(&ctx, spec, &o));
+  double cold = qgen_now_ms() - t0;
+  qgen_close(ctx);
+  t0 = qgen_now_ms();
+  API(qgen_open(&ctx, spec, &o));
+  double warm = qgen_now_ms() - t0;
+  qgen_info info;
+  qgen_get_info(ctx, &info);
+  qgen_close(ctx);
+  /* Both opens above create the device's primary context (qgen_close released it): ~0.1 s
+     of driver work a process pays once. An engine that loads qgen already holds that
+     context, so the open it pays is this one. */
+  const qgen_cudrv *cu = qgen_cudrv_get(NULL);
+  CUdevice dev;
+  CUcontext pc;
+  double held = -1;
+  if (cu && cu->cuDeviceGet(&dev, 0) == CUDA_SUCCESS && cu->cuDevicePrimaryCtxRetain(&pc, dev) == CUDA_SUCCESS) {
+    t0 = qgen_now_ms();
+    API(qgen_open(&ctx, spec, &o));
+    held = qgen_now_ms() - t0;
+    qgen_close(ctx);
+    cu->cuDevicePrimaryCtxRelease(dev);
+  }
+  printf("jit: cold qgen_open %.1f ms (NVRTC for sm_%d, empty cache), warm qgen_open %.1f ms (cache %s); "
+         "warm with the device's context already held by the process: %.1f ms\n",
+         cold, info.arch, warm, info.cache_hit ? "hit" : "miss", held);
+  char cmd[200];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  if (system(cmd) != 0) fprintf(stderr, "qgen bench: could not remove %s\n", dir);
+  return 0;
+}
+
+int qgen_bench_main(int argc, char **argv) {
+  const char *spec = NULL, *variant = NULL, *json = NULL;
+  double ctxs[32] = {16384, 131072}, batches[16] = {1}, covs[16] = {1, 0.25}, mem_gib = 100;
+  int nctx = 2, nb = 1, ncov = 2, runs = 50, warmup = 10, jit = 0;
+  for (int i = 0; i < argc; i++) {
+    const char *a = argv[i];
+    if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+      fputs(BENCH_USAGE, stdout);
+      return 0;
+    }
+    if (!strcmp(a, "--jit")) jit = 1;
+    else if (i + 1 < argc && !strcmp(a, "--spec")) spec = argv[++i];
+    else if (i + 1 < argc && !strcmp(a, "--variant")) variant = argv[++i];
+    else if (i + 1 < argc && !strcmp(a, "--json")) json = argv[++i];
+    else if (i + 1 < argc && !strcmp(a, "--runs")) runs = atoi(argv[++i]);
+    else if (i + 1 < argc && !strcmp(a, "--warmup")) warmup = atoi(argv[++i]);
+    else if (i + 1 < argc && !strcmp(a, "--mem-gib")) mem_gib = atof(argv[++i]);
+    else if (i + 1 < argc && !strcmp(a, "--ctx")) nctx = parse_list(argv[++i], ctxs, 32);
+    else if (i + 1 < argc && !strcmp(a, "--batch")) nb = parse_list(argv[++i], batches, 16);
+    else if (i + 1 < argc && !strcmp(a, "--coverage")) ncov = parse_list(argv[++i], covs, 16);
+    else {
+      fprintf(stderr, "qgen: bench: unknown or incomplete option '%s' (see qgen bench --help)\n", a);
+      return 1;
+    }
+  }
+  if (!spec || nctx <= 0 || nb <= 0 || ncov <= 0 || runs < 1 || warmup < 0) {
+    fprintf(stderr, "qgen: bench: needs --spec FILE and valid lists (see qgen bench --help)\n");
+    return 1;
+  }
+  if (jit) cmd_jit(spec, variant);
+  qgen_ctx *ctx;
+  qgen_open_opts o = {QGEN_BACKEND_GPU, 0, variant, NULL};
+  qgen_status st = qgen_open(&ctx, spec, &o);
+  if (st == QGEN_ERR_NO_DRIVER || st == QGEN_ERR_NO_DEVICE) {
+    printf("qgen bench: %s — skipped\n", qgen_error(ctx));
+    qgen_close(ctx);
+    return 77;
+  }
+  API(st);
+  const qgen_layout *L = &ctx->L;
+  benv b = {qgen_cudrv_get(NULL), 0, 0, 0, ctx->info.sm_count};
+  setup_stream(&b);
+  for (int i = 0; i < ncov; i++)
+    if (covs[i] < 1.0 && !L->sparse) {
+      fprintf(stderr, "qgen: bench: coverage %g needs a sparse spec\n", covs[i]);
+      return 1;
+    }
+  FILE *jf = json ? fopen(json, "w") : NULL;
+  if (json && !jf) {
+    fprintf(stderr, "qgen: bench: cannot write %s\n", json);
+    return 1;
+  }
+  if (jf) fprintf(jf, "[\n");
+  int rows = 0;
+  const char *tune = getenv("QGEN_TUNE") ? getenv("QGEN_TUNE") : ""; /* validated by main */
+  printf("%-22s %4s %8s %6s | %9s %9s %9s %9s %9s | %9s %9s %8s %8s\n", "spec", "B", "ctx", "cov", "step_us", "est_us",
+         "sel_us", "attend_us", "eager_us", "stream_us", "floor_us", "GB/s", "x_stream");
+
+  /* A random chunk of K/V rows (in_type) to fill caches with. */
+  const int64_t chunk = 32768;
+  const size_t rowb = (size_t)L->n_head_kv * L->in_row_bytes;
+  CUdeviceptr dk, dv, dq, dout;
+  {
+    uint8_t *h = malloc((size_t)chunk * rowb);
+    float *f = malloc(sizeof(float) * (size_t)L->head_dim);
+    uint64_t x = 0x243f6a8885a308d3ull;
+    for (int w = 0; w < 2; w++) {
+      for (int64_t r = 0; r < chunk * L->n_head_kv; r++) {
+        for (int d = 0; d < L->head_dim; d++) {
+          x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+          f[d] = (float)((x >> 40) * 0x1p-24 * 2.0 - 1.0);
+        }
+        qgen_type_traits_of(L->in_type)->from_f32(f, h + r * L->in_row_bytes, L->head_dim);
+      }
+      CK(b.cu->cuMemAlloc(w ? &dv : &dk, (size_t)chunk * rowb));
+      CK(b.cu->cuMemcpyHtoD(w ? dv : dk, h, (size_t)chunk * rowb));
+    }
+    free(h);
+    free(f);
+  }
+  CUevent e0, e1, marks[2];
+  CUstream cs; /* the stream steps run (and are captured) on */
+  CK(b.cu->cuStreamCreate(&cs, CU_STREAM_NON_BLOCKING));
+  CK(b.cu->cuEventCreate(&e0, 0));
+  CK(b.cu->cuEventCreate(&e1, 0));
+  CK(b.cu->cuEventCreate(&marks[0], 0));
+  CK(b.cu->cuEventCreate(&marks[1], 0));
+  float *t = malloc(sizeof(float) * (size_t)runs * 4);
+
+  for (int ci = 0; ci < nctx; ci++)
+    for (int bi = 0; bi < nb; bi++) {
+      const int64_t C = (int64_t)ctxs[ci];
+      const int B = (int)batches[bi];
+      const double cache_bytes = step_bytes(L, C, B, 1.0) + (double)qgen_pages_of(C, L->block) * B * L->bounds_page_bytes;
+      if (cache_bytes > mem_gib * (1u << 30)) {
+        printf("%-22s %4d %8lld   skip (cache %.1f GiB > --mem-gib)\n", ctx->spec.name, B,
+               (long long)C, cache_bytes / (1u << 30));
+        continue;
+      }
+      int R = (int)ceil(4.0 * 64e6 / cache_bytes); /* caches to rotate: >= 4x a 60 MB L2 */
+      if (R < 1) R = 1;
+      if (R > 16) R = 16;
+      qgen_kv **kv = calloc((size_t)R, sizeof *kv);
+      int *seq = malloc(sizeof(int) * (size_t)B), *nn = malloc(sizeof(int) * (size_t)B);
+      for (int i = 0; i < B; i++) seq[i] = i;
+      double fill_ms = 0;
+      for (int r = 0; r < R; r++) {
+        API(qgen_cache_create(ctx, &kv[r], B, C));
+        /* fill: each call appends one chunk slice per sequence; K and V rows of a call are
+           contiguous, so give the sequences consecutive slices of the random chunk */
+        CK(b.cu->cuEventRecord(e0, NULL));
+        for (int64_t done = 0; done < C;) {
+          int64_t take = C - done < chunk / B ? C - done : chunk / B;
+          if (take < 1) take = 1;
+          for (int i = 0; i < B; i++) nn[i] = (int)take;
+          API(qgen_append(kv[r], seq, B, nn, dk, dv, NULL));
+          done += take;
+        }
+        CK(b.cu->cuEventRecord(e1, NULL));
+        CK(b.cu->cuEventSynchronize(e1));
+        float ms;
+        CK(b.cu->cuEventElapsedTime(&ms, e0, e1));
+        if (r == 0) fill_ms = ms;
+      }
+      const size_t qb = (size_t)B * L->q_bytes, ob = (size_t)B * L->out_bytes;
+      CK(b.cu->cuMemAlloc(&dq, qb));
+      CK(b.cu->cuMemAlloc(&dout, ob));
+      CK(b.cu->cuMemcpyDtoD(dq, dk, qb < (size_t)chunk * rowb ? qb : (size_t)chunk * rowb));
+      double dense_us = NAN;
+      for (int vi = 0; vi < ncov; vi++) {
+        qgen_attend_opts ao = qgen_attend_defaults(ctx);
+        if (covs[vi] >= 1.0) ao.mode = QGEN_ATTEND_DENSE;
+        else ao.mode = QGEN_ATTEND_SPARSE, ao.coverage = covs[vi], ao.budget = 0;
+        /* eager: what a caller that launches each step pays, host launch latency included */
+        for (int i = 0; i < warmup; i++) API(qgen_attend(kv[i % R], seq, B, dq, dout, &ao, cs));
+        for (int i = 0; i < runs; i++) {
+          CK(b.cu->cuEventRecord(e0, cs));
+          API(qgen_attend(kv[i % R], seq, B, dq, dout, &ao, cs));
+          CK(b.cu->cuEventRecord(e1, cs));
+          CK(b.cu->cuEventSynchronize(e1));
+          CK(b.cu->cuEventElapsedTime(&t[i], e0, e1));
+        }
+        const double eager = 1e3 * median(t, runs);
+        /* the step as an engine runs it: captured once per cache, replayed (with and
+           without events between the kernels for the breakdown) */
+        CUgraphExec *ex = calloc(2 * (size_t)R, sizeof *ex);
+        for (int m = 0; m < 2; m++)
+          for (int r = 0; r < R; r++) {
+            CUgraph gr;
+            qgen_gpu_set_marks(ctx, m ? marks : NULL);
+            CK(b.cu->cuStreamBeginCapture(cs, CU_STREAM_CAPTURE_MODE_GLOBAL));
+            API(qgen_attend(kv[r], seq, B, dq, dout, &ao, cs));
+            CK(b.cu->cuStreamEndCapture(cs, &gr));
+            CK(b.cu->cuGraphInstantiate(&ex[m * R + r], gr, 0));
+            CK(b.cu->cuGraphDestroy(gr));
+          }
+        qgen_gpu_set_marks(ctx, NULL);
+        for (int i = 0; i < warmup; i++) CK(b.cu->cuGraphLaunch(ex[i % R], cs));
+        for (int i = 0; i < runs; i++) {
+          CK(b.cu->cuEventRecord(e0, cs));
+          CK(b.cu->cuGraphLaunch(ex[i % R], cs));
+          CK(b.cu->cuEventRecord(e1, cs));
+          CK(b.cu->cuEventSynchronize(e1));
+          CK(b.cu->cuEventElapsedTime(&t[i], e0, e1));
+        }
+        const double step = 1e3 * median(t, runs);
+        float *ts = t + runs, *ta = t + 2 * runs, *tc = t + 3 * runs;
+        for (int i = 0; i < runs; i++) {
+          CK(b.cu->cuEventRecord(e0, cs));
+          CK(b.cu->cuGraphLaunch(ex[R + i % R], cs));
+          CK(b.cu->cuEventRecord(e1, cs));
+          CK(b.cu->cuEventSynchronize(e1));
+          CK(b.cu->cuEventElapsedTime(&ts[i], e0, marks[0]));
+          CK(b.cu->cuEventElapsedTime(&ta[i], marks[0], marks[1]));
+          CK(b.cu->cuEventElapsedTime(&tc[i], marks[1], e1));
+        }
+        for (int r = 0; r < 2 * R; r++) CK(b.cu->cuGraphExecDestroy(ex[r]));
+        free(ex);
+        const double est = 1e3 * median(ts, runs), sel = 1e3 * median(ta, runs), att = 1e3 * median(tc, runs);
+        const double bytes = step_bytes(L, C, B, covs[vi]);
+        const double sus = stream_us(&b, (size_t)bytes, runs), floor_us = bytes / 4.3e6;
+        if (covs[vi] >= 1.0) dense_us = step;
+        printf("%-22s %4d %8lld %6.4g | %9.1f %9.1f %9.1f %9.1f %9.1f | %9.1f %9.1f %8.0f %8.2f\n", ctx->spec.name, B,
+               (long long)C, covs[vi], step, est, sel, att, eager, sus, floor_us, bytes / step / 1e3, step / sus);
+        fflush(stdout);
+        char selj[32] = "null";
+        if (covs[vi] < 1.0) snprintf(selj, sizeof selj, "%.2f", est + sel);
+        if (jf)
+          fprintf(jf,
+                  "%s  {\"spec\": \"%s\", \"n_head\": %d, \"k_type\": \"%s\", \"v_type\": \"%s\", \"batch\": %d, \"ctx\": %lld, "
+                  "\"coverage\": %g, \"qgen_us\": %.2f, \"select_us\": %s, \"estimate_us\": %.2f, \"attend_us\": %.2f, "
+                  "\"eager_us\": %.2f, \"dense_us\": %.2f, \"stream_us\": %.2f, \"floor_us\": %.2f, \"bytes\": %.0f, \"gbps\": %.1f, "
+                  "\"splits\": %d, \"append_tok_s\": %.4g, \"tune\": \"%s\"}",
+                  rows ? ",\n" : "", ctx->spec.name, L->n_head, ctx->info.k_type, ctx->info.v_type, B, (long long)C, covs[vi], step,
+                  selj, est, att, eager, isnan(dense_us) ? step : dense_us, sus, floor_us,
+                  bytes, bytes / step / 1e3, qgen_gpu_max_splits(ctx, B), (double)C * B / (fill_ms * 1e-3), tune);
+        rows++;
+      }
+      for (int r = 0; r < R; r++) qgen_cache_destroy(kv[r]);
+      free(kv);
+      free(seq);
+      free(nn);
+      b.cu->cuMemFree(dq);
+      b.cu->cuMemFree(dout);
+      printf("%-22s %4d %8lld   append: %.3g tokens/s filling in %d-token chunks per sequence\n", ctx->spec.name, B,
+             (long long)C, (double)C * B / (fill_ms * 1e-3), (int)(chunk / B));
+    }
+  if (jf) {
+    fprintf(jf, "\n]\n");
+    fclose(jf);
+  }
+  free(t);
+  qgen_close(ctx);
+  return 0;
+}

@@ -1,0 +1,109 @@
+/* quality.h — `qgen eval`: retrieval quality of the sparse decode path on the synthetic
+ * workloads of workload.h, for either backend (GPU, or the CPU reference executor).
+ *
+ * qgen_eval_run() is the evaluation as a library call (tests/test_quality.c uses it);
+ * qgen_eval_main() is the command line around it (table on stdout, JSON with --json).
+ * tools/eval.c explains the method.
+ */
+#ifndef QGEN_QUALITY_H
+#define QGEN_QUALITY_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "runtime/qgen.h"
+#include "tools/workload.h"
+
+enum { QGEN_SEL_QUEST = 0, QGEN_SEL_ORACLE, QGEN_SEL_MEANPOOL, QGEN_SEL_COUNT };
+const char *qgen_eval_selector_name(int sel);
+
+#define QGEN_EVAL_MAX_LIST 16
+
+typedef struct qgen_eval_cfg {
+  const char *spec;
+  const char *variants[QGEN_EVAL_MAX_LIST]; /* spec variants (cache types); none = the first */
+  int n_variants;
+  qgen_backend backend;
+  int tasks[QGEN_WL_TASK_COUNT];
+  int n_tasks;
+  long long ctx[QGEN_EVAL_MAX_LIST];
+  int n_ctx;
+  double coverage[QGEN_EVAL_MAX_LIST];
+  int n_cov;
+  int selectors[QGEN_SEL_COUNT];
+  int n_sel;
+  double margin[QGEN_EVAL_MAX_LIST];
+  int n_margin;
+  int trials;
+  uint64_t seed;
+  int threads;            /* host threads; 0 = every online CPU */
+  long long ref_ctx;      /* fp64 CPU reference (and oracle/meanpool errors) up to this context;
+                             beyond it Quest against the backend's dense output; < 0: no errors */
+  long long chunk;        /* tokens per qgen_append call */
+  int fresh_haystack;     /* a new haystack per trial (default: one per context, re-planted) */
+  int proj_dim;           /* meanpool's random projection (32) */
+  qgen_wl_params wl;
+  const char *command;    /* recorded in the JSON */
+  FILE *log;              /* progress lines; NULL = quiet */
+} qgen_eval_cfg;
+
+/* Defaults: every task, ctx 16K, coverage 0.25, every selector, margin 4, 10 trials, seed 1,
+   ref_ctx 128K, chunk 64K, projection 32, the workload defaults, GPU backend. */
+void qgen_eval_cfg_init(qgen_eval_cfg *c);
+
+typedef struct qgen_eval_row {
+  int task, selector;
+  long long ctx;
+  char k_type[16], variant[72];
+  double coverage, margin;
+  int trials;
+  double recall;        /* fraction of trials where every needle's page was selected in every owner KV head */
+  double needle_recall; /* fraction of (needle, owner head) pairs selected */
+  double mass_recall;   /* mean over trials of the fp64 softmax mass of the selected pages (mean over query heads) */
+  double mass_min;      /* the lowest trial */
+  double rel_err;       /* mean relative L2 output error; NAN when not computed */
+  double rel_err_max;
+  int err_fp64;         /* 1: against the fp64 CPU reference; 0: against the backend's dense output */
+  double rel_err_total, rel_err_total_max; /* against the dense attention of the unquantized rows
+                            (selection + cache quantization): the fp64 (or dense) reference of a
+                            lossless variant of the same run (k/v type = in_type); NAN without one */
+  double pages;         /* mean pages selected per KV head */
+  double needle_mass;   /* mean fp64 softmax weight of one needle token (its owner heads' query heads) */
+  double need, need_max; /* coverage the selector's ranking needs to select every needle (mean, max
+                            over trials); Quest's ranking is the reference estimate of the cache */
+} qgen_eval_row;
+
+typedef struct qgen_eval_threshold {
+  int task, selector;
+  long long ctx;
+  char k_type[16];
+  double coverage;
+  double below;     /* the largest swept margin with recall < 1 (NAN: none) */
+  double full_from; /* the smallest swept margin above every failing one (NAN: the largest fails) */
+} qgen_eval_threshold;
+
+typedef struct qgen_eval_result {
+  qgen_eval_row *rows;
+  int n_rows;
+  qgen_eval_threshold *thr;
+  int n_thr;
+  char backend[8], device[128];
+  int threads;
+  double seconds;                    /* wall time of the whole run */
+  double t_haystack, t_stats, t_plant, t_host_sel, t_backend, t_ref; /* phases, seconds */
+  long long workloads;               /* (trial, task, margin) workloads run */
+} qgen_eval_result;
+
+/* Run the evaluation. Returns 0; 77 when the GPU backend has no driver/device; 1 for a bad
+   configuration and 2 for a failure (message in err either way). */
+int qgen_eval_run(const qgen_eval_cfg *c, qgen_eval_result *r, char *err, size_t errn);
+void qgen_eval_result_free(qgen_eval_result *r);
+
+/* Print the table, and write the JSON document (NULL path: none). 0, or -1 on I/O error. */
+void qgen_eval_print(const qgen_eval_result *r, FILE *f);
+int qgen_eval_write_json(const qgen_eval_cfg *c, const qgen_eval_result *r, const char *path);
+
+/* `qgen eval ARGS` (argv holds the arguments after "eval"). */
+int qgen_eval_main(int argc, char **argv);
+
+#endif

@@ -1,0 +1,824 @@
+/* gpucheck.c — `qgen check` (see gpucheck.h): the GPU executor against the CPU reference.
+ *
+ * Both backends run the same spec with the same memory layout, so the append check compares
+ * raw bytes. Attention outputs are compared in relative L2 error against the reference's
+ * fp64 result; sparse outputs against the reference attention over the GPU's own page lists
+ * (so a near-tie in selection does not count twice), while the lists themselves are
+ * compared with a tolerance derived from float summation error.
+ */
+#include "tools/gpucheck.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/cudrv.h"
+#include "runtime/private.h"
+#include "ref/ref.h"
+#include "jit/bundle.h"
+#include "base/util.h"
+
+/* ---- data ---------------------------------------------------------------------------- */
+
+static uint64_t mix64(uint64_t x) { /* splitmix64 finalizer */
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+/* A value of mean 0 and variance 1 (a sum of four uniforms, close enough to normal for
+   test data) that depends only on (seed, i): counter-based, so any element can be
+   regenerated anywhere (the >4 GiB reference streams it instead of storing it). */
+static float gauss_at(uint64_t seed, uint64_t i) {
+  uint64_t a = mix64(seed ^ mix64(i));
+  double s = (double)(a & 0xffff) + (double)(a >> 16 & 0xffff) + (double)(a >> 32 & 0xffff) + (double)(a >> 48);
+  return (float)((s / 65536.0 - 2.0) * 1.7320508075688772);
+}
+
+/* rows x head_dim values of the in_type into dst, N(0, sigma^2). */
+static void fill(const qgen_layout *L, uint64_t seed, void *dst, int64_t rows, float sigma) {
+  float *tmp = malloc(sizeof(float) * (size_t)L->head_dim);
+  const qgen_type_traits *t = qgen_type_traits_of(L->in_type);
+  for (int64_t r = 0; r < rows; r++) {
+    for (int d = 0; d < L->head_dim; d++) tmp[d] = sigma * gauss_at(seed, (uint64_t)r * L->head_dim + d);
+    t->from_f32(tmp, (uint8_t *)dst + r * L->in_row_bytes, L->head_dim);
+  }
+  free(tmp);
+}
+
+/* ---- device buffers ---------------------------------------------------------------- */
+
+typedef struct {
+  const qgen_cudrv *cu;
+  int fails, checks;
+} env;
+
+static CUdeviceptr dalloc(env *e, size_t n) {
+  CUdeviceptr p = 0;
+  if (e->cu->cuMemAlloc(&p, n ? n : 1) != CUDA_SUCCESS) {
+    fprintf(stderr, "qgen check: cuMemAlloc(%zu) failed\n", n);
+    exit(2);
+  }
+  return p;
+}
+static void upload(env *e, CUdeviceptr d, const void *h, size_t n) {
+  if (e->cu->cuMemcpyHtoD(d, h, n) != CUDA_SUCCESS) { fprintf(stderr, "qgen check: upload failed\n"); exit(2); }
+}
+static void download(env *e, void *h, CUdeviceptr d, size_t n) {
+  if (e->cu->cuCtxSynchronize() != CUDA_SUCCESS || e->cu->cuMemcpyDtoH(h, d, n) != CUDA_SUCCESS) {
+    fprintf(stderr, "qgen check: download failed (a kernel faulted?)\n");
+    exit(2);
+  }
+}
+static void poison(env *e, CUdeviceptr d, size_t n) { e->cu->cuMemsetD8(d, 0xff, n); }
+
+static void verdict(env *e, int ok, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void verdict(env *e, int ok, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  printf("  %-4s  ", ok ? "PASS" : "FAIL");
+  vprintf(fmt, ap);
+  printf("\n");
+  fflush(stdout);
+  va_end(ap);
+  e->checks++;
+  e->fails += !ok;
+}
+
+#define API(call)                                                                              \
+  do {                                                                                         \
+    qgen_status s_ = (call);                                                                   \
+    if (s_ != QGEN_OK) {                                                                       \
+      fprintf(stderr, "qgen check: %s: %s (%s)\n", #call, qgen_status_str(s_), qgen_error(gc)); \
+      exit(2);                                                                                 \
+    }                                                                                          \
+  } while (0)
+
+/* ---- comparisons ----------------------------------------------------------------------- */
+
+/* Relative L2 error of a GPU output (out_type bytes) against fp64; NaN => +inf. */
+static double rel_err(const qgen_layout *L, const void *gpu, const double *ref, int64_t n) {
+  float *g = malloc(sizeof(float) * (size_t)n);
+  qgen_type_traits_of(L->out_type)->to_f32(gpu, g, n);
+  double num = 0, den = 0;
+  for (int64_t i = 0; i < n; i++) {
+    if (g[i] != g[i]) {
+      free(g);
+      return INFINITY;
+    }
+    num += (g[i] - ref[i]) * (g[i] - ref[i]);
+    den += ref[i] * ref[i];
+  }
+  free(g);
+  return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
+static double tolerance(const qgen_layout *L) { return L->out_type == QGEN_TYPE_BF16 ? 1e-2 : 2e-3; }
+
+/* Compare the GPU's page lists of one sequence with the reference selection. Pages in one
+   list and not the other must sit within tol of the reference threshold score. Returns the
+   number of such near-ties, or -1 when a difference is not a near-tie. */
+static int compare_lists(const qgen_layout *L, const qgen_kvmem *m, int seq, int64_t len, const void *q,
+                         const qgen_budget *b, const int *glist, const int *gcount, int64_t pps, char *why, size_t wn) {
+  const int64_t n = qgen_pages_of(len, L->block);
+  double *sc = malloc(sizeof(double) * (size_t)(n * L->n_head_kv + 1));
+  int32_t *rl = malloc(sizeof(int32_t) * (size_t)(n + 1));
+  uint8_t *in_g = calloc((size_t)n + 1, 1), *in_r = calloc((size_t)n + 1, 1), *forced = malloc((size_t)n + 1);
+  qgen_ref_estimate(L, m, seq, q, sc);
+  qgen_forced_pages(b, len, L->block, forced);
+  /* float summation error bound of the GPU score, with margin */
+  const uint16_t *bd = m->bounds;
+  float *qf = malloc(sizeof(float) * (size_t)L->n_head * L->head_dim);
+  qgen_type_traits_of(L->in_type)->to_f32(q, qf, (int64_t)L->n_head * L->head_dim);
+  int near = 0;
+  for (int h = 0; h < L->n_head_kv && near >= 0; h++) {
+    double sabs = 0;
+    for (int64_t p = 0; p < n; p++) {
+      const uint16_t *pb = bd + ((int64_t)m->page_table[(int64_t)seq * m->pages_per_seq + p] * L->n_head_kv + h) * 2 * L->head_dim;
+      for (int g = 0; g < L->group; g++) {
+        double s = 0;
+        for (int d = 0; d < L->head_dim; d++) {
+          double a = fabs(qgen_f16_to_f32(pb[d])), c = fabs(qgen_f16_to_f32(pb[L->head_dim + d]));
+          s += fabs(qf[(h * L->group + g) * L->head_dim + d]) * (a > c ? a : c);
+        }
+        if (s > sabs) sabs = s;
+      }
+    }
+    const double tol = L->head_dim * 0x1p-22 * sabs + 1e-30;
+    const double *s = sc + h * n;
+    int64_t rc = qgen_ref_select(b, len, L->block, s, rl);
+    if (rc != gcount[h]) {
+      snprintf(why, wn, "head %d: %d pages selected, reference %lld", h, gcount[h], (long long)rc);
+      near = -1;
+      break;
+    }
+    memset(in_g, 0, (size_t)n);
+    memset(in_r, 0, (size_t)n);
+    for (int64_t i = 0; i < rc; i++) in_r[rl[i]] = 1;
+    for (int i = 0; i < gcount[h]; i++) {
+      int p = glist[h * pps + i];
+      if (p < 0 || p >= n || in_g[p] || (i > 0 && glist[h * pps + i - 1] >= p)) {
+        snprintf(why, wn, "head %d: list not ascending / out of range at %d (page %d)", h, i, p);
+        near = -1;
+        break;
+      }
+      in_g[p] = 1;
+    }
+    if (near < 0) break;
+    double thr = INFINITY; /* lowest reference score among selected non-forced pages */
+    for (int64_t p = 0; p < n; p++)
+      if (in_r[p] && !forced[p] && s[p] < thr) thr = s[p];
+    for (int64_t p = 0; p < n; p++) {
+      if (in_g[p] == in_r[p]) continue;
+      if (forced[p] || !(fabs(s[p] - thr) <= tol)) {
+        snprintf(why, wn, "head %d: page %lld %s by the GPU only, score %.9g vs threshold %.9g (tol %.3g)", h,
+                 (long long)p, in_g[p] ? "selected" : "dropped", s[p], thr, tol);
+        near = -1;
+        break;
+      }
+      near++;
+    }
+  }
+  free(sc);
+  free(rl);
+  free(in_g);
+  free(in_r);
+  free(forced);
+  free(qf);
+  return near;
+}
+
+/* ---- the checks ---------------------------------------------------------------------- */
+
+typedef struct {
+  const char *path;
+  qgen_open_opts go, co;
+  uint64_t seed;
+} setup;
+
+/* A pair of caches (GPU, reference) holding the same random sequences of lengths lens. */
+typedef struct {
+  qgen_kv *g, *c;
+  int nb;
+  const int64_t *lens;
+  int *seq;
+} pair;
+
+static void make_pair(env *e, qgen_ctx *gc, qgen_ctx *cc, pair *pr, int nb, const int64_t *lens, uint64_t seed,
+                      int shuffle_pages) {
+  const qgen_layout *L = &gc->L;
+  int64_t maxlen = 1, total = 0;
+  for (int i = 0; i < nb; i++) {
+    if (lens[i] > maxlen) maxlen = lens[i];
+    total += lens[i];
+  }
+  pr->nb = nb;
+  pr->lens = lens;
+  pr->seq = malloc(sizeof(int) * (size_t)nb);
+  for (int i = 0; i < nb; i++) pr->seq[i] = i;
+  API(qgen_cache_create(gc, &pr->g, nb, maxlen));
+  API(qgen_cache_create(cc, &pr->c, nb, maxlen));
+  if (shuffle_pages) { /* a permutation of the whole pool, the same on both backends */
+    const int64_t np = qgen_kv_n_pages(pr->g), pps = qgen_kv_pages_per_seq(pr->g);
+    int *perm = malloc(sizeof(int) * (size_t)np);
+    for (int64_t i = 0; i < np; i++) perm[i] = (int)i;
+    for (int64_t i = np - 1; i > 0; i--) {
+      int64_t j = (int64_t)(mix64(seed + (uint64_t)i) % (uint64_t)(i + 1));
+      int t = perm[i];
+      perm[i] = perm[j];
+      perm[j] = t;
+    }
+    for (int s = 0; s < nb; s++) {
+      API(qgen_kv_map(pr->g, s, perm + s * pps, pps));
+      API(qgen_kv_map(pr->c, s, perm + s * pps, pps));
+    }
+    free(perm);
+  }
+  const size_t rowb = (size_t)L->n_head_kv * L->in_row_bytes, bytes = (size_t)total * rowb;
+  uint8_t *k = malloc(bytes ? bytes : 1), *v = malloc(bytes ? bytes : 1);
+  fill(L, seed * 2 + 1, k, total * L->n_head_kv, 1.0f);
+  fill(L, seed * 2 + 2, v, total * L->n_head_kv, 1.0f);
+  CUdeviceptr dk = dalloc(e, bytes), dv = dalloc(e, bytes);
+  upload(e, dk, k, bytes);
+  upload(e, dv, v, bytes);
+  int *nn = malloc(sizeof(int) * (size_t)nb);
+  for (int i = 0; i < nb; i++) nn[i] = (int)lens[i];
+  API(qgen_append(pr->g, pr->seq, nb, nn, dk, dv, NULL));
+  API(qgen_append(pr->c, pr->seq, nb, nn, (qgen_ptr)(uintptr_t)k, (qgen_ptr)(uintptr_t)v, NULL));
+  download(e, k, dk, 1); /* waits for the appends */
+  e->cu->cuMemFree(dk);
+  e->cu->cuMemFree(dv);
+  free(nn);
+  free(k);
+  free(v);
+}
+
+static void free_pair(pair *pr) {
+  qgen_cache_destroy(pr->g);
+  qgen_cache_destroy(pr->c);
+  free(pr->seq);
+}
+
+/* append: chunked GPU appends vs one reference append per sequence, byte for byte. */
+static void check_append(env *e, qgen_ctx *gc, qgen_ctx *cc, uint64_t seed) {
+  const qgen_layout *L = &gc->L;
+  const int nb = 3;
+  const int64_t lens[3] = {1000, 4100, 65};
+  const int chunks[4] = {1, 7, 64, 4096};
+  qgen_kv *g, *c;
+  API(qgen_cache_create(gc, &g, nb, 4100));
+  API(qgen_cache_create(cc, &c, nb, 4100));
+  const int64_t np = qgen_kv_n_pages(g), pps = qgen_kv_pages_per_seq(g);
+  int *perm = malloc(sizeof(int) * (size_t)np);
+  for (int64_t i = 0; i < np; i++) perm[i] = (int)((i * 7 + 3) % np); /* np is not a multiple of 7 here */
+  for (int s = 0; s < nb; s++) {
+    API(qgen_kv_map(g, s, perm + s * pps, pps));
+    API(qgen_kv_map(c, s, perm + s * pps, pps));
+  }
+  free(perm);
+  const size_t rowb = (size_t)L->n_head_kv * L->in_row_bytes;
+  uint8_t *k[3], *v[3];
+  for (int s = 0; s < nb; s++) {
+    k[s] = malloc((size_t)lens[s] * rowb);
+    v[s] = malloc((size_t)lens[s] * rowb);
+    fill(L, seed + 10 * s, k[s], lens[s] * L->n_head_kv, 1.0f);
+    fill(L, seed + 10 * s + 5, v[s], lens[s] * L->n_head_kv, 1.0f);
+    int seqs = s, n = (int)lens[s];
+    API(qgen_append(c, &seqs, 1, &n, (qgen_ptr)(uintptr_t)k[s], (qgen_ptr)(uintptr_t)v[s], NULL));
+  }
+  /* GPU: rounds of one multi-sequence call, each sequence taking its next chunk size */
+  CUdeviceptr dk = dalloc(e, 3 * 4096 * rowb), dv = dalloc(e, 3 * 4096 * rowb);
+  uint8_t *sk = malloc(3 * 4096 * rowb), *sv = malloc(3 * 4096 * rowb);
+  int64_t done[3] = {0, 0, 0};
+  int calls = 0;
+  for (int round = 0;; round++) {
+    int seqs[3], nn[3], m = 0;
+    size_t off = 0;
+    for (int s = 0; s < nb; s++) {
+      int64_t take = chunks[(round + s) % 4];
+      if (take > lens[s] - done[s]) take = lens[s] - done[s];
+      seqs[m] = s;
+      nn[m++] = (int)take;
+      memcpy(sk + off, k[s] + done[s] * rowb, (size_t)take * rowb);
+      memcpy(sv + off, v[s] + done[s] * rowb, (size_t)take * rowb);
+      off += (size_t)take * rowb;
+      done[s] += take;
+    }
+    if (off == 0) break;
+    upload(e, dk, sk, off);
+    upload(e, dv, sv, off);
+    API(qgen_append(g, seqs, m, nn, dk, dv, NULL));
+    calls++;
+  }
+  const char *names[] = {"K pool", "V pool", "bounds", "page table", "lengths"};
+  int ok = 1;
+  char what[256] = "";
+  for (int w = QGEN_KV_K; w <= QGEN_KV_SEQ_LEN; w++) {
+    size_t n = qgen_kv_size(g, w);
+    if (n == 0) continue;
+    uint8_t *a = malloc(n), *b = malloc(n);
+    API(qgen_kv_read(g, w, a, n));
+    API(qgen_kv_read(c, w, b, n));
+    for (size_t i = 0; i < n && ok; i++)
+      if (a[i] != b[i]) {
+        ok = 0;
+        snprintf(what, sizeof what, "; %s differs first at byte %zu (gpu %02x, ref %02x)", names[w], i, a[i], b[i]);
+      }
+    free(a);
+    free(b);
+  }
+  verdict(e, ok, "append   3 sequences (1000, 4100, 65 tokens) in %d calls of 1/7/64/4096-token chunks, shuffled pages: "
+          "K, V, bounds, lengths byte-identical%s", calls, what);
+  for (int s = 0; s < nb; s++) free(k[s]), free(v[s]);
+  free(sk);
+  free(sv);
+  e->cu->cuMemFree(dk);
+  e->cu->cuMemFree(dv);
+  qgen_cache_destroy(g);
+  qgen_cache_destroy(c);
+}
+
+/* attend: dense and (sparse specs) sparse against the reference. */
+static void check_attend(env *e, qgen_ctx *gc, qgen_ctx *cc, int nb, const int64_t *lens, uint64_t seed) {
+  const qgen_layout *L = &gc->L;
+  pair pr;
+  make_pair(e, gc, cc, &pr, nb, lens, seed, nb > 1);
+  const size_t qb = (size_t)nb * L->q_bytes, ob = (size_t)nb * L->out_bytes;
+  const int64_t nout = (int64_t)nb * L->n_head * L->head_dim;
+  uint8_t *q = malloc(qb), *out = malloc(ob);
+  double *ref = malloc(sizeof(double) * (size_t)nout);
+  fill(L, seed * 3 + 7, q, (int64_t)nb * L->n_head, 1.5f);
+  CUdeviceptr dq = dalloc(e, qb), dout = dalloc(e, ob);
+  upload(e, dq, q, qb);
+  char desc[128];
+  int n = snprintf(desc, sizeof desc, "ctx %lld", (long long)lens[0]);
+  for (int i = 1; i < nb && n < 100; i++) n += snprintf(desc + n, sizeof desc - (size_t)n, "/%lld", (long long)lens[i]);
+
+  const qgen_budget dense = {QGEN_BUDGET_DENSE, 0, 0, 0, 0};
+  qgen_attend_opts od = qgen_attend_defaults(gc);
+  od.mode = QGEN_ATTEND_DENSE;
+  poison(e, dout, ob);
+  API(qgen_attend(pr.g, pr.seq, nb, dq, dout, &od, NULL));
+  download(e, out, dout, ob);
+  for (int i = 0; i < nb; i++)
+    qgen_ref_step(L, &pr.c->host, i, q + i * L->q_bytes, &dense, NULL, ref + (int64_t)i * L->n_head * L->head_dim, NULL, NULL);
+  double rd = rel_err(L, out, ref, nout);
+  verdict(e, rd <= tolerance(L), "attend   dense   %-32s rel err %.2e (tol %.0e)", desc, rd, tolerance(L));
+
+  if (L->sparse) {
+    qgen_attend_opts os = qgen_attend_defaults(gc);
+    qgen_budget bs = {os.budget > 0 ? QGEN_BUDGET_TOKENS : QGEN_BUDGET_COVERAGE, os.coverage, os.budget, os.sink, os.recent};
+    poison(e, dout, ob);
+    API(qgen_attend(pr.g, pr.seq, nb, dq, dout, &os, NULL));
+    download(e, out, dout, ob);
+    const int64_t pps = qgen_kv_pages_per_seq(pr.g);
+    int *lists = malloc(sizeof(int) * (size_t)(L->n_head_kv * pps)), *counts = malloc(sizeof(int) * L->n_head_kv);
+    const int32_t **lp = malloc(sizeof(int32_t *) * L->n_head_kv);
+    int64_t *cn = malloc(sizeof(int64_t) * L->n_head_kv);
+    int near = 0, bad = 0, total = 0;
+    char why[512] = "";
+    for (int i = 0; i < nb && !bad; i++) {
+      API(qgen_kv_selection(pr.g, i, lists, counts));
+      int r = compare_lists(L, &pr.c->host, i, lens[i], q + i * L->q_bytes, &bs, lists, counts, pps, why, sizeof why);
+      if (r < 0) bad = 1;
+      else near += r;
+      total += L->n_head_kv;
+      /* reference attention over the GPU's lists */
+      for (int h = 0; h < L->n_head_kv; h++) lp[h] = lists + h * pps, cn[h] = counts[h];
+      qgen_ref_attend(L, &pr.c->host, i, q + i * L->q_bytes, lp, cn, NULL, ref + (int64_t)i * L->n_head * L->head_dim);
+    }
+    free(lists);
+    free(counts);
+    free(lp);
+    free(cn);
+    double rs = rel_err(L, out, ref, nout);
+    verdict(e, !bad && rs <= tolerance(L), "attend   sparse  %-32s rel err %.2e, lists of %d heads match (%d near-ties)%s%s",
+            desc, rs, total, near, bad ? ": " : "", why);
+  }
+  e->cu->cuMemFree(dq);
+  e->cu->cuMemFree(dout);
+  free(q);
+  free(out);
+  free(ref);
+  free_pair(&pr);
+}
+
+/* bits: determinism, sparse-with-full-budget == dense, graph replay == eager. */
+static void check_bits(env *e, qgen_ctx *gc, qgen_ctx *cc, uint64_t seed, int quick) {
+  const qgen_layout *L = &gc->L;
+  const int64_t lens[2] = {quick ? 3000 : 20000, 777};
+  pair pr;
+  make_pair(e, gc, cc, &pr, 2, lens, seed, 0);
+  const size_t qb = 2 * L->q_bytes, ob = 2 * L->out_bytes;
+  uint8_t *q = malloc(qb), *a = malloc(ob), *b = malloc(ob);
+  fill(L, seed + 99, q, 2 * L->n_head, 1.5f);
+  CUdeviceptr dq = dalloc(e, qb), dout = dalloc(e, ob);
+  upload(e, dq, q, qb);
+  qgen_attend_opts od = qgen_attend_defaults(gc), os = od;
+  od.mode = QGEN_ATTEND_DENSE;
+#define RUN(opts, dst, stream)                                     \
+  do {                                                             \
+    poison(e, dout, ob);                                           \
+    API(qgen_attend(pr.g, pr.seq, 2, dq, dout, &(opts), stream));  \
+    download(e, dst, dout, ob);                                    \
+  } while (0)
+  RUN(od, a, NULL);
+  RUN(od, b, NULL);
+  verdict(e, memcmp(a, b, ob) == 0, "bits     dense run twice: identical");
+  if (L->sparse) {
+    uint8_t *c1 = malloc(ob);
+    RUN(os, c1, NULL);
+    RUN(os, b, NULL);
+    verdict(e, memcmp(c1, b, ob) == 0, "bits     sparse run twice: identical");
+    qgen_attend_opts full = os;
+    full.budget = 0;
+    full.coverage = 1.0;
+    RUN(full, b, NULL);
+    verdict(e, memcmp(a, b, ob) == 0, "bits     sparse with coverage 1.0 == dense, bit for bit");
+    full.budget = lens[0] + 1000;
+    RUN(full, b, NULL);
+    verdict(e, memcmp(a, b, ob) == 0, "bits     sparse with budget %lld tokens >= context == dense, bit for bit",
+            (long long)full.budget);
+    /* a sparse step captured in a CUDA graph and replayed */
+    CUstream st;
+    CUgraph graph;
+    CUgraphExec exec;
+    int ok = e->cu->cuStreamCreate(&st, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS &&
+             e->cu->cuStreamBeginCapture(st, CU_STREAM_CAPTURE_MODE_GLOBAL) == CUDA_SUCCESS;
+    ok = ok && qgen_attend(pr.g, pr.seq, 2, dq, dout, &os, (qgen_stream)st) == QGEN_OK;
+    ok = e->cu->cuStreamEndCapture(st, &graph) == CUDA_SUCCESS && ok;
+    ok = ok && e->cu->cuGraphInstantiate(&exec, graph, 0) == CUDA_SUCCESS;
+    if (ok) {
+      poison(e, dout, ob);
+      ok = e->cu->cuGraphLaunch(exec, st) == CUDA_SUCCESS && e->cu->cuStreamSynchronize(st) == CUDA_SUCCESS;
+      download(e, b, dout, ob);
+      ok = ok && memcmp(c1, b, ob) == 0;
+      e->cu->cuGraphExecDestroy(exec);
+      e->cu->cuGraphDestroy(graph);
+    }
+    e->cu->cuStreamDestroy(st);
+    verdict(e, ok, "bits     sparse step captured in a CUDA graph and replayed == eager, bit for bit");
+    free(c1);
+  }
+#undef RUN
+  e->cu->cuMemFree(dq);
+  e->cu->cuMemFree(dout);
+  free(q);
+  free(a);
+  free(b);
+  free_pair(&pr);
+}
+
+/* ---- the > 4 GiB sequence ------------------------------------------------------------ */
+
+/* Values of the big sequence are generated, not stored: element (t, h, d) of K (which 0) or
+   V (1) is f16(gauss_at(seed + which, (t * n_kv + h) * D + d)). */
+typedef struct {
+  const qgen_layout *L;
+  uint64_t seed;
+  int64_t t0, t1;
+  const float *q;            /* [n_head][D], f16-exact */
+  const int *const *lists;   /* per KV head, or NULL = every page */
+  const int *counts;
+  int64_t len;
+  double *m, *l, *o;         /* per query head: running max, sum, [D] accumulator */
+  /* sparse scoring */
+  double *scores;            /* [n_kv][n_pages], filled for pages in [t0/B, t1/B) */
+} big_job;
+
+static float big_val(const qgen_layout *L, uint64_t seed, int which, int64_t t, int h, int d) {
+  return qgen_f16_to_f32(qgen_f32_to_f16(gauss_at(seed + (uint64_t)which, ((uint64_t)t * L->n_head_kv + h) * L->head_dim + d)));
+}
+
+static void *big_scores(void *arg) { /* Quest scores of whole pages [t0/B, t1/B) */
+  big_job *j = arg;
+  const qgen_layout *L = j->L;
+  const int B = L->block, D = L->head_dim;
+  const int64_t n = qgen_pages_of(j->len, B);
+  float *mn = malloc(sizeof(float) * D), *mx = malloc(sizeof(float) * D);
+  for (int64_t p = j->t0 / B; p < j->t1 / B && p < n; p++)
+    for (int h = 0; h < L->n_head_kv; h++) {
+      for (int d = 0; d < D; d++) mn[d] = INFINITY, mx[d] = -INFINITY;
+      for (int64_t t = p * B; t < (p + 1) * B && t < j->len; t++)
+        for (int d = 0; d < D; d++) {
+          float x = big_val(L, j->seed, 0, t, h, d);
+          if (x < mn[d]) mn[d] = x;
+          if (x > mx[d]) mx[d] = x;
+        }
+      double best = -INFINITY;
+      for (int g = 0; g < L->group; g++) {
+        double s = 0;
+        for (int d = 0; d < D; d++) {
+          double qv = j->q[(h * L->group + g) * D + d];
+          s += qv > 0 ? qv * mx[d] : qv < 0 ? qv * mn[d] : 0;
+        }
+        if (g == 0 || s > best) best = s;
+      }
+      j->scores[h * n + p] = best;
+    }
+  free(mn);
+  free(mx);
+  return NULL;
+}
+
+static void *big_attend(void *arg) { /* online fp64 softmax over tokens [t0, t1) of the listed pages */
+  big_job *j = arg;
+  const qgen_layout *L = j->L;
+  const int D = L->head_dim;
+  float *k = malloc(sizeof(float) * D), *v = malloc(sizeof(float) * D);
+  uint8_t **on = malloc(sizeof(uint8_t *) * L->n_head_kv);
+  const int64_t n = qgen_pages_of(j->len, L->block);
+  for (int h = 0; h < L->n_head_kv; h++) {
+    on[h] = calloc((size_t)n, 1);
+    for (int i = 0; i < (j->lists ? j->counts[h] : n); i++) on[h][j->lists ? j->lists[h][i] : i] = 1;
+  }
+  for (int64_t t = j->t0; t < j->t1; t++)
+    for (int h = 0; h < L->n_head_kv; h++) {
+      if (!on[h][t / L->block]) continue;
+      for (int d = 0; d < D; d++) k[d] = big_val(L, j->seed, 0, t, h, d), v[d] = big_val(L, j->seed, 1, t, h, d);
+      for (int g = 0; g < L->group; g++) {
+        const int hq = h * L->group + g;
+        double s = 0;
+        for (int d = 0; d < D; d++) s += (double)j->q[hq * D + d] * k[d];
+        s *= L->scale;
+        double *o = j->o + (int64_t)hq * D;
+        if (s > j->m[hq]) {
+          double f = exp(j->m[hq] - s);
+          j->l[hq] *= f;
+          for (int d = 0; d < D; d++) o[d] *= f;
+          j->m[hq] = s;
+        }
+        double p = exp(s - j->m[hq]);
+        j->l[hq] += p;
+        for (int d = 0; d < D; d++) o[d] += p * v[d];
+      }
+    }
+  for (int h = 0; h < L->n_head_kv; h++) free(on[h]);
+  free(on);
+  free(k);
+  free(v);
+  return NULL;
+}
+
+#define BIG_THREADS 16
+
+/* Elements [i0, i1) of a chunk of the big sequence (element 0 = global index base). */
+typedef struct {
+  uint64_t seed, base;
+  size_t i0, i1;
+  uint16_t *k, *v;
+} gen_job;
+static void *gen_f16(void *arg) {
+  gen_job *j = arg;
+  for (size_t i = j->i0; i < j->i1; i++) {
+    j->k[i] = qgen_f32_to_f16(gauss_at(j->seed, j->base + i));
+    j->v[i] = qgen_f32_to_f16(gauss_at(j->seed + 1, j->base + i));
+  }
+  return NULL;
+}
+
+/* Streaming fp64 attention of the whole generated sequence (lists NULL = dense). */
+static void big_reference(const qgen_layout *L, uint64_t seed, int64_t len, const float *q, const int *const *lists,
+                          const int *counts, double *out) {
+  big_job jobs[BIG_THREADS];
+  pthread_t th[BIG_THREADS];
+  const int NH = L->n_head, D = L->head_dim;
+  const int64_t per = (len + BIG_THREADS - 1) / BIG_THREADS;
+  for (int i = 0; i < BIG_THREADS; i++) {
+    big_job *j = &jobs[i];
+    *j = (big_job){L, seed, i * per, (i + 1) * per < len ? (i + 1) * per : len, q, lists, counts, len, NULL, NULL, NULL, NULL};
+    j->m = malloc(sizeof(double) * NH);
+    j->l = calloc((size_t)NH, sizeof(double));
+    j->o = calloc((size_t)NH * D, sizeof(double));
+    for (int h = 0; h < NH; h++) j->m[h] = -INFINITY;
+    pthread_create(&th[i], NULL, big_attend, j);
+  }
+  for (int i = 0; i < BIG_THREADS; i++) pthread_join(th[i], NULL);
+  for (int hq = 0; hq < NH; hq++) {
+    double m = -INFINITY, l = 0;
+    for (int i = 0; i < BIG_THREADS; i++) if (jobs[i].m[hq] > m) m = jobs[i].m[hq];
+    for (int d = 0; d < D; d++) out[hq * D + d] = 0;
+    for (int i = 0; i < BIG_THREADS; i++) {
+      if (jobs[i].m[hq] == -INFINITY) continue;
+      double f = exp(jobs[i].m[hq] - m);
+      l += f * jobs[i].l[hq];
+      for (int d = 0; d < D; d++) out[hq * D + d] += f * jobs[i].o[(int64_t)hq * D + d];
+    }
+    for (int d = 0; d < D; d++) out[hq * D + d] /= l;
+  }
+  for (int i = 0; i < BIG_THREADS; i++) free(jobs[i].m), free(jobs[i].l), free(jobs[i].o);
+}
+
+static void check_big(env *e, qgen_ctx *gc, uint64_t seed) {
+  const qgen_layout *L = &gc->L;
+  if (L->k_type != QGEN_TYPE_F16 || L->v_type != QGEN_TYPE_F16 || L->in_type != QGEN_TYPE_F16) {
+    printf("  skip  big      (needs an f16 spec with f16 inputs)\n");
+    return;
+  }
+  const int64_t per_token = (int64_t)L->n_head_kv * (int64_t)L->k_row_bytes;
+  const int64_t len = ((int64_t)1 << 32) / per_token + 12345; /* K cache just over 4 GiB */
+  qgen_kv *kv;
+  API(qgen_cache_create(gc, &kv, 1, len));
+  const int64_t chunk = 32768;
+  const size_t rowb = (size_t)L->n_head_kv * L->in_row_bytes;
+  uint16_t *hk = malloc((size_t)chunk * rowb), *hv = malloc((size_t)chunk * rowb);
+  CUdeviceptr dk = dalloc(e, (size_t)chunk * rowb), dv = dalloc(e, (size_t)chunk * rowb);
+  double t0 = qgen_now_ms();
+  for (int64_t s = 0; s < len; s += chunk) {
+    const int64_t nt = len - s < chunk ? len - s : chunk;
+    gen_job gj[BIG_THREADS];
+    pthread_t gt[BIG_THREADS];
+    const size_t nv = (size_t)nt * L->n_head_kv * L->head_dim, per = (nv + BIG_THREADS - 1) / BIG_THREADS;
+    for (int i = 0; i < BIG_THREADS; i++) {
+      gj[i] = (gen_job){seed, (uint64_t)s * L->n_head_kv * L->head_dim, i * per, (i + 1) * per < nv ? (i + 1) * per : nv, hk, hv};
+      pthread_create(&gt[i], NULL, gen_f16, &gj[i]);
+    }
+    for (int i = 0; i < BIG_THREADS; i++) pthread_join(gt[i], NULL);
+    upload(e, dk, hk, (size_t)nt * rowb);
+    upload(e, dv, hv, (size_t)nt * rowb);
+    int zero = 0, n = (int)nt;
+    API(qgen_append(kv, &zero, 1, &n, dk, dv, NULL));
+  }
+  printf("        big      appended %lld tokens (K cache %.2f GiB) in %.1f s\n", (long long)len,
+         (double)len * per_token / (1u << 30), (qgen_now_ms() - t0) / 1e3);
+  /* a query that also looks for a planted pattern: the key of the last token */
+  const int NH = L->n_head, D = L->head_dim;
+  float *qf = malloc(sizeof(float) * NH * D);
+  uint16_t *qh = malloc(sizeof(uint16_t) * NH * D);
+  for (int hq = 0; hq < NH; hq++)
+    for (int d = 0; d < D; d++) {
+      float x = 1.5f * gauss_at(seed + 7, (uint64_t)hq * D + d) + 0.3f * big_val(L, seed, 0, len - 1, hq / L->group, d);
+      qh[hq * D + d] = qgen_f32_to_f16(x);
+      qf[hq * D + d] = qgen_f16_to_f32(qh[hq * D + d]);
+    }
+  CUdeviceptr dq = dalloc(e, L->q_bytes), dout = dalloc(e, L->out_bytes);
+  upload(e, dq, qh, L->q_bytes);
+  uint8_t *out = malloc(L->out_bytes);
+  double *ref = malloc(sizeof(double) * NH * D);
+  int zero = 0;
+  qgen_attend_opts od = qgen_attend_defaults(gc);
+  od.mode = QGEN_ATTEND_DENSE;
+  poison(e, dout, L->out_bytes);
+  API(qgen_attend(kv, &zero, 1, dq, dout, &od, NULL));
+  download(e, out, dout, L->out_bytes);
+  t0 = qgen_now_ms();
+  big_reference(L, seed, len, qf, NULL, NULL, ref);
+  double rd = rel_err(L, out, ref, NH * D);
+  verdict(e, rd <= tolerance(L), "big      dense   ctx %lld (K cache > 4 GiB) rel err %.2e (reference %.1f s)", (long long)len, rd,
+          (qgen_now_ms() - t0) / 1e3);
+  if (L->sparse) {
+    qgen_attend_opts os = qgen_attend_defaults(gc);
+    poison(e, dout, L->out_bytes);
+    API(qgen_attend(kv, &zero, 1, dq, dout, &os, NULL));
+    download(e, out, dout, L->out_bytes);
+    const int64_t pps = qgen_kv_pages_per_seq(kv), n = qgen_pages_of(len, L->block);
+    int *lists = malloc(sizeof(int) * (size_t)(L->n_head_kv * pps)), *counts = malloc(sizeof(int) * L->n_head_kv);
+    API(qgen_kv_selection(kv, 0, lists, counts));
+    /* reference scores, threaded by page ranges */
+    double *scores = malloc(sizeof(double) * (size_t)(n * L->n_head_kv));
+    big_job jobs[BIG_THREADS];
+    pthread_t th[BIG_THREADS];
+    const int64_t per = (n + BIG_THREADS - 1) / BIG_THREADS * L->block;
+    for (int i = 0; i < BIG_THREADS; i++) {
+      jobs[i] = (big_job){L, seed, i * per, (i + 1) * per, qf, NULL, NULL, len, NULL, NULL, NULL, scores};
+      pthread_create(&th[i], NULL, big_scores, &jobs[i]);
+    }
+    for (int i = 0; i < BIG_THREADS; i++) pthread_join(th[i], NULL);
+    qgen_budget bs = {os.budget > 0 ? QGEN_BUDGET_TOKENS : QGEN_BUDGET_COVERAGE, os.coverage, os.budget, os.sink, os.recent};
+    int32_t *rl = malloc(sizeof(int32_t) * (size_t)n);
+    int differ = 0, bad = 0;
+    for (int h = 0; h < L->n_head_kv; h++) {
+      int64_t rc = qgen_ref_select(&bs, len, L->block, scores + h * n, rl);
+      if (rc != counts[h]) bad = 1;
+      for (int64_t i = 0; i < rc && !bad; i++) differ += rl[i] != lists[h * pps + i];
+    }
+    const int **lp = malloc(sizeof(int *) * L->n_head_kv);
+    for (int h = 0; h < L->n_head_kv; h++) lp[h] = lists + h * pps;
+    big_reference(L, seed, len, qf, lp, counts, ref);
+    free(lp);
+    double rs = rel_err(L, out, ref, NH * D);
+    verdict(e, !bad && rs <= tolerance(L), "big      sparse  ctx %lld rel err %.2e, %d of %lld list entries differ from the reference (near-ties)",
+            (long long)len, rs, differ, (long long)counts[0] * L->n_head_kv);
+    free(lists);
+    free(counts);
+    free(scores);
+    free(rl);
+  }
+  free(qf);
+  free(qh);
+  free(out);
+  free(ref);
+  free(hk);
+  free(hv);
+  e->cu->cuMemFree(dk);
+  e->cu->cuMemFree(dv);
+  e->cu->cuMemFree(dq);
+  e->cu->cuMemFree(dout);
+  qgen_cache_destroy(kv);
+}
+
+/* ---- driver ------------------------------------------------------------------------- */
+
+static int check_variant(const char *path, const char *variant, const qgen_check_opts *o) {
+  qgen_ctx *gc = NULL, *cc = NULL;
+  qgen_open_opts go = {QGEN_BACKEND_GPU, 0, variant, NULL}, co = {QGEN_BACKEND_CPU, 0, variant, NULL};
+  qgen_status st = qgen_open(&gc, path, &go);
+  if (st == QGEN_ERR_NO_DRIVER || st == QGEN_ERR_NO_DEVICE) {
+    printf("qgen check: %s — skipped (exit 77)\n", qgen_error(gc));
+    qgen_close(gc);
+    return 77;
+  }
+  if (st != QGEN_OK) {
+    fprintf(stderr, "qgen check: %s: %s\n", qgen_status_str(st), qgen_error(gc));
+    qgen_close(gc);
+    return -1;
+  }
+  API(qgen_open(&cc, path, &co));
+  env e = {qgen_cudrv_get(NULL), 0, 0};
+  qgen_info info;
+  qgen_get_info(gc, &info);
+  printf("%s on %s (sm_%d, %d SMs)%s: k %s, v %s, in %s, out %s, D %d, heads %d/%d, block %d, %s\n", info.name,
+         info.device_name, info.arch, info.sm_count, info.from_ptx ? " from PTX" : "", info.k_type, info.v_type,
+         info.in_type, info.out_type, info.head_dim, info.n_head, info.n_head_kv, info.block,
+         info.sparse ? "sparse" : "dense");
+  const uint64_t seed = o->seed;
+  check_append(&e, gc, cc, seed);
+  static const int64_t singles[] = {1, 63, 64, 65, 1000, 16384, 131072, 300000}; /* 300000: select's cluster path */
+  for (size_t i = 0; i < sizeof singles / sizeof *singles; i++)
+    if (!o->quick || singles[i] <= 1000) check_attend(&e, gc, cc, 1, &singles[i], seed + 100 + i);
+  const int64_t b3[3] = {100, o->quick ? 1500 : 5000, 777};
+  check_attend(&e, gc, cc, 3, b3, seed + 200);
+  const int64_t b8[8] = {1, 2047, 64, 9000, o->quick ? 1500 : 15000, 333, 4096, o->quick ? 2000 : 20000};
+  check_attend(&e, gc, cc, 8, b8, seed + 300);
+  check_bits(&e, gc, cc, seed + 400, o->quick);
+  if (o->big) check_big(&e, gc, seed + 500);
+  printf("%s: %d of %d checks passed\n\n", info.name, e.checks - e.fails, e.checks);
+  qgen_close(gc);
+  qgen_close(cc);
+  return e.fails;
+}
+
+int qgen_check_spec(const char *path, const qgen_check_opts *o) {
+  static qgen_spec_set set;
+  char err[4096];
+  /* A bundle runs what it holds: on a newer GPU than its archs, the driver-compiled PTX
+     of an older one (how the sm_80 code paths run on an sm_90 machine). */
+  if (qgen_bundle_is(path)) return check_variant(path, o->variant, o);
+  if (qgen_spec_load(path, &set, err, sizeof err) != 0) {
+    fprintf(stderr, "qgen: %s\n", err);
+    return -1;
+  }
+  int fails = 0;
+  for (int v = 0; v < set.n; v++) {
+    if (o->variant && strcmp(o->variant, set.v[v].name) != 0) continue;
+    int r = check_variant(path, set.v[v].name, o);
+    if (r == 77 || r < 0) return r;
+    fails += r;
+  }
+  return fails;
+}
+
+static const char CHECK_USAGE[] =
+    "usage: qgen check --spec FILE [--variant NAME] [--quick] [--big] [--seed N]\n"
+    "\n"
+    "Runs the GPU decode path of every variant of FILE against the CPU reference on fresh\n"
+    "random data and prints a PASS/FAIL line per check: append bytes, dense and sparse\n"
+    "attention at contexts 1..300K and batches of 3 and 8, selected page lists, determinism,\n"
+    "sparse-with-full-budget == dense, CUDA graph replay. FILE may be a bundle: its kernels\n"
+    "run as qgen_open loads them (on a GPU newer than its archs, the older arch's PTX).\n"
+    "\n"
+    "  --quick     contexts up to a few thousand tokens (fast; for compute-sanitizer)\n"
+    "  --big       add one sequence whose K cache exceeds 4 GiB (f16 specs; ~2.1M tokens)\n"
+    "  --seed N    random seed (default: from the clock; printed)\n"
+    "\n"
+    "Exit status: 0 all passed, 1 a check failed or bad arguments, 2 internal error,\n"
+    "77 no GPU or no CUDA driver.\n";
+
+int qgen_check_main(int argc, char **argv) {
+  qgen_check_opts o = {0};
+  const char *spec = NULL;
+  o.seed = (unsigned long long)qgen_now_ms() ^ 0x5eed;
+  for (int i = 0; i < argc; i++) {
+    if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+      fputs(CHECK_USAGE, stdout);
+      return 0;
+    }
+    if (!strcmp(argv[i], "--quick")) o.quick = 1;
+    else if (!strcmp(argv[i], "--big")) o.big = 1;
+    else if (i + 1 < argc && !strcmp(argv[i], "--spec")) spec = argv[++i];
+    else if (i + 1 < argc && !strcmp(argv[i], "--variant")) o.variant = argv[++i];
+    else if (i + 1 < argc && !strcmp(argv[i], "--seed")) o.seed = strtoull(argv[++i], NULL, 0);
+    else {
+      fprintf(stderr, "qgen: check: unknown or incomplete option '%s' (see qgen check --help)\n", argv[i]);
+      return 1;
+    }
+  }
+  if (!spec) {
+    fprintf(stderr, "qgen: check: --spec FILE is required (see qgen check --help)\n");
+    return 1;
+  }
+  printf("qgen check %s (seed %llu)\n", spec, o.seed);
+  int r = qgen_check_spec(spec, &o);
+  return r == 77 ? 77 : r < 0 ? (r == -1 ? 1 : 2) : r > 0 ? 1 : 0;
+}

@@ -1,0 +1,442 @@
+/* main.c — the qgen command line.
+ *
+ *   qgen emit   --spec F [-o DIR] [--arch sm_80,...] [--variant NAME] [--print]
+ *   qgen bundle --spec F -o OUT [--variant NAME] [--arch sm_80,...]
+ *   qgen info   [--lua] F.qgb
+ *   qgen check  --spec F [--variant NAME] [--quick]         (GPU machine; exits 77 without one)
+ *   qgen cache  path | list | clear
+ *   qgen version
+ *
+ * Exit codes: 0 ok, 1 user error (bad spec, bad arguments), 2 internal or toolchain error,
+ * 77 no GPU (check). Errors go to stderr as "qgen: message".
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "jit/build.h"
+#include "jit/bundle.h"
+#include "tools/gpucheck.h"
+
+int qgen_bench_main(int argc, char **argv); /* tools/bench.c */
+int qgen_eval_main(int argc, char **argv);  /* tools/eval.c */
+#include "jit/cache.h"
+#include "jit/emit.h"
+#include "jit/nvrtc.h"
+#include "base/sha256.h"
+#include "spec/spec.h"
+#include "base/util.h"
+#include "base/plan.h"
+
+enum { EXIT_USER = 1, EXIT_INTERNAL = 2 };
+
+static const char USAGE[] =
+    "qgen " QGEN_VERSION " — generate, compile and run Quest sparse-attention decode kernels\n"
+    "\n"
+    "usage: qgen <command> [options]\n"
+    "\n"
+    "commands:\n"
+    "  emit     expand the CUDA templates for a spec and compile them with NVRTC (cached)\n"
+    "  bundle   write one file with a spec variant's kernels for several archs (no NVRTC\n"
+    "           needed to open it)\n"
+    "  info     show what a bundle holds and verify its checksums\n"
+    "  check    run the GPU-vs-CPU-reference checks of a spec (needs a GPU; 77 without)\n"
+    "  bench    time the decode step on the GPU (contexts x batches x coverages)\n"
+    "  eval     needle recall and attention mass of the selection on synthetic workloads\n"
+    "  cache    show (path), list or clear the kernel cache\n"
+    "  version  print versions (qgen, NVRTC)\n"
+    "\n"
+    "Run 'qgen <command> --help' for the options of a command.\n"
+    "\n"
+    "environment:\n"
+    "  QGEN_CACHE_DIR     cache directory (default $XDG_CACHE_HOME/qgen, else ~/.cache/qgen)\n"
+    "  QGEN_CACHE=off     keep compiled kernels in memory only\n"
+    "  QGEN_TEMPLATE_DIR  read CUDA templates from this directory instead of the embedded copy\n"
+    "  QGEN_DUMP_SOURCE   a directory: on a compile error, the failing unit is written there\n"
+    "  CUDA_HOME          CUDA toolkit for NVRTC and its headers (QGEN_NVRTC: libnvrtc.so path,\n"
+    "                     or 'none' to act as if NVRTC were not installed)\n"
+    "\n"
+    "exit codes: 0 ok, 1 bad spec or arguments, 2 internal or toolchain error, 77 no GPU\n";
+
+static const char EMIT_USAGE[] =
+    "usage: qgen emit --spec FILE [-o DIR] [--arch LIST] [--variant NAME] [--print]\n"
+    "\n"
+    "Loads the Lua spec FILE, emits one CUDA translation unit per variant, compiles it with\n"
+    "NVRTC to a cubin for every architecture (and keeps the PTX for forward compatibility),\n"
+    "and stores the result in the kernel cache. Prints one line per kernel: name, arch,\n"
+    "registers, spill stores/loads, stack and shared memory, cubin size, time, cache hit/miss.\n"
+    "\n"
+    "  --spec FILE      the spec (a Lua file returning spec{...} or a list of them)\n"
+    "  -o, --out DIR    also write DIR/<uri>.cu, DIR/<uri>_sm<arch>.cubin, DIR/<uri>.ptx\n"
+    "  --arch LIST      comma-separated sm_XX list, overrides the spec's archs\n"
+    "  --variant NAME   only this variant of a multi-variant spec\n"
+    "  --print          print the emitted source to stdout\n"
+    "  -h, --help       this text\n";
+
+static const char BUNDLE_USAGE[] =
+    "usage: qgen bundle --spec FILE -o OUT [--variant NAME] [--arch LIST]\n"
+    "\n"
+    "Compiles a variant of the spec FILE for every architecture (through the kernel cache)\n"
+    "and writes one bundle file: the variant's canonical spec text and, per arch, the cubin,\n"
+    "the PTX and ptxas' per-kernel report, all checksummed. qgen_open() takes the bundle in\n"
+    "place of the spec and never calls NVRTC: it loads the cubin of the device's arch, else\n"
+    "the PTX of the newest older arch. 'qgen info OUT' shows what it holds.\n"
+    "\n"
+    "  --spec FILE      the spec (a Lua file returning spec{...} or a list of them)\n"
+    "  -o, --out OUT    the bundle to write (atomically). OUT is a directory when it exists\n"
+    "                   as one or ends in '/': it then receives OUT/<variant>.qgb. A spec\n"
+    "                   with several variants needs --variant, or a directory OUT to get\n"
+    "                   one bundle per variant\n"
+    "  --variant NAME   bundle only this variant\n"
+    "  --arch LIST      comma-separated sm_XX list, overrides the spec's archs\n"
+    "  -h, --help       this text\n";
+
+static const char INFO_USAGE[] =
+    "usage: qgen info [--lua] FILE\n"
+    "\n"
+    "Reads the bundle FILE, verifies every checksum and field, and prints what it holds: the\n"
+    "spec (shape, types, sparse parameters), the qgen and NVRTC versions that built it, and\n"
+    "per arch the kinds, sizes and kernels (registers, spills, stack, static shared memory).\n"
+    "A malformed bundle is an error (exit 1) with the first fault found.\n"
+    "\n"
+    "  --lua        also print the bundle's canonical spec text\n"
+    "  -h, --help   this text\n";
+
+static const char CACHE_USAGE[] =
+    "usage: qgen cache path | list | clear\n"
+    "\n"
+    "  path   print the cache directory (or 'memory only')\n"
+    "  list   list the entries with their size and whether they verify\n"
+    "  clear  remove every entry (and stale temporary files)\n";
+
+static int die(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int die(int code, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fputs("qgen: ", stderr);
+  vfprintf(stderr, fmt, ap);
+  fputc('\n', stderr);
+  va_end(ap);
+  return code;
+}
+
+static int is_help(const char *a) { return strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0; }
+
+/* "sm_80,sm_90" -> {80, 90}; returns the count or -1. */
+static int parse_archs(const char *s, int *archs, int max) {
+  int n = 0;
+  while (*s) {
+    int v;
+    char *end;
+    if (strncmp(s, "sm_", 3) != 0) return -1;
+    v = (int)strtol(s + 3, &end, 10);
+    if (end == s + 3 || (*end && *end != ',') || n == max) return -1;
+    archs[n++] = v;
+    s = *end ? end + 1 : end;
+  }
+  return n ? n : -1;
+}
+
+static int write_file(const char *dir, const char *name, const void *data, size_t n) {
+  char path[4096];
+  qgen_fmt(path, sizeof path, "%s/%s", dir, name);
+  if (qgen_write_atomic(path, data, n) != 0) return die(EXIT_USER, "%s: cannot write: %s", path, strerror(errno));
+  return 0;
+}
+
+static void print_layout(const qgen_spec *s, const char *path) {
+  qgen_layout L;
+  qgen_spec_layout(s, &L);
+  const size_t kt = L.k_row_bytes * (size_t)s->n_head_kv, vt = L.v_row_bytes * (size_t)s->n_head_kv;
+  printf("%s (%s): head_dim %d, heads %d/%d (group %d), k %s, v %s, in %s, out %s, block %d, ", s->name, path,
+         s->head_dim, s->n_head, s->n_head_kv, L.group, qgen_type_traits_of(s->k_type)->name,
+         qgen_type_traits_of(s->v_type)->name, qgen_type_traits_of(s->in_type)->name,
+         qgen_type_traits_of(s->out_type)->name, s->block);
+  if (!s->sparse) printf("dense\n");
+  else if (s->budget) printf("sparse budget %lld tokens, sink %d, recent %d\n", (long long)s->budget, s->sink, s->recent);
+  else printf("sparse coverage %g, sink %d, recent %d\n", s->coverage, s->sink, s->recent);
+  printf("  cache per token per layer: %zu bytes (K %zu + V %zu)", kt + vt, kt, vt);
+  if (s->sparse) printf(" + bounds %.1f", (double)L.bounds_page_bytes / s->block);
+  printf("; 1M tokens: %.2f GiB\n", (double)(kt + vt + (double)L.bounds_page_bytes / s->block) * (1 << 20) / (1u << 30));
+}
+
+/* Every arch in use[0..n) must be sm_80+ and known to NVRTC (known[0..n_known)). */
+static int check_archs(const char *spec, const int *use, int n, const int *known, int n_known) {
+  for (int i = 0; i < n; i++) {
+    int ok = use[i] >= 80;
+    for (int k = 0; ok && k < n_known; k++) ok = known[k] == use[i] ? 2 : ok;
+    if (ok != 2)
+      return die(EXIT_USER, "%s: arch sm_%d is not supported (%s)", spec, use[i],
+                 use[i] < 80 ? "qgen kernels need sm_80 or newer" : "this NVRTC cannot target it");
+  }
+  return 0;
+}
+
+/* The archs to build variant s for (the --arch list, else the spec's own) into *use, and
+   their count; 0 when --variant names another variant. */
+static int variant_archs(const qgen_spec *s, const char *variant, const int *archs, int n_archs, const int **use) {
+  if (variant && strcmp(s->name, variant) != 0) return 0;
+  *use = n_archs ? archs : s->archs;
+  return n_archs ? n_archs : s->n_archs;
+}
+
+/* Load spec, check --variant, and refuse (before compiling anything) an arch NVRTC cannot
+   target in any selected variant (the --arch list, else each variant's own archs).
+   Returns 0, or the exit code after printing why. */
+static int load_for_build(const char *spec, const char *variant, const int *archs, int n_archs,
+                          qgen_spec_set *set, char *err, size_t errlen) {
+  if (qgen_spec_load(spec, set, err, errlen) != 0) return die(EXIT_USER, "%s", err);
+  if (variant && !qgen_spec_find(set, variant)) return die(EXIT_USER, "%s: no variant named '%s'", spec, variant);
+  int known[64], n_known = qgen_nvrtc_archs(known, 64);
+  if (n_known < 0) {
+    qgen_nvrtc_version(&(int){0}, &(int){0}, err, errlen);
+    return die(EXIT_INTERNAL, "%s", err);
+  }
+  for (int v = 0; v < set->n; v++) {
+    const qgen_spec *s = &set->v[v];
+    int rc;
+    if ((!variant || strcmp(s->name, variant) == 0) &&
+        (rc = check_archs(spec, n_archs ? archs : s->archs, n_archs ? n_archs : s->n_archs, known, n_known)) != 0)
+      return rc;
+  }
+  return 0;
+}
+
+static int cmd_emit(int argc, char **argv) {
+  const char *spec = NULL, *out = NULL, *variant = NULL, *arch_list = NULL;
+  int print = 0;
+  for (int i = 0; i < argc; i++) {
+    const char *a = argv[i];
+    if (is_help(a)) {
+      fputs(EMIT_USAGE, stdout);
+      return 0;
+    }
+    if (strcmp(a, "--print") == 0) print = 1;
+    else if (i + 1 < argc && strcmp(a, "--spec") == 0) spec = argv[++i];
+    else if (i + 1 < argc && (strcmp(a, "-o") == 0 || strcmp(a, "--out") == 0)) out = argv[++i];
+    else if (i + 1 < argc && strcmp(a, "--variant") == 0) variant = argv[++i];
+    else if (i + 1 < argc && strcmp(a, "--arch") == 0) arch_list = argv[++i];
+    else return die(EXIT_USER, "emit: unknown or incomplete option '%s' (see qgen emit --help)", a);
+  }
+  if (!spec) return die(EXIT_USER, "emit: --spec FILE is required (see qgen emit --help)");
+  int archs[QGEN_MAX_ARCHS], n_archs = 0;
+  if (arch_list && (n_archs = parse_archs(arch_list, archs, QGEN_MAX_ARCHS)) < 0)
+    return die(EXIT_USER, "emit: --arch '%s': expected a comma-separated list like sm_80,sm_90", arch_list);
+
+  static qgen_spec_set set;
+  static char err[65536];
+  int rc = load_for_build(spec, variant, archs, n_archs, &set, err, sizeof err);
+  if (rc != 0) return rc;
+  if (out && qgen_mkdir_p(out, 0755) != 0) return die(EXIT_USER, "%s: cannot create directory: %s", out, strerror(errno));
+
+  qgen_cache *cache = qgen_cache_open(NULL);
+  for (int v = 0; v < set.n && rc == 0; v++) {
+    const qgen_spec *s = &set.v[v];
+    const int *use;
+    const int nu = variant_archs(s, variant, archs, n_archs, &use);
+    if (!nu) continue;
+    print_layout(s, spec);
+    qgen_artifact arts[QGEN_MAX_ARCHS];
+    char *src = NULL;
+    double t0 = qgen_now_ms();
+    if (qgen_build(s, use, nu, cache, arts, &src, err, sizeof err) != 0) {
+      rc = die(EXIT_INTERNAL, "%s", err);
+      break;
+    }
+    char uri[256], name[320];
+    qgen_spec_uri(s, uri, sizeof uri);
+    if (print) fputs(src, stdout);
+    if (out) {
+      qgen_fmt(name, sizeof name, "%s.cu", uri);
+      rc = write_file(out, name, src, strlen(src));
+      qgen_fmt(name, sizeof name, "%s.ptx", uri);
+      if (!rc) rc = write_file(out, name, arts[0].ptx, arts[0].ptx_size);
+      if (!rc) printf("  wrote %s/%s.cu and the .ptx\n", out, uri);
+    }
+    for (int i = 0; i < nu; i++) {
+      const qgen_artifact *a = &arts[i];
+      if (out && !rc) {
+        qgen_fmt(name, sizeof name, "%s_sm%d.cubin", uri, a->arch);
+        rc = write_file(out, name, a->cubin, a->cubin_size);
+      }
+      for (int k = 0; k < a->n_kernels; k++) {
+        const qgen_kernel_info *ki = &a->k[k];
+        printf("  sm_%d  %-11s  regs %3d  spill %d/%d  stack %d  smem %d  cubin %zu B  %7.1f ms  %s\n", a->arch,
+               ki->name, ki->regs, ki->spill_stores, ki->spill_loads, ki->stack, ki->smem_static, a->cubin_size,
+               a->ms, a->cache_hit ? "hit" : "miss");
+      }
+      qgen_artifact_free(&arts[i]);
+    }
+    printf("  %d arch(s) in %.1f ms\n", nu, qgen_now_ms() - t0);
+    free(src);
+  }
+  qgen_cache_close(cache);
+  return rc;
+}
+
+static int is_dir(const char *p) {
+  struct stat st;
+  size_t n = strlen(p);
+  return (n > 0 && p[n - 1] == '/') || (stat(p, &st) == 0 && S_ISDIR(st.st_mode));
+}
+
+static int cmd_bundle(int argc, char **argv) {
+  const char *spec = NULL, *out = NULL, *variant = NULL, *arch_list = NULL;
+  for (int i = 0; i < argc; i++) {
+    const char *a = argv[i];
+    if (is_help(a)) {
+      fputs(BUNDLE_USAGE, stdout);
+      return 0;
+    }
+    if (i + 1 < argc && strcmp(a, "--spec") == 0) spec = argv[++i];
+    else if (i + 1 < argc && (strcmp(a, "-o") == 0 || strcmp(a, "--out") == 0)) out = argv[++i];
+    else if (i + 1 < argc && strcmp(a, "--variant") == 0) variant = argv[++i];
+    else if (i + 1 < argc && strcmp(a, "--arch") == 0) arch_list = argv[++i];
+    else return die(EXIT_USER, "bundle: unknown or incomplete option '%s' (see qgen bundle --help)", a);
+  }
+  if (!spec) return die(EXIT_USER, "bundle: --spec FILE is required (see qgen bundle --help)");
+  if (!out || !*out) return die(EXIT_USER, "bundle: -o OUT is required (see qgen bundle --help)");
+  int archs[QGEN_MAX_ARCHS], n_archs = 0;
+  if (arch_list && (n_archs = parse_archs(arch_list, archs, QGEN_MAX_ARCHS)) < 0)
+    return die(EXIT_USER, "bundle: --arch '%s': expected a comma-separated list like sm_80,sm_90", arch_list);
+  for (int i = 0; i < n_archs; i++)
+    for (int k = 0; k < i; k++)
+      if (archs[k] == archs[i]) return die(EXIT_USER, "bundle: --arch lists sm_%d twice", archs[i]);
+
+  static qgen_spec_set set;
+  static char err[65536];
+  int rc = load_for_build(spec, variant, archs, n_archs, &set, err, sizeof err);
+  if (rc != 0) return rc;
+  const int dir = is_dir(out);
+  if (!variant && set.n > 1 && !dir)
+    return die(EXIT_USER, "%s has %d variants: give --variant NAME, or a directory -o DIR/ for one bundle each", spec, set.n);
+  if (dir && qgen_mkdir_p(out, 0755) != 0) return die(EXIT_USER, "%s: cannot create directory: %s", out, strerror(errno));
+
+  qgen_cache *cache = qgen_cache_open(NULL);
+  for (int v = 0; v < set.n && rc == 0; v++) {
+    const qgen_spec *s = &set.v[v];
+    const int *use;
+    const int nu = variant_archs(s, variant, archs, n_archs, &use);
+    if (!nu) continue;
+    char path[4200];
+    if (dir) qgen_fmt(path, sizeof path, "%s%s%s.qgb", out, out[strlen(out) - 1] == '/' ? "" : "/", s->name);
+    else qgen_fmt(path, sizeof path, "%s", out);
+    print_layout(s, spec);
+    qgen_artifact arts[QGEN_MAX_ARCHS];
+    double t0 = qgen_now_ms();
+    if (qgen_build(s, use, nu, cache, arts, NULL, err, sizeof err) != 0) {
+      rc = die(EXIT_INTERNAL, "%s", err);
+      break;
+    }
+    for (int i = 0; i < nu; i++)
+      printf("  sm_%d  cubin %zu B  ptx %zu B  %d kernels  %7.1f ms  %s\n", arts[i].arch, arts[i].cubin_size,
+             arts[i].ptx_size, arts[i].n_kernels, arts[i].ms, arts[i].cache_hit ? "hit" : "miss");
+    if (qgen_bundle_write(path, s, arts, nu, err, sizeof err) != 0) rc = die(EXIT_USER, "%s", err);
+    for (int i = 0; i < nu; i++) qgen_artifact_free(&arts[i]);
+    if (rc) break;
+    struct stat st;
+    long long bytes = stat(path, &st) == 0 ? (long long)st.st_size : -1;
+    printf("  wrote %s (%lld bytes, %d arch%s) in %.1f ms\n", path, bytes, nu, nu == 1 ? "" : "s", qgen_now_ms() - t0);
+  }
+  qgen_cache_close(cache);
+  return rc;
+}
+
+static int cmd_info(int argc, char **argv) {
+  const char *file = NULL;
+  int lua = 0;
+  for (int i = 0; i < argc; i++) {
+    if (is_help(argv[i])) {
+      fputs(INFO_USAGE, stdout);
+      return 0;
+    }
+    if (strcmp(argv[i], "--lua") == 0) lua = 1;
+    else if (argv[i][0] != '-' && !file) file = argv[i];
+    else return die(EXIT_USER, "info: unexpected argument '%s' (see qgen info --help)", argv[i]);
+  }
+  if (!file) return die(EXIT_USER, "info: a bundle FILE is required (see qgen info --help)");
+  static qgen_bundle b;
+  char err[1024];
+  if (qgen_bundle_read(file, &b, err, sizeof err) != 0) return die(EXIT_USER, "%s", err);
+  printf("%s: qgen bundle v%d, %llu bytes, %d entr%s, written by qgen %s with ", file, QGEN_BUNDLE_VERSION,
+         (unsigned long long)b.file_size, b.n, b.n == 1 ? "y" : "ies", b.qgen_version);
+  if (b.nvrtc_major) printf("NVRTC %d.%d; checksums ok\n", b.nvrtc_major, b.nvrtc_minor);
+  else printf("an unknown NVRTC; checksums ok\n");
+  print_layout(&b.spec, file);
+  for (int i = 0; i < b.n; i++) {
+    const qgen_bundle_entry *e = &b.entry[i];
+    const qgen_artifact *a = &b.arts[i];
+    char hex[65];
+    qgen_hex(e->sha256, 32, hex);
+    printf("  sm_%d  %s  payload %llu B at %llu  cubin %zu B  ptx %zu B  sha256 %.16s\n", e->arch,
+           qgen_bundle_kinds_str(e->kinds), (unsigned long long)e->size, (unsigned long long)e->offset, a->cubin_size,
+           a->ptx_size, hex);
+    for (int k = 0; k < a->n_kernels; k++) {
+      const qgen_kernel_info *ki = &a->k[k];
+      printf("    %-11s  regs %3d  spill %d/%d  stack %d  smem %d\n", ki->name, ki->regs, ki->spill_stores,
+             ki->spill_loads, ki->stack, ki->smem_static);
+    }
+  }
+  if (lua) fputs(b.spec_text, stdout);
+  qgen_bundle_free(&b);
+  return 0;
+}
+
+static void list_cb(void *ud, const char *file, uint64_t size, int ok) {
+  (void)ud;
+  printf("%10llu  %s  %s\n", (unsigned long long)size, ok ? "ok     " : "corrupt", file);
+}
+
+static int cmd_cache(int argc, char **argv) {
+  if (argc != 1 || is_help(argv[0])) {
+    fputs(CACHE_USAGE, argc == 1 ? stdout : stderr);
+    return argc == 1 ? 0 : EXIT_USER;
+  }
+  qgen_cache *c = qgen_cache_open(NULL);
+  if (!c) return die(EXIT_INTERNAL, "out of memory");
+  const char *dir = qgen_cache_dir(c);
+  int rc = 0;
+  if (strcmp(argv[0], "path") == 0) printf("%s\n", dir ? dir : "memory only (QGEN_CACHE=off or no usable directory)");
+  else if (strcmp(argv[0], "list") == 0) {
+    if (qgen_cache_list(c, list_cb, NULL) < 0) rc = die(EXIT_INTERNAL, "%s: cannot list", dir);
+  } else if (strcmp(argv[0], "clear") == 0) {
+    int n = qgen_cache_clear(c);
+    if (n < 0) rc = die(EXIT_INTERNAL, "%s: cannot clear", dir ? dir : "cache");
+    else printf("removed %d entr%s from %s\n", n, n == 1 ? "y" : "ies", dir ? dir : "memory");
+  } else rc = die(EXIT_USER, "cache: unknown action '%s' (path, list or clear)", argv[0]);
+  qgen_cache_close(c);
+  return rc;
+}
+
+static int cmd_version(void) {
+  int major, minor;
+  char err[512];
+  printf("qgen %s\n", QGEN_VERSION);
+  if (qgen_nvrtc_version(&major, &minor, err, sizeof err) == 0) printf("nvrtc %d.%d\n", major, minor);
+  else printf("nvrtc: %s\n", err);
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2 || is_help(argv[1])) {
+    fputs(USAGE, argc < 2 ? stderr : stdout);
+    return argc < 2 ? EXIT_USER : 0;
+  }
+  const char *cmd = argv[1];
+  char terr[256];
+  const int tuned = qgen_plan_tuned(terr, sizeof terr);
+  if (tuned < 0) return die(EXIT_USER, "%s", terr);
+  if (tuned && strcmp(cmd, "bundle") == 0)
+    return die(EXIT_USER, "bundle: QGEN_TUNE changes the kernels' plan; bundles hold the default plan (unset QGEN_TUNE)");
+  if (strcmp(cmd, "emit") == 0) return cmd_emit(argc - 2, argv + 2);
+  if (strcmp(cmd, "bundle") == 0) return cmd_bundle(argc - 2, argv + 2);
+  if (strcmp(cmd, "info") == 0) return cmd_info(argc - 2, argv + 2);
+  if (strcmp(cmd, "bench") == 0) return qgen_bench_main(argc - 2, argv + 2);
+  if (strcmp(cmd, "eval") == 0) return qgen_eval_main(argc - 2, argv + 2);
+  if (strcmp(cmd, "check") == 0) return qgen_check_main(argc - 2, argv + 2);
+  if (strcmp(cmd, "cache") == 0) return cmd_cache(argc - 2, argv + 2);
+  if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) return cmd_version();
+  return die(EXIT_USER, "unknown command '%s' (see qgen --help)", cmd);
+}
