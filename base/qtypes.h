@@ -5,7 +5,7 @@
  * conversions. Everything else in qgen (spec validation, layout sizes, the CPU reference,
  * the emitter's choice of device traits) reads this table instead of switching on types.
  *
- * Quantizers follow ggml's reference quantizers exactly (DESIGN.md §3): f32 arithmetic,
+ * Quantizers follow ggml's reference quantizers exactly (docs/DESIGN.md §3): f32 arithmetic,
  * `id` from the f32 `d`, the stored `d` rounded to f16 (nearest even). The f16/bf16
  * conversions are round-to-nearest-even and match CUDA's __float2half_rn/__float2bfloat16_rn
  * bit for bit on every non-NaN input (a NaN becomes 0x7e00 / 0x7fc0 here).

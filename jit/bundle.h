@@ -1,4 +1,4 @@
-/* bundle.h — offline bundles (DESIGN.md §5): one file holding one spec variant and its
+/* bundle.h — offline bundles (docs/DESIGN.md §5): one file holding one spec variant and its
  * compiled kernels for several archs, so a machine without NVRTC can open it.
  *
  * All integers are little-endian. Offsets are from the start of the file.

@@ -1,4 +1,4 @@
-/* cache.h — the on-disk store of compiled kernels (DESIGN.md §5).
+/* cache.h — the on-disk store of compiled kernels (docs/DESIGN.md §5).
  *
  * Content-addressed: the caller hashes everything that determines the artifact (format
  * version, qgen version, emitted source, NVRTC version, arch, options) into a 32-byte key;

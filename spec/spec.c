@@ -1,4 +1,4 @@
-/* spec.c — the sandboxed Lua spec loader (see spec.h, DESIGN.md §4).
+/* spec.c — the sandboxed Lua spec loader (see spec.h, docs/DESIGN.md §4).
  *
  * A spec file returns one spec table or a non-empty list of them (variants; names
  * unique; at most QGEN_MAX_VARIANTS). `spec{...}` validates on the spot (errors carry

@@ -1,4 +1,4 @@
-/* spec.h — loading and validating a Lua model spec (DESIGN.md §4).
+/* spec.h — loading and validating a Lua model spec (docs/DESIGN.md §4).
  *
  * A spec file is Lua 5.4 run in a sandbox (base/string/table/math only; no io, os,
  * require, load, dofile, string.dump; text chunks only; an instruction budget and a memory

@@ -10,7 +10,7 @@
  * gates it:
  *   - Quest (the lists of the real decode path) at 25 % coverage and the default margin
  *     (4) selects every needle's page in every owner head, on every task, 10 trials at 8K
- *     and 10 at 16K (f16) — DESIGN.md §7's "needle selected in 100 % of trials";
+ *     and 10 at 16K (f16) — docs/DESIGN.md §7's "needle selected in 100 % of trials";
  *   - the oracle does too; Quest's attention-mass recall is within MASS_GAP of the
  *     oracle's and above the mean-pooled selector's (oracle >= Quest >= meanpool, with
  *     slack); Quest's output error is below ERR_MAX;

@@ -2,7 +2,7 @@
  *
  *   1. known answers: tests/data/quant_kat.txt (argv[1] = the data directory) holds q8_0,
  *      q4_0 and q5_0 blocks and f16/bf16 conversions whose expected bits were derived by
- *      hand from DESIGN.md §3; every one must match bit for bit.
+ *      hand from docs/DESIGN.md §3; every one must match bit for bit.
  *   2. round trips of random rows within each type's error bound (derivations below).
  *   3. f16: exhaustive f16 -> f32 -> f16 over all 65536 non-NaN patterns; f32 -> f16 (nearest
  *      even, toward -inf, toward +inf) against an independent slow reference (bisection over

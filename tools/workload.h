@@ -3,7 +3,7 @@
  * tests/test_quality.c.
  *
  * No model weights are reachable here, so the workloads are synthetic but shaped like
- * real decode-time attention (DESIGN.md §7 "Quality"). Everything is expressed in the
+ * real decode-time attention (docs/DESIGN.md §7 "Quality"). Everything is expressed in the
  * *final* (post-RoPE) space the cache sees, and every random number is a pure function of
  * (seed, stream, index) — splitmix64 of a counter — so any token range [t0, t1) can be
  * generated on its own, in any order, by any thread, bit for bit the same: a 1M-token
