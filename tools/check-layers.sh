@@ -11,6 +11,8 @@
 #       symbol that only a higher layer's library defines (nm).
 # Each violation is printed as "file:line: what" (line 0 when it has none); exit 1 on any.
 set -euo pipefail
+build=""
+if [ $# -ge 1 ]; then build=$(cd "$1" && pwd) || { echo "check-layers: no build folder $1" >&2; exit 2; }; fi
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 
@@ -87,8 +89,7 @@ includes | awk -F'\t' -v layers="$layers" -v files="$files" '
 ' || status=1
 
 # (d) symbols: what each layer library needs against what the libraries define.
-if [ $# -ge 1 ]; then
-  build=$1
+if [ -n "$build" ]; then
   prev=""
   for l in $layers; do
     lib=$(find "$build" -name "libqgen_$l.a" -print -quit 2>/dev/null || true)
