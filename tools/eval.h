@@ -1,4 +1,4 @@
-/* quality.h — `qgen eval`: retrieval quality of the sparse decode path on the synthetic
+/* eval.h — `qgen eval`: retrieval quality of the sparse decode path on the synthetic
  * workloads of workload.h, for either backend (GPU, or the CPU reference executor).
  *
  * qgen_eval_run() is the evaluation as a library call (tests/test_quality.c uses it);
