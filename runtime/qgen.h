@@ -71,7 +71,8 @@ typedef struct qgen_open_opts {
    qgen_error(); close it. */
 qgen_status qgen_open(qgen_ctx **ctx, const char *spec_or_bundle, const qgen_open_opts *opts);
 void qgen_close(qgen_ctx *ctx);
-/* What went wrong in the last failed call on ctx (or on its caches), in words. */
+/* What went wrong in the last failed call on ctx (or on its caches), in words; "no
+   context" for NULL (a qgen_open that could not even allocate its context). */
 const char *qgen_error(const qgen_ctx *ctx);
 const char *qgen_status_str(qgen_status s);
 
