@@ -122,6 +122,11 @@ qgen_status qgen_open(qgen_ctx **out, const char *path, const qgen_open_opts *o)
   return open_ctx(out, &src, o);
 }
 
+qgen_status qgen_open_text(qgen_ctx **out, const char *spec_text, const char *chunk_name, const qgen_open_opts *o) {
+  const spec_source src = {NULL, spec_text, chunk_name ? chunk_name : "<text>"};
+  return open_ctx(out, &src, o);
+}
+
 void qgen_close(qgen_ctx *c) {
   if (!c) return;
   if (c->be) c->be->close(c);

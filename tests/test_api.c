@@ -581,6 +581,35 @@ static void bad_opens(void) {
   check(st != QGEN_OK && kv == NULL, "qgen_cache_create on a context that failed to open: %s", qgen_status_str(st));
   qgen_close(c);
 
+  /* a spec given as text: opens like a file; a bad one names its chunk and line */
+  const char *text = "return spec{ name = \"api-text\", head_dim = 64, n_head = 4, n_head_kv = 2,\n"
+                     "  archs = { \"sm_90\" } }\n";
+  st = qgen_open_text(&c, text, "<python>", &cpu);
+  qgen_info ti;
+  qgen_get_info(c, &ti);
+  kv = NULL;
+  check(st == QGEN_OK && !strcmp(ti.name, "api-text") && ti.n_head == 4 && qgen_cache_create(c, &kv, 1, 64) == QGEN_OK,
+        "qgen_open_text: a valid spec text opens and makes a cache: %s -- \"%s\"", qgen_status_str(st), qgen_error(c));
+  qgen_cache_destroy(kv);
+  qgen_close(c);
+  st = qgen_open_text(&c, "return spec{ name = \"api-text\",\n  head_dim = = 64 }\n", "<python>", &cpu);
+  check(st == QGEN_ERR_SPEC && c && strstr(qgen_error(c), "<python>:2:"), "qgen_open_text: a syntax error on line 2: %s -- \"%s\"",
+        qgen_status_str(st), qgen_error(c));
+  qgen_close(c);
+  st = qgen_open_text(&c, "return spec{ name = \"api-text\", head_dim = 64,\n  n_head = 5, n_head_kv = 2 }\n", NULL, &cpu);
+  check(st == QGEN_ERR_SPEC && c && strstr(qgen_error(c), "<text>:"), "qgen_open_text: a bad field, unnamed chunk: %s -- \"%s\"",
+        qgen_status_str(st), qgen_error(c));
+  qgen_close(c);
+  st = qgen_open_text(&c, text, "<python>", &var);
+  check(st == QGEN_ERR_SPEC && c && strstr(qgen_error(c), "<python>: no variant named 'qwen3-4b-nope'"),
+        "qgen_open_text: an unknown variant: %s -- \"%s\"", qgen_status_str(st), qgen_error(c));
+  qgen_close(c);
+  st = qgen_open_text(&c, NULL, "<python>", &cpu);
+  check(st == QGEN_ERR_INVALID_ARG && c && strstr(qgen_error(c), "qgen_open_text"), "qgen_open_text: text NULL: %s -- \"%s\"",
+        qgen_status_str(st), qgen_error(c));
+  qgen_close(c);
+  check(qgen_open_text(NULL, text, NULL, &cpu) == QGEN_ERR_INVALID_ARG, "qgen_open_text: ctx NULL");
+
   qgen_open_opts v8 = {QGEN_BACKEND_CPU, 0, "qwen3-4b-q8_0", NULL};
   st = qgen_open(&c, spec, &v8);
   qgen_info info;
