@@ -28,9 +28,19 @@ typedef struct qgen_cudrv {
 #undef X
 } qgen_cudrv;
 
+/* Why the table is not there: no usable driver library (libcuda.so.1 missing or too old
+   for an entry point qgen uses), or a driver without a usable device (cuInit failed). */
+typedef enum qgen_cudrv_failure {
+  QGEN_CUDRV_OK = 0,
+  QGEN_CUDRV_NO_DRIVER,
+  QGEN_CUDRV_NO_DEVICE,
+} qgen_cudrv_failure;
+
 /* The table, or NULL when libcuda.so.1 cannot be loaded or cuInit fails; *why then says
-   which ("no CUDA driver", "cuInit failed: ..."). Thread-safe; loads once. */
+   which in words ("no CUDA driver", "no usable CUDA device (cuInit: ...)") and
+   qgen_cudrv_failed() as a value. Thread-safe; loads once. */
 const qgen_cudrv *qgen_cudrv_get(const char **why);
+qgen_cudrv_failure qgen_cudrv_failed(void);
 
 /* cuGetErrorString with a fallback. */
 const char *qgen_cu_errstr(CUresult r);

@@ -23,25 +23,24 @@
  */
 #include "base/plan.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct tune {
-  int groups, stages, smem_kib, split, sel, selreg, pdl, bulk; /* 0 / -1 (selreg, pdl, bulk): not set */
-} tune;
-
-/* Parse QGEN_TUNE into *t. Returns 0, or -1 with a message. */
-static int tune_parse(tune *t, char *err, size_t errlen) {
-  static const struct { const char *name; int lo, hi; size_t off; } keys[] = {
-      {"groups", 1, 16, offsetof(tune, groups)},  {"stages", 2, 8, offsetof(tune, stages)},
-      {"smem", 16, 220, offsetof(tune, smem_kib)},
-      {"split", 64, 65536, offsetof(tune, split)}, {"sel", 128, 1024, offsetof(tune, sel)},
-      {"selreg", 0, 32, offsetof(tune, selreg)}, {"pdl", 0, 1, offsetof(tune, pdl)},
-      {"bulk", 0, 1, offsetof(tune, bulk)}};
+static void tune_none(qgen_tune *t) {
   memset(t, 0, sizeof *t);
   t->selreg = t->pdl = t->bulk = -1;
-  const char *s = getenv("QGEN_TUNE");
+}
+
+int qgen_tune_parse(const char *s, qgen_tune *t, char *err, size_t errlen) {
+  static const struct { const char *name; int lo, hi; size_t off; } keys[] = {
+      {"groups", 1, 16, offsetof(qgen_tune, groups)},  {"stages", 2, 8, offsetof(qgen_tune, stages)},
+      {"smem", 16, 220, offsetof(qgen_tune, smem_kib)},
+      {"split", 64, 65536, offsetof(qgen_tune, split)}, {"sel", 128, 1024, offsetof(qgen_tune, sel)},
+      {"selreg", 0, 32, offsetof(qgen_tune, selreg)}, {"pdl", 0, 1, offsetof(qgen_tune, pdl)},
+      {"bulk", 0, 1, offsetof(qgen_tune, bulk)}};
+  tune_none(t);
   while (s && *s) {
     const char *end = strchr(s, ','), *eq = strchr(s, '=');
     size_t n = end ? (size_t)(end - s) : strlen(s);
@@ -50,9 +49,10 @@ static int tune_parse(tune *t, char *err, size_t errlen) {
     char *stop = NULL;
     long v = k < nk ? strtol(eq + 1, &stop, 10) : 0;
     if (k == nk || stop == eq + 1 || stop != s + n || v < keys[k].lo || v > keys[k].hi || (end && !end[1]) ||
-        (keys[k].off == offsetof(tune, sel) && (v & (v - 1)))) {
+        (keys[k].off == offsetof(qgen_tune, sel) && (v & (v - 1)))) {
       snprintf(err, errlen, "QGEN_TUNE: '%.*s' is not one of groups=1..16, stages=2..8, smem=16..220, split=64..65536, sel=128|256|512|1024, selreg=0..32, pdl=0|1, bulk=0|1",
                (int)n, s);
+      tune_none(t);
       return -1;
     }
     *(int *)((char *)t + keys[k].off) = (int)v;
@@ -62,20 +62,30 @@ static int tune_parse(tune *t, char *err, size_t errlen) {
   if (t->selreg > 0 && (long)(t->sel ? t->sel : 1024) * t->selreg > 16384) {
     snprintf(err, errlen, "QGEN_TUNE: selreg=%d with sel=%d holds %d keys; at most 16384 (selreg <= 16384 / sel)", t->selreg,
              t->sel ? t->sel : 1024, (t->sel ? t->sel : 1024) * t->selreg);
+    tune_none(t);
     return -1;
   }
-  return 0;
+  return t->groups || t->stages || t->smem_kib || t->split || t->sel || t->selreg >= 0;
 }
 
 int qgen_plan_tuned(char *err, size_t errlen) {
-  tune t;
-  if (tune_parse(&t, err, errlen) != 0) return -1;
-  return t.groups || t.stages || t.smem_kib || t.split || t.sel || t.selreg >= 0;
+  qgen_tune t;
+  return qgen_tune_parse(getenv("QGEN_TUNE"), &t, err, errlen);
+}
+
+void qgen_plan_make(const qgen_layout *L, qgen_plan *p) {
+  char err[160];
+  qgen_tune t;
+  qgen_tune_parse(getenv("QGEN_TUNE"), &t, err, sizeof err); /* malformed: nothing set */
+  qgen_plan_make_tuned(L, &t, p);
 }
 
 static int pad_rows16(int bytes) { return (bytes / 16) % 2 == 0 ? bytes + 16 : bytes; }
 
-void qgen_plan_make(const qgen_layout *L, qgen_plan *p) {
+void qgen_plan_make_tuned(const qgen_layout *L, const qgen_tune *tp, qgen_plan *p) {
+  qgen_tune t;
+  if (tp) t = *tp;
+  else tune_none(&t);
   const int D = L->head_dim;
   p->mt = (L->group + 15) / 16;
   p->warps_m = p->mt;
@@ -89,12 +99,6 @@ void qgen_plan_make(const qgen_layout *L, qgen_plan *p) {
   p->k_tile_bytes = (16 * p->k_srow + 127) / 128 * 128;
   p->v_tile_bytes = (16 * p->v_srow + 127) / 128 * 128;
   const int stage = p->k_tile_bytes + p->v_tile_bytes;
-  char err[160];
-  tune t;
-  if (tune_parse(&t, err, sizeof err) != 0) { /* qgen_open refuses to run with it */
-    memset(&t, 0, sizeof t);
-    t.selreg = t.pdl = t.bulk = -1;
-  }
   const int budget = (t.smem_kib ? t.smem_kib : 106) * 1024;
   const int base = k16 && v16 ? 3 : 4;
   int groups = base / p->mt > 0 ? base / p->mt : 1;

@@ -33,8 +33,6 @@ typedef struct qgen_plan {
   int bulk; /* attend copies quantized slabs by bulk copies (sm_90+), else by cp.async */
 } qgen_plan;
 
-void qgen_plan_make(const qgen_layout *L, qgen_plan *p);
-
 /* QGEN_TUNE, for tuning experiments: comma-separated overrides of the plan,
  *   groups=N   attend token groups (1..16)       stages=N   attend stages a group (2..8)
  *   smem=KIB   attend stage budget (16..220)
@@ -44,8 +42,22 @@ void qgen_plan_make(const qgen_layout *L, qgen_plan *p);
  *   bulk=0|1   attend's quantized slabs by bulk copies (sm_90+) or cp.async
  * All but pdl and bulk change the generated kernels (and so their cache key); bundles hold the
  * default plan, so qgen_open of a bundle and qgen bundle refuse while one of them is set.
- * Returns 1 when such a key is set, 0 when not, -1 (message in err) when QGEN_TUNE is
- * malformed — qgen_plan_make then ignores it, and qgen_open refuses to run with it. */
+ * qgen_open parses it once (qgen_tune_parse) and keeps the result for its plan. */
+typedef struct qgen_tune {
+  int groups, stages, smem_kib, split, sel, selreg, pdl, bulk; /* 0 / -1 (selreg, pdl, bulk): not set */
+} qgen_tune;
+
+/* Parse a QGEN_TUNE value (NULL = unset) into *t. Returns 1 when a key that changes the
+   kernels is set, 0 when not, -1 (message in err, *t sets nothing) when it is malformed —
+   qgen_open refuses to run with it. */
+int qgen_tune_parse(const char *s, qgen_tune *t, char *err, size_t errlen);
+
+/* The plan of L under the overrides t (NULL: none). */
+void qgen_plan_make_tuned(const qgen_layout *L, const qgen_tune *t, qgen_plan *p);
+
+/* The same under $QGEN_TUNE (ignored when malformed), for callers that hold no parsed
+   tune; and qgen_tune_parse's result for $QGEN_TUNE. */
+void qgen_plan_make(const qgen_layout *L, qgen_plan *p);
 int qgen_plan_tuned(char *err, size_t errlen);
 
 #endif

@@ -40,8 +40,10 @@
  *   step      dense budget (or one whose K_eff covers every page): attend over every page;
  *             otherwise estimate -> select per KV head -> attend over those lists.
  *
- * Sizes are 64-bit throughout; scratch memory is malloc'ed per call (an allocation failure
- * aborts: this is a test oracle, not a serving path).
+ * Sizes are 64-bit throughout. Scratch memory is one qgen_ref_scratch block: the CPU backend
+ * takes it at cache creation (the _in forms, which never allocate); the plain entry points
+ * take one fitted to the call and free it (an allocation failure aborts: they are the
+ * oracle of tests and tools, not a serving path).
  */
 #include "ref/ref.h"
 
@@ -56,15 +58,6 @@ static void *xmalloc(size_t n) {
   void *p = malloc(n ? n : 1);
   if (!p) {
     fprintf(stderr, "qgen_ref: out of memory (%zu bytes)\n", n);
-    abort();
-  }
-  return p;
-}
-
-static void *xcalloc(size_t n, size_t size) {
-  void *p = calloc(n ? n : 1, size ? size : 1);
-  if (!p) {
-    fprintf(stderr, "qgen_ref: out of memory (%zu x %zu bytes)\n", n, size);
     abort();
   }
   return p;
@@ -102,17 +95,98 @@ static uint16_t merge_bound(uint16_t a, uint16_t b, int want_max) {
   return before(fb, fa) ? b : a;
 }
 
+/* ---- scratch ---------------------------------------------------------------------- */
+
+typedef struct {
+  double score;
+  int64_t page;
+} ranked;
+
+/* Room for steps over sequences of up to `tokens` tokens (`pages` pages); the arrays follow
+   the struct in the same block. qf serves estimate and attend (one after the other), flags
+   the forced pages of step and the chosen pages of select. */
+struct qgen_ref_scratch {
+  int64_t tokens, pages;
+  double *kmin, *kmax, *res, *mx, *sum, *s, *scores; /* s: [group][tokens] attend scores */
+  int64_t *counts;
+  const int32_t **ptrs;
+  ranked *cand;
+  float *x, *lo, *hi, *qf;
+  int32_t *all, *lists;
+  uint8_t *flags;
+};
+
+#define SCRATCH_ALIGN(n) (((n) + 63) / 64 * 64)
+
+/* Lay w's arrays out after it from base; with base == NULL only count the bytes. */
+static size_t scratch_layout(qgen_ref_scratch *w, const qgen_layout *L, uint8_t *base) {
+  const size_t D = (size_t)L->head_dim, Hq = (size_t)L->n_head, Hkv = (size_t)L->n_head_kv, G = (size_t)L->group;
+  const size_t T = (size_t)w->tokens, N = (size_t)w->pages;
+  size_t off = SCRATCH_ALIGN(sizeof *w);
+#define CARVE(f, n)                                              \
+  do {                                                           \
+    if (base) w->f = (void *)(base + off);                       \
+    off += SCRATCH_ALIGN((size_t)(n) * sizeof *w->f);            \
+  } while (0)
+  CARVE(kmin, D);
+  CARVE(kmax, D);
+  CARVE(res, Hq * D);
+  CARVE(mx, G);
+  CARVE(sum, G);
+  CARVE(s, G * T);
+  CARVE(scores, Hkv * N);
+  CARVE(counts, Hkv);
+  CARVE(ptrs, Hkv);
+  CARVE(cand, N);
+  CARVE(x, D);
+  CARVE(lo, D);
+  CARVE(hi, D);
+  CARVE(qf, Hq * D);
+  CARVE(all, N);
+  CARVE(lists, Hkv * N);
+  CARVE(flags, N);
+#undef CARVE
+  return off;
+}
+
+qgen_ref_scratch *qgen_ref_scratch_new(const qgen_layout *L, int64_t max_tokens, size_t *bytes) {
+  qgen_ref_scratch w;
+  memset(&w, 0, sizeof w);
+  w.tokens = max_tokens > 0 ? max_tokens : 1;
+  w.pages = qgen_pages_of(w.tokens, L->block);
+  const size_t n = scratch_layout(&w, L, NULL);
+  if (bytes) *bytes = n;
+  uint8_t *base = malloc(n);
+  if (!base) return NULL;
+  scratch_layout(&w, L, base);
+  memcpy(base, &w, sizeof w);
+  return (qgen_ref_scratch *)base;
+}
+
+void qgen_ref_scratch_free(qgen_ref_scratch *w) { free(w); }
+
+/* The plain entry points' scratch: fitted to the call, fatal when it cannot be had. */
+static qgen_ref_scratch *scratch_or_die(const qgen_layout *L, int64_t tokens) {
+  size_t n = 0;
+  qgen_ref_scratch *w = qgen_ref_scratch_new(L, tokens, &n);
+  if (!w) {
+    fprintf(stderr, "qgen_ref: out of memory (%zu bytes of scratch)\n", n);
+    abort();
+  }
+  return w;
+}
+
 /* ---- append ------------------------------------------------------------------------- */
 
-void qgen_ref_append(const qgen_layout *L, qgen_kvmem *m, int seq, int64_t n_new,
-                     const void *k, const void *v) {
+void qgen_ref_append_in(qgen_ref_scratch *w, const qgen_layout *L, qgen_kvmem *m, int seq,
+                        int64_t n_new, const void *k, const void *v) {
   if (n_new <= 0) return;
   const int D = L->head_dim, Hkv = L->n_head_kv, B = L->block;
   const qgen_type_traits *in = traits(L->in_type), *kt = traits(L->k_type),
                          *vt = traits(L->v_type);
   const uint8_t *kin = k, *vin = v;
   const int64_t len0 = m->seq_len[seq];
-  float *x = xmalloc((size_t)D * sizeof *x);
+  float *x = w->x;
 
   /* 1. the rows */
   for (int64_t i = 0; i < n_new; i++) {
@@ -128,7 +202,7 @@ void qgen_ref_append(const qgen_layout *L, qgen_kvmem *m, int seq, int64_t n_new
 
   /* 2. the bounds, page by page */
   if (L->sparse) {
-    float *lo = xmalloc((size_t)D * sizeof *lo), *hi = xmalloc((size_t)D * sizeof *hi);
+    float *lo = w->lo, *hi = w->hi;
     const int64_t end = len0 + n_new;
     for (int64_t lp = len0 / B; lp <= (end - 1) / B; lp++) {
       const int64_t t0 = lp * B > len0 ? lp * B : len0;
@@ -160,21 +234,25 @@ void qgen_ref_append(const qgen_layout *L, qgen_kvmem *m, int seq, int64_t n_new
         }
       }
     }
-    free(lo);
-    free(hi);
   }
-  free(x);
   m->seq_len[seq] = (int32_t)(len0 + n_new);
+}
+
+void qgen_ref_append(const qgen_layout *L, qgen_kvmem *m, int seq, int64_t n_new,
+                     const void *k, const void *v) {
+  qgen_ref_scratch *w = scratch_or_die(L, 1); /* append needs only row-sized arrays */
+  qgen_ref_append_in(w, L, m, seq, n_new, k, v);
+  qgen_ref_scratch_free(w);
 }
 
 /* ---- estimate ----------------------------------------------------------------------- */
 
-void qgen_ref_estimate(const qgen_layout *L, const qgen_kvmem *m, int seq, const void *q,
-                       double *scores) {
+static void estimate(qgen_ref_scratch *w, const qgen_layout *L, const qgen_kvmem *m, int seq, const void *q,
+                     double *scores) {
   const int D = L->head_dim, G = L->group;
   const int64_t n = qgen_pages_of(m->seq_len[seq], L->block);
-  float *qf = xmalloc((size_t)L->n_head * (size_t)D * sizeof *qf);
-  double *kmin = xmalloc((size_t)D * sizeof *kmin), *kmax = xmalloc((size_t)D * sizeof *kmax);
+  float *qf = w->qf;
+  double *kmin = w->kmin, *kmax = w->kmax;
   traits(L->in_type)->to_f32(q, qf, (int64_t)L->n_head * D);
 
   for (int h = 0; h < L->n_head_kv; h++)
@@ -196,17 +274,16 @@ void qgen_ref_estimate(const qgen_layout *L, const qgen_kvmem *m, int seq, const
       }
       scores[(int64_t)h * n + p] = best;
     }
-  free(qf);
-  free(kmin);
-  free(kmax);
+}
+
+void qgen_ref_estimate(const qgen_layout *L, const qgen_kvmem *m, int seq, const void *q,
+                       double *scores) {
+  qgen_ref_scratch *w = scratch_or_die(L, 1);
+  estimate(w, L, m, seq, q, scores);
+  qgen_ref_scratch_free(w);
 }
 
 /* ---- select ------------------------------------------------------------------------- */
-
-typedef struct {
-  double score;
-  int64_t page;
-} ranked;
 
 /* Best first: NaN above every number, then larger scores, ties to the lower page. */
 static int rank_cmp(const void *pa, const void *pb) {
@@ -217,18 +294,17 @@ static int rank_cmp(const void *pa, const void *pb) {
   return a->page < b->page ? -1 : a->page > b->page ? 1 : 0;
 }
 
-int64_t qgen_ref_select(const qgen_budget *b, int64_t len, int block, const double *scores,
-                        int32_t *list) {
+/* chosen and cand: room for the sequence's pages. */
+static int64_t select_pages(const qgen_budget *b, int64_t len, int block, const double *scores,
+                            int32_t *list, uint8_t *chosen, ranked *cand) {
   const int64_t n = qgen_pages_of(len, block);
   if (n <= 0) return 0;
-  uint8_t *chosen = xmalloc((size_t)n);
   const int64_t n_forced = qgen_forced_pages(b, len, block, chosen); /* forced pages chosen */
   const int64_t k = b->mode == QGEN_BUDGET_DENSE ? n : qgen_budget_pages(b, n, n_forced, block);
 
   if (k >= n) {
     memset(chosen, 1, (size_t)n);
   } else {
-    ranked *cand = xmalloc((size_t)(n - n_forced) * sizeof *cand);
     int64_t nc = 0;
     for (int64_t p = 0; p < n; p++)
       if (!chosen[p]) {
@@ -238,29 +314,50 @@ int64_t qgen_ref_select(const qgen_budget *b, int64_t len, int block, const doub
       }
     qsort(cand, (size_t)nc, sizeof *cand, rank_cmp);
     for (int64_t i = 0; i < k - n_forced; i++) chosen[cand[i].page] = 1;
-    free(cand);
   }
 
   int64_t c = 0;
   for (int64_t p = 0; p < n; p++)
     if (chosen[p]) list[c++] = (int32_t)p;
+  return c;
+}
+
+int64_t qgen_ref_select(const qgen_budget *b, int64_t len, int block, const double *scores,
+                        int32_t *list) {
+  const int64_t n = qgen_pages_of(len, block);
+  if (n <= 0) return 0;
+  uint8_t *chosen = xmalloc((size_t)n);
+  ranked *cand = xmalloc((size_t)n * sizeof *cand);
+  const int64_t c = select_pages(b, len, block, scores, list, chosen, cand);
   free(chosen);
+  free(cand);
   return c;
 }
 
 /* ---- attend ------------------------------------------------------------------------- */
 
-void qgen_ref_attend(const qgen_layout *L, const qgen_kvmem *m, int seq, const void *q,
-                     const int32_t *const *lists, const int64_t *counts, void *out,
-                     double *out_f64) {
+/* Tokens of seq (len tokens, n pages) that a list of cnt pages covers (a list may, in
+   principle, repeat a page: then so do its tokens; a page outside the sequence is ignored). */
+static int64_t listed_tokens(const int32_t *list, int64_t cnt, int64_t len, int64_t n, int B) {
+  int64_t ntok = 0;
+  for (int64_t i = 0; i < cnt; i++) {
+    const int64_t p = list[i];
+    if (p < 0 || p >= n) continue;
+    ntok += (p + 1) * B < len ? B : len - p * B;
+  }
+  return ntok;
+}
+
+static void attend(qgen_ref_scratch *w, const qgen_layout *L, const qgen_kvmem *m, int seq, const void *q,
+                   const int32_t *const *lists, const int64_t *counts, void *out, double *out_f64) {
   const int D = L->head_dim, G = L->group, B = L->block;
   const int64_t len = m->seq_len[seq], n = qgen_pages_of(len, B);
   const qgen_type_traits *kt = traits(L->k_type), *vt = traits(L->v_type);
-  double *res = out_f64 ? out_f64 : xmalloc((size_t)L->n_head * (size_t)D * sizeof *res);
-  float *qf = xmalloc((size_t)L->n_head * (size_t)D * sizeof *qf);
-  float *row = xmalloc((size_t)D * sizeof *row);
-  double *mx = xmalloc((size_t)G * sizeof *mx), *sum = xmalloc((size_t)G * sizeof *sum);
-  int32_t *all = xmalloc((size_t)(n > 0 ? n : 1) * sizeof *all);
+  double *res = out_f64 ? out_f64 : w->res;
+  float *qf = w->qf;
+  float *row = w->x;
+  double *mx = w->mx, *sum = w->sum;
+  int32_t *all = w->all;
   for (int64_t p = 0; p < n; p++) all[p] = (int32_t)p;
 
   memset(res, 0, (size_t)L->n_head * (size_t)D * sizeof *res);
@@ -271,15 +368,9 @@ void qgen_ref_attend(const qgen_layout *L, const qgen_kvmem *m, int seq, const v
     const int64_t cnt = lists ? counts[h] : n;
     double *o = res + (size_t)h * (size_t)G * (size_t)D; /* the group's G output rows */
 
-    /* the listed tokens (a list may, in principle, repeat a page: then so do its tokens) */
-    size_t ntok = 0;
-    for (int64_t i = 0; i < cnt; i++) {
-      const int64_t p = list[i];
-      if (p < 0 || p >= n) continue; /* not a page of this sequence: ignored */
-      ntok += (size_t)((p + 1) * B < len ? B : len - p * B);
-    }
+    const size_t ntok = (size_t)listed_tokens(list, cnt, len, n, B);
     if (ntok == 0) continue; /* an empty list attends to nothing: zeros */
-    double *s = xmalloc((size_t)G * ntok * sizeof *s); /* s[g * ntok + token] */
+    double *s = w->s; /* s[g * ntok + token] */
 
     /* pass 1: scores of every listed token, for every head of the group */
     int64_t nt = 0;
@@ -319,7 +410,6 @@ void qgen_ref_attend(const qgen_layout *L, const qgen_kvmem *m, int seq, const v
     }
     for (int g = 0; g < G; g++)
       for (int d = 0; d < D; d++) o[(size_t)g * D + d] /= sum[g];
-    free(s);
   }
 
   if (out) {
@@ -331,33 +421,39 @@ void qgen_ref_attend(const qgen_layout *L, const qgen_kvmem *m, int seq, const v
     }
   }
 
-  if (!out_f64) free(res);
-  free(qf);
-  free(row);
-  free(mx);
-  free(sum);
-  free(all);
+}
+
+void qgen_ref_attend(const qgen_layout *L, const qgen_kvmem *m, int seq, const void *q,
+                     const int32_t *const *lists, const int64_t *counts, void *out,
+                     double *out_f64) {
+  const int64_t len = m->seq_len[seq], n = qgen_pages_of(len, L->block);
+  int64_t tokens = len; /* room for the longest list's tokens */
+  for (int h = 0; lists && len > 0 && h < L->n_head_kv; h++) {
+    const int64_t t = listed_tokens(lists[h], counts[h], len, n, L->block);
+    if (t > tokens) tokens = t;
+  }
+  qgen_ref_scratch *w = scratch_or_die(L, tokens);
+  attend(w, L, m, seq, q, lists, counts, out, out_f64);
+  qgen_ref_scratch_free(w);
 }
 
 /* ---- step --------------------------------------------------------------------------- */
 
-void qgen_ref_step(const qgen_layout *L, const qgen_kvmem *m, int seq, const void *q,
-                   const qgen_budget *b, void *out, double *out_f64, int32_t *lists_out,
-                   int64_t *counts_out) {
+void qgen_ref_step_in(qgen_ref_scratch *w, const qgen_layout *L, const qgen_kvmem *m, int seq,
+                      const void *q, const qgen_budget *b, void *out, double *out_f64,
+                      int32_t *lists_out, int64_t *counts_out) {
   const int Hkv = L->n_head_kv;
   const int64_t len = m->seq_len[seq], n = qgen_pages_of(len, L->block);
   const size_t room = (size_t)(n > 0 ? n : 1);
-  int32_t *lists = xmalloc((size_t)Hkv * room * sizeof *lists);
-  int64_t *counts = xcalloc((size_t)Hkv, sizeof *counts);
-  const int32_t **ptrs = xcalloc((size_t)Hkv, sizeof *ptrs);
+  int32_t *lists = w->lists;
+  int64_t *counts = w->counts;
+  const int32_t **ptrs = w->ptrs;
 
   /* Dense when asked, when the layout keeps no bounds, or when K_eff covers every page. */
   int dense = !b || b->mode == QGEN_BUDGET_DENSE || !L->sparse || n == 0;
   if (!dense) {
-    uint8_t *forced = xmalloc((size_t)n);
-    const int64_t nf = qgen_forced_pages(b, len, L->block, forced);
+    const int64_t nf = qgen_forced_pages(b, len, L->block, w->flags);
     dense = qgen_budget_pages(b, n, nf, L->block) >= n;
-    free(forced);
   }
 
   if (dense) {
@@ -366,16 +462,15 @@ void qgen_ref_step(const qgen_layout *L, const qgen_kvmem *m, int seq, const voi
       counts[h] = n;
     }
   } else {
-    double *scores = xmalloc((size_t)Hkv * (size_t)n * sizeof *scores);
-    qgen_ref_estimate(L, m, seq, q, scores);
+    double *scores = w->scores;
+    estimate(w, L, m, seq, q, scores);
     for (int h = 0; h < Hkv; h++)
-      counts[h] = qgen_ref_select(b, len, L->block, scores + (size_t)h * (size_t)n,
-                                  lists + (size_t)h * room);
-    free(scores);
+      counts[h] = select_pages(b, len, L->block, scores + (size_t)h * (size_t)n,
+                               lists + (size_t)h * room, w->flags, w->cand);
   }
   for (int h = 0; h < Hkv; h++) ptrs[h] = lists + (size_t)h * room;
 
-  qgen_ref_attend(L, m, seq, q, ptrs, counts, out, out_f64);
+  attend(w, L, m, seq, q, ptrs, counts, out, out_f64);
 
   for (int h = 0; h < Hkv; h++) {
     if (lists_out)
@@ -383,9 +478,14 @@ void qgen_ref_step(const qgen_layout *L, const qgen_kvmem *m, int seq, const voi
              (size_t)counts[h] * sizeof *lists_out);
     if (counts_out) counts_out[h] = counts[h];
   }
-  free(lists);
-  free(counts);
-  free(ptrs);
+}
+
+void qgen_ref_step(const qgen_layout *L, const qgen_kvmem *m, int seq, const void *q,
+                   const qgen_budget *b, void *out, double *out_f64, int32_t *lists_out,
+                   int64_t *counts_out) {
+  qgen_ref_scratch *w = scratch_or_die(L, m->seq_len[seq]);
+  qgen_ref_step_in(w, L, m, seq, q, b, out, out_f64, lists_out, counts_out);
+  qgen_ref_scratch_free(w);
 }
 
 /* ---- row ---------------------------------------------------------------------------- */

@@ -11,11 +11,21 @@
 
 #include "base/layout.h"
 
+/* Scratch memory for append and step on one cache's sequences (up to max_tokens tokens
+   each), in one block; NULL when it cannot be had, *bytes (if not NULL) then says how much
+   was asked for. The CPU backend takes it at cache creation, so its steps never allocate;
+   the functions below without `_in` take their own per call and abort when they cannot. */
+typedef struct qgen_ref_scratch qgen_ref_scratch;
+qgen_ref_scratch *qgen_ref_scratch_new(const qgen_layout *L, int64_t max_tokens, size_t *bytes);
+void qgen_ref_scratch_free(qgen_ref_scratch *w);
+
 /* Append n_new tokens to seq: k, v are [n_new][n_head_kv][head_dim] (in_type). Writes the
    rows in k_type/v_type with ggml's quantizers, updates the bounds (sparse layouts) and
    seq_len. The caller has checked capacity. */
 void qgen_ref_append(const qgen_layout *L, qgen_kvmem *m, int seq, int64_t n_new,
                      const void *k, const void *v);
+void qgen_ref_append_in(qgen_ref_scratch *w, const qgen_layout *L, qgen_kvmem *m, int seq,
+                        int64_t n_new, const void *k, const void *v);
 
 /* Quest scores of every page of seq for every KV head: scores[h * n + p], n = pages of
    seq. q is [n_head][head_dim] (in_type). Sparse layouts only. */
@@ -42,6 +52,9 @@ void qgen_ref_attend(const qgen_layout *L, const qgen_kvmem *m, int seq, const v
 void qgen_ref_step(const qgen_layout *L, const qgen_kvmem *m, int seq, const void *q,
                    const qgen_budget *b, void *out, double *out_f64, int32_t *lists_out,
                    int64_t *counts_out);
+void qgen_ref_step_in(qgen_ref_scratch *w, const qgen_layout *L, const qgen_kvmem *m, int seq,
+                      const void *q, const qgen_budget *b, void *out, double *out_f64,
+                      int32_t *lists_out, int64_t *counts_out);
 
 /* Dequantize the key (which = 0) or value (which = 1) row of token t of seq, KV head h,
    into head_dim doubles. */

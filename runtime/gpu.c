@@ -1,5 +1,6 @@
-/* gpu.c — the GPU executor: loads the generated module, owns the device memory of a cache,
- * and launches the step kernels through the driver API (cudrv.h).
+/* gpu.c — the GPU executor, a row of the backend table (backend.h): loads the generated
+ * module, owns the device memory of a cache, and launches the step kernels through the
+ * driver API (cudrv.h).
  *
  * Open: the device's compute capability picks the artifact — a cubin for exactly that
  * arch, else the PTX of the newest arch below it (the driver JIT-compiles it; info.from_ptx
@@ -21,11 +22,10 @@
 #include "jit/nvrtc.h"
 #include "base/util.h"
 #include "base/cudrv.h"
-#include "runtime/private.h"
+#include "runtime/backend.h"
 #include "base/kargs.h"
 
-
-struct gpu_ctx {
+typedef struct gpu_ctx {
   const qgen_cudrv *cu;
   CUdevice dev;
   CUcontext cuctx;
@@ -34,12 +34,15 @@ struct gpu_ctx {
   int sm_count, arch, attend_per_sm, est_per_sm;
   int code_arch; /* the arch the loaded kernels were compiled for (PTX of an older one runs too) */
   int sel_clusters[9]; /* [n]: clusters of n select CTAs the device holds at once (sm_90 code) */
-  CUevent *marks; /* benchmarks: recorded before select and before attend (private.h) */
-};
+  CUevent *marks; /* benchmarks: recorded before select and before attend (qgen_ext.h) */
+} gpu_ctx;
 
-struct gpu_kv {
+typedef struct gpu_kv {
   CUdeviceptr k, v, bounds, page_table, seq_len, scores, list, count, part_o, part_ml, ticket, hist;
-};
+} gpu_kv;
+
+static gpu_ctx *gctx(const qgen_ctx *c) { return c->impl; }
+static gpu_kv *gkv(const qgen_kv *kv) { return kv->impl; }
 
 #define CU(call)                                                                                      \
   do {                                                                                                \
@@ -60,7 +63,7 @@ static int max_splits(const gpu_ctx *g, const qgen_layout *L, int nb) {
 /* ---- open ---------------------------------------------------------------------------- */
 
 static qgen_status load_module(qgen_ctx *c, const qgen_artifact *a) {
-  gpu_ctx *g = c->gpu;
+  gpu_ctx *g = gctx(c);
   const qgen_cudrv *cu = g->cu;
   g->code_arch = a->arch;
   if (a->arch == g->arch) CU(cu->cuModuleLoadData(&g->mod, a->cubin));
@@ -121,10 +124,10 @@ static const qgen_artifact *pick(const qgen_artifact *arts, int n, int arch) {
 static qgen_status gpu_open(qgen_ctx *c, const qgen_open_opts *o, const qgen_artifact *arts, int n_arts) {
   const char *why = "";
   const qgen_cudrv *cu = qgen_cudrv_get(&why);
-  if (!cu) return qgen_fail(c, strstr(why, "driver") ? QGEN_ERR_NO_DRIVER : QGEN_ERR_NO_DEVICE, "%s", why);
+  if (!cu) return qgen_fail(c, qgen_cudrv_failed() == QGEN_CUDRV_NO_DEVICE ? QGEN_ERR_NO_DEVICE : QGEN_ERR_NO_DRIVER, "%s", why);
   gpu_ctx *g = calloc(1, sizeof *g);
   if (!g) return QGEN_ERR_OUT_OF_MEMORY;
-  c->gpu = g;
+  c->impl = g;
   g->cu = cu;
   int count = 0;
   CU(cu->cuDeviceGetCount(&count));
@@ -175,27 +178,27 @@ static qgen_status gpu_open(qgen_ctx *c, const qgen_open_opts *o, const qgen_art
   return st;
 }
 
-qgen_status qgen_gpu_open(qgen_ctx *c, const qgen_open_opts *o, const qgen_artifact *arts, int n_arts) {
-  qgen_status st = gpu_open(c, o, arts, n_arts);
-  if (st != QGEN_OK && c->gpu) qgen_gpu_close(c); /* a context that failed holds no GPU state */
-  return st;
-}
-
-void qgen_gpu_close(qgen_ctx *c) {
-  gpu_ctx *g = c->gpu;
+static void close_gpu(qgen_ctx *c) {
+  gpu_ctx *g = gctx(c);
   if (g->mod) {
     g->cu->cuCtxSetCurrent(g->cuctx);
     g->cu->cuModuleUnload(g->mod);
   }
   if (g->cuctx) g->cu->cuDevicePrimaryCtxRelease(g->dev);
   free(g);
-  c->gpu = NULL;
+  c->impl = NULL;
+}
+
+static qgen_status open_gpu(qgen_ctx *c, const qgen_open_opts *o, const qgen_artifact *arts, int n_arts) {
+  qgen_status st = gpu_open(c, o, arts, n_arts);
+  if (st != QGEN_OK && c->impl) close_gpu(c); /* a context that failed holds no GPU state */
+  return st;
 }
 
 /* ---- the cache ------------------------------------------------------------------------ */
 
 static qgen_status alloc0(qgen_ctx *c, CUdeviceptr *p, size_t bytes) {
-  const qgen_cudrv *cu = c->gpu->cu;
+  const qgen_cudrv *cu = gctx(c)->cu;
   *p = 0;
   if (bytes == 0) return QGEN_OK;
   CU(cu->cuMemAlloc(p, bytes));
@@ -203,13 +206,13 @@ static qgen_status alloc0(qgen_ctx *c, CUdeviceptr *p, size_t bytes) {
   return QGEN_OK;
 }
 
-qgen_status qgen_gpu_cache_create(qgen_kv *kv) {
+static qgen_status cache_create(qgen_kv *kv) {
   qgen_ctx *c = kv->ctx;
-  gpu_ctx *g = c->gpu;
+  gpu_ctx *g = gctx(c);
   const qgen_layout *L = &c->L;
   gpu_kv *m = calloc(1, sizeof *m);
   if (!m) return qgen_fail(c, QGEN_ERR_OUT_OF_MEMORY, "qgen_cache_create: out of host memory");
-  kv->gpu = m;
+  kv->impl = m;
   CU(g->cu->cuCtxSetCurrent(g->cuctx));
   int rows = 0; /* batch rows x splits of the worst batch size */
   for (int nb = 1; nb <= QGEN_MAX_BATCH; nb++)
@@ -231,19 +234,20 @@ qgen_status qgen_gpu_cache_create(qgen_kv *kv) {
   return QGEN_OK;
 }
 
-void qgen_gpu_cache_destroy(qgen_kv *kv) {
-  gpu_kv *m = kv->gpu;
-  const qgen_cudrv *cu = kv->ctx->gpu->cu;
-  cu->cuCtxSetCurrent(kv->ctx->gpu->cuctx);
+static void cache_destroy(qgen_kv *kv) {
+  gpu_kv *m = gkv(kv);
+  if (!m) return;
+  const qgen_cudrv *cu = gctx(kv->ctx)->cu;
+  cu->cuCtxSetCurrent(gctx(kv->ctx)->cuctx);
   CUdeviceptr all[] = {m->k, m->v, m->bounds, m->page_table, m->seq_len, m->scores, m->list, m->count, m->part_o, m->part_ml, m->ticket, m->hist};
   for (size_t i = 0; i < sizeof all / sizeof *all; i++)
     if (all[i]) cu->cuMemFree(all[i]);
   free(m);
-  kv->gpu = NULL;
+  kv->impl = NULL;
 }
 
 static qg_cache_args cache_args(const qgen_kv *kv) {
-  const gpu_kv *m = kv->gpu;
+  const gpu_kv *m = gkv(kv);
   qg_cache_args a = {m->k, m->v, m->bounds, m->page_table, m->seq_len, kv->pps};
   return a;
 }
@@ -252,7 +256,7 @@ static qg_cache_args cache_args(const qgen_kv *kv) {
 
 static qgen_status launch(qgen_ctx *c, CUfunction f, unsigned gx, unsigned gy, unsigned gz, int threads, int smem,
                           CUstream s, void **args) {
-  CU(c->gpu->cu->cuLaunchKernel(f, gx, gy, gz, (unsigned)threads, 1, 1, (unsigned)smem, s, args, NULL));
+  CU(gctx(c)->cu->cuLaunchKernel(f, gx, gy, gz, (unsigned)threads, 1, 1, (unsigned)smem, s, args, NULL));
   return QGEN_OK;
 }
 
@@ -267,7 +271,7 @@ static qgen_status launch_ex(qgen_ctx *c, CUfunction f, unsigned gx, unsigned gy
   /* not across the benchmark's breakdown events either: an event between two kernels
      leaves nothing to overlap; nor for kernels built for sm_80, which have no
      griddepcontrol.wait to hold them back */
-  const int pdl = c->P.pdl && c->gpu->code_arch >= 90 && !c->gpu->marks;
+  const int pdl = c->P.pdl && gctx(c)->code_arch >= 90 && !gctx(c)->marks;
   if (!pdl && cluster <= 1) return launch(c, f, gx, gy, gz, threads, smem, s, args);
   CUlaunchAttribute at[2];
   memset(at, 0, sizeof at);
@@ -288,15 +292,15 @@ static qgen_status launch_ex(qgen_ctx *c, CUfunction f, unsigned gx, unsigned gy
   cfg.hStream = s;
   cfg.attrs = at;
   cfg.numAttrs = na;
-  CU(c->gpu->cu->cuLaunchKernelEx(&cfg, f, args, NULL));
+  CU(gctx(c)->cu->cuLaunchKernelEx(&cfg, f, args, NULL));
   return QGEN_OK;
 }
 
-qgen_status qgen_gpu_append(qgen_kv *kv, const int *seq, int n_seq, const int *n_new, qgen_ptr k, qgen_ptr v,
-                            qgen_stream stream) {
+static qgen_status append(qgen_kv *kv, const int *seq, int n_seq, const int *n_new, qgen_ptr k, qgen_ptr v,
+                          qgen_stream stream) {
   qgen_ctx *c = kv->ctx;
   const qgen_layout *L = &c->L;
-  CU(c->gpu->cu->cuCtxSetCurrent(c->gpu->cuctx));
+  CU(gctx(c)->cu->cuCtxSetCurrent(gctx(c)->cuctx));
   qg_cache_args ca = cache_args(kv);
   int64_t row = 0;
   for (int i0 = 0; i0 < n_seq; i0 += QGEN_APPEND_MAX) {
@@ -316,7 +320,7 @@ qgen_status qgen_gpu_append(qgen_kv *kv, const int *seq, int n_seq, const int *n
     }
     if (a.work[a.n_seq] == 0) continue;
     void *args[] = {&ca, &a};
-    qgen_status st = launch(c, c->gpu->f_append, (unsigned)a.work[a.n_seq], (unsigned)L->n_head_kv, 1,
+    qgen_status st = launch(c, gctx(c)->f_append, (unsigned)a.work[a.n_seq], (unsigned)L->n_head_kv, 1,
                             c->P.append_threads, 0, (CUstream)stream, args);
     if (st != QGEN_OK) return st;
   }
@@ -329,20 +333,20 @@ qgen_status qgen_gpu_append(qgen_kv *kv, const int *seq, int n_seq, const int *n
    the cluster saves); 1 on code for sm_80. */
 static int select_cluster(const qgen_ctx *c, int64_t pps, int lists) {
   const int64_t per = (int64_t)c->P.sel_threads * c->P.sel_regs;
-  if (c->gpu->code_arch < 90 || per == 0) return 1;
+  if (gctx(c)->code_arch < 90 || per == 0) return 1;
   int64_t cl = (pps + per - 1) / per;
   if (cl > 8) cl = 8;
-  while (cl > 1 && c->gpu->sel_clusters[cl] < lists) cl--;
+  while (cl > 1 && gctx(c)->sel_clusters[cl] < lists) cl--;
   return cl < 1 ? 1 : (int)cl;
 }
 
-qgen_status qgen_gpu_attend(qgen_kv *kv, const int *seq, int n_seq, qgen_ptr q, qgen_ptr out,
-                            const qgen_budget *b, qgen_stream stream) {
+static qgen_status attend(qgen_kv *kv, const int *seq, int n_seq, qgen_ptr q, qgen_ptr out, const qgen_budget *b,
+                          qgen_stream stream) {
   qgen_ctx *c = kv->ctx;
-  gpu_ctx *g = c->gpu;
+  gpu_ctx *g = gctx(c);
   const qgen_layout *L = &c->L;
   const qgen_plan *P = &c->P;
-  const gpu_kv *m = kv->gpu;
+  const gpu_kv *m = gkv(kv);
   CUstream s = (CUstream)stream;
   CU(g->cu->cuCtxSetCurrent(g->cuctx));
   qg_cache_args ca = cache_args(kv);
@@ -387,46 +391,63 @@ qgen_status qgen_gpu_attend(qgen_kv *kv, const int *seq, int n_seq, qgen_ptr q, 
 
 /* ---- management ---------------------------------------------------------------------- */
 
-qgen_status qgen_gpu_reset(qgen_kv *kv, int seq) {
+static qgen_status reset(qgen_kv *kv, int seq) {
   qgen_ctx *c = kv->ctx;
-  const qgen_cudrv *cu = c->gpu->cu;
-  CU(cu->cuCtxSetCurrent(c->gpu->cuctx));
+  const qgen_cudrv *cu = gctx(c)->cu;
+  CU(cu->cuCtxSetCurrent(gctx(c)->cuctx));
   CU(cu->cuCtxSynchronize());
-  CU(cu->cuMemsetD8(kv->gpu->seq_len + (CUdeviceptr)seq * 4, 0, 4));
+  CU(cu->cuMemsetD8(gkv(kv)->seq_len + (CUdeviceptr)seq * 4, 0, 4));
   return QGEN_OK;
 }
 
-qgen_status qgen_gpu_read(qgen_kv *kv, int which, void *host, size_t bytes) {
+static qgen_status read_array(qgen_kv *kv, int which, void *host, size_t bytes) {
   qgen_ctx *c = kv->ctx;
-  const qgen_cudrv *cu = c->gpu->cu;
-  const gpu_kv *m = kv->gpu;
+  const qgen_cudrv *cu = gctx(c)->cu;
+  const gpu_kv *m = gkv(kv);
   CUdeviceptr src = which == QGEN_KV_K ? m->k : which == QGEN_KV_V ? m->v : which == QGEN_KV_BOUNDS ? m->bounds
                   : which == QGEN_KV_PAGE_TABLE ? m->page_table : m->seq_len;
-  CU(cu->cuCtxSetCurrent(c->gpu->cuctx));
+  CU(cu->cuCtxSetCurrent(gctx(c)->cuctx));
   CU(cu->cuCtxSynchronize());
   CU(cu->cuMemcpyDtoH(host, src, bytes));
   return QGEN_OK;
 }
 
-qgen_status qgen_gpu_write_pages(qgen_kv *kv, int seq, const int32_t *pages, int64_t n) {
+static qgen_status write_pages(qgen_kv *kv, int seq, const int32_t *pages, int64_t n) {
   qgen_ctx *c = kv->ctx;
-  const qgen_cudrv *cu = c->gpu->cu;
-  CU(cu->cuCtxSetCurrent(c->gpu->cuctx));
+  const qgen_cudrv *cu = gctx(c)->cu;
+  CU(cu->cuCtxSetCurrent(gctx(c)->cuctx));
   CU(cu->cuCtxSynchronize());
-  CU(cu->cuMemcpyHtoD(kv->gpu->page_table + (CUdeviceptr)seq * kv->pps * 4, pages, (size_t)n * 4));
+  CU(cu->cuMemcpyHtoD(gkv(kv)->page_table + (CUdeviceptr)seq * kv->pps * 4, pages, (size_t)n * 4));
   return QGEN_OK;
 }
 
-qgen_status qgen_gpu_selection(qgen_kv *kv, int seq, int32_t *lists, int32_t *counts) {
+static qgen_status selection(qgen_kv *kv, int seq, int32_t *lists, int32_t *counts) {
   qgen_ctx *c = kv->ctx;
-  const qgen_cudrv *cu = c->gpu->cu;
+  const qgen_cudrv *cu = gctx(c)->cu;
   const int nkv = c->L.n_head_kv;
-  CU(cu->cuCtxSetCurrent(c->gpu->cuctx));
+  CU(cu->cuCtxSetCurrent(gctx(c)->cuctx));
   CU(cu->cuCtxSynchronize());
-  CU(cu->cuMemcpyDtoH(lists, kv->gpu->list + (CUdeviceptr)seq * nkv * kv->pps * 4, (size_t)nkv * kv->pps * 4));
-  CU(cu->cuMemcpyDtoH(counts, kv->gpu->count + (CUdeviceptr)seq * nkv * 4, (size_t)nkv * 4));
+  CU(cu->cuMemcpyDtoH(lists, gkv(kv)->list + (CUdeviceptr)seq * nkv * kv->pps * 4, (size_t)nkv * kv->pps * 4));
+  CU(cu->cuMemcpyDtoH(counts, gkv(kv)->count + (CUdeviceptr)seq * nkv * 4, (size_t)nkv * 4));
   return QGEN_OK;
 }
 
-void qgen_gpu_set_marks(qgen_ctx *c, CUevent *marks) { c->gpu->marks = marks; }
-int qgen_gpu_max_splits(const qgen_ctx *c, int nb) { return max_splits(c->gpu, &c->L, nb); }
+static void set_marks(qgen_ctx *c, CUevent *marks) { gctx(c)->marks = marks; }
+static int splits(const qgen_ctx *c, int nb) { return max_splits(gctx(c), &c->L, nb); }
+
+const qgen_backend_ops qgen_gpu_backend = {
+    .name = "gpu",
+    .runs_kernels = 1,
+    .open = open_gpu,
+    .close = close_gpu,
+    .cache_create = cache_create,
+    .cache_destroy = cache_destroy,
+    .append = append,
+    .attend = attend,
+    .reset = reset,
+    .read = read_array,
+    .write_pages = write_pages,
+    .selection = selection,
+    .set_marks = set_marks,
+    .max_splits = splits,
+};

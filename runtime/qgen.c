@@ -1,51 +1,24 @@
-/* qgen.c — the public API (qgen.h): argument checking, the host mirror of sequence
- * lengths, and dispatch to the GPU executor (gpu.c) or to the CPU reference (ref.c), which
- * serves as a complete backend with the same memory layout.
+/* qgen.c — the public API (qgen.h) and the extension interface (qgen_ext.h): argument
+ * checking, the host mirror of sequence lengths and of the page table, and dispatch
+ * through the context's row of the backend table (backend.h): the GPU executor (gpu.c) or
+ * the CPU reference (cpu.c), a complete backend with the same memory layout.
  *
  * Every entry point validates everything before touching the cache, so a call that fails
  * leaves the cache as it was.
  */
-#include <math.h>
-#include <stdarg.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "jit/bundle.h"
 #include "jit/emit.h"
 #include "base/util.h"
-#include "runtime/private.h"
-#include "ref/ref.h"
+#include "runtime/backend.h"
+#include "runtime/qgen_ext.h"
 
-qgen_status qgen_fail(qgen_ctx *ctx, qgen_status st, const char *fmt, ...) {
-  if (ctx) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(ctx->err, sizeof ctx->err, fmt, ap);
-    va_end(ap);
-  }
-  return st;
-}
-
-const char *qgen_status_str(qgen_status s) {
-  switch (s) {
-  case QGEN_OK: return "ok";
-  case QGEN_ERR_INVALID_ARG: return "invalid argument";
-  case QGEN_ERR_CAPACITY: return "sequence capacity exceeded";
-  case QGEN_ERR_SPEC: return "bad spec";
-  case QGEN_ERR_COMPILE: return "kernel compilation failed";
-  case QGEN_ERR_NO_DRIVER: return "no CUDA driver";
-  case QGEN_ERR_NO_DEVICE: return "no CUDA device";
-  case QGEN_ERR_UNSUPPORTED: return "unsupported";
-  case QGEN_ERR_OUT_OF_MEMORY: return "out of memory";
-  case QGEN_ERR_CUDA: return "CUDA error";
-  case QGEN_ERR_BUNDLE: return "bad bundle";
-  case QGEN_ERR_IO: return "I/O error";
-  }
-  return "unknown status";
-}
-
-const char *qgen_error(const qgen_ctx *ctx) { return ctx ? ctx->err : "no context"; }
+static const qgen_backend_ops *const BACKENDS[] = {
+    [QGEN_BACKEND_GPU] = &qgen_gpu_backend,
+    [QGEN_BACKEND_CPU] = &qgen_cpu_backend,
+};
 
 static void fill_info(qgen_ctx *c) {
   const qgen_spec *s = &c->spec;
@@ -71,7 +44,14 @@ static void fill_info(qgen_ctx *c) {
   i->backend = c->backend;
 }
 
-qgen_status qgen_open(qgen_ctx **out, const char *path, const qgen_open_opts *o) {
+/* Where a context's spec comes from: a file (a spec or a bundle) at path, or Lua source
+   text labelled chunk in messages (chunk != NULL). */
+typedef struct spec_source {
+  const char *path;
+  const char *text, *chunk;
+} spec_source;
+
+static qgen_status open_ctx(qgen_ctx **out, const spec_source *src, const qgen_open_opts *o) {
   static const qgen_open_opts defaults = {QGEN_BACKEND_GPU, 0, NULL, NULL};
   if (!out) return QGEN_ERR_INVALID_ARG;
   *out = NULL;
@@ -80,29 +60,36 @@ qgen_status qgen_open(qgen_ctx **out, const char *path, const qgen_open_opts *o)
   if (!c) return QGEN_ERR_OUT_OF_MEMORY;
   double t0 = qgen_now_ms();
   qgen_status st = QGEN_OK;
-  if (!path) st = qgen_fail(c, QGEN_ERR_INVALID_ARG, "qgen_open: no spec path");
-  else if (o->backend != QGEN_BACKEND_GPU && o->backend != QGEN_BACKEND_CPU)
+  const int from_text = src->chunk != NULL;
+  const char *path = from_text ? src->chunk : src->path; /* names the spec in messages */
+  const qgen_backend_ops *be = NULL;
+  if (from_text ? !src->text : !path)
+    st = qgen_fail(c, QGEN_ERR_INVALID_ARG, from_text ? "qgen_open_text: no spec text" : "qgen_open: no spec path");
+  else if ((unsigned)o->backend >= sizeof BACKENDS / sizeof *BACKENDS || !(be = BACKENDS[o->backend]))
     st = qgen_fail(c, QGEN_ERR_INVALID_ARG, "qgen_open: unknown backend %d", (int)o->backend);
-  const int tuned = st == QGEN_OK ? qgen_plan_tuned(c->err, sizeof c->err) : 0;
+  const int tuned = st == QGEN_OK ? qgen_tune_parse(getenv("QGEN_TUNE"), &c->tune, c->err, sizeof c->err) : 0;
   if (tuned < 0) st = QGEN_ERR_INVALID_ARG;
   /* A bundle (found by its magic, whatever the file's name): the spec from its text and,
-     for the GPU, its compiled kernels; NVRTC is never called. Anything else is a spec. */
+     for a backend that runs the kernels, its compiled kernels; NVRTC is never called.
+     Anything else is a spec. */
   qgen_bundle *bundle = NULL;
   qgen_spec_set *set = NULL;
-  if (st == QGEN_OK && qgen_bundle_is(path)) {
-    if (tuned && o->backend == QGEN_BACKEND_GPU)
+  if (st == QGEN_OK && !from_text && qgen_bundle_is(path)) {
+    if (tuned && be->runs_kernels)
       st = qgen_fail(c, QGEN_ERR_UNSUPPORTED, "%s: QGEN_TUNE changes the kernels' plan; a bundle holds the default plan's kernels (unset QGEN_TUNE)", path);
     else if (!(bundle = malloc(sizeof *bundle))) st = QGEN_ERR_OUT_OF_MEMORY;
     else if (qgen_bundle_read(path, bundle, c->err, sizeof c->err) != 0) st = QGEN_ERR_BUNDLE;
     else if (o->variant && *o->variant && strcmp(o->variant, bundle->spec.name) != 0)
       st = qgen_fail(c, QGEN_ERR_SPEC, "%s: the bundle holds variant '%s', not '%s'", path, bundle->spec.name, o->variant);
-    else if (o->backend == QGEN_BACKEND_GPU && strcmp(bundle->qgen_version, QGEN_VERSION) != 0)
+    else if (be->runs_kernels && strcmp(bundle->qgen_version, QGEN_VERSION) != 0)
       st = qgen_fail(c, QGEN_ERR_UNSUPPORTED, "%s: built by qgen %s; this is qgen %s (rebuild the bundle)", path,
                      bundle->qgen_version, QGEN_VERSION);
     else c->spec = bundle->spec;
   } else if (st == QGEN_OK) {
     if (!(set = malloc(sizeof *set))) st = QGEN_ERR_OUT_OF_MEMORY;
-    else if (qgen_spec_load(path, set, c->err, sizeof c->err) != 0) st = QGEN_ERR_SPEC;
+    else if ((from_text ? qgen_spec_load_string(path, src->text, strlen(src->text), set, c->err, sizeof c->err)
+                        : qgen_spec_load(path, set, c->err, sizeof c->err)) != 0)
+      st = QGEN_ERR_SPEC;
     else {
       const qgen_spec *s = qgen_spec_find(set, o->variant);
       if (!s) st = qgen_fail(c, QGEN_ERR_SPEC, "%s: no variant named '%s'", path, o->variant);
@@ -112,11 +99,10 @@ qgen_status qgen_open(qgen_ctx **out, const char *path, const qgen_open_opts *o)
   }
   if (st == QGEN_OK) {
     qgen_spec_layout(&c->spec, &c->L);
-    qgen_plan_make(&c->L, &c->P);
+    qgen_plan_make_tuned(&c->L, &c->tune, &c->P);
     c->backend = o->backend;
     fill_info(c);
-    if (c->backend == QGEN_BACKEND_GPU)
-      st = bundle ? qgen_gpu_open(c, o, bundle->arts, bundle->n) : qgen_gpu_open(c, o, NULL, 0);
+    st = bundle ? be->open(c, o, bundle->arts, bundle->n) : be->open(c, o, NULL, 0);
   }
   if (bundle) qgen_bundle_free(bundle);
   free(bundle);
@@ -125,14 +111,25 @@ qgen_status qgen_open(qgen_ctx **out, const char *path, const qgen_open_opts *o)
     *out = c;
     return st;
   }
+  c->be = be;
   c->info.open_ms = qgen_now_ms() - t0;
   *out = c;
   return QGEN_OK;
 }
 
+qgen_status qgen_open(qgen_ctx **out, const char *path, const qgen_open_opts *o) {
+  const spec_source src = {path, NULL, NULL};
+  return open_ctx(out, &src, o);
+}
+
+qgen_status qgen_open_text(qgen_ctx **out, const char *spec_text, const char *chunk_name, const qgen_open_opts *o) {
+  const spec_source src = {NULL, spec_text, chunk_name ? chunk_name : "<text>"};
+  return open_ctx(out, &src, o);
+}
+
 void qgen_close(qgen_ctx *c) {
   if (!c) return;
-  if (c->gpu) qgen_gpu_close(c);
+  if (c->be) c->be->close(c);
   free(c);
 }
 
@@ -156,14 +153,8 @@ qgen_attend_opts qgen_attend_defaults(const qgen_ctx *c) {
 
 static void kv_free(qgen_kv *kv) {
   if (!kv) return;
-  if (kv->gpu) qgen_gpu_cache_destroy(kv);
-  free(kv->host.k);
-  free(kv->host.v);
-  free(kv->host.bounds);
+  kv->ctx->be->cache_destroy(kv);
   free(kv->host.page_table);
-  free(kv->host.seq_len);
-  free(kv->sel_lists);
-  free(kv->sel_counts);
   free(kv->len);
   free(kv);
 }
@@ -171,7 +162,7 @@ static void kv_free(qgen_kv *kv) {
 qgen_status qgen_cache_create(qgen_ctx *c, qgen_kv **out, int max_seqs, long long max_tokens) {
   if (!c || !out) return qgen_fail(c, QGEN_ERR_INVALID_ARG, "qgen_cache_create: null argument");
   *out = NULL;
-  if (c->backend == QGEN_BACKEND_GPU && !c->gpu)
+  if (!c->be)
     return qgen_fail(c, QGEN_ERR_INVALID_ARG, "qgen_cache_create: the context failed to open");
   if (max_seqs <= 0 || max_tokens <= 0 || max_tokens > INT32_MAX)
     return qgen_fail(c, QGEN_ERR_INVALID_ARG, "qgen_cache_create: max_seqs = %d, max_tokens = %lld (need >= 1, max_tokens < 2^31)",
@@ -200,19 +191,7 @@ qgen_status qgen_cache_create(qgen_ctx *c, qgen_kv **out, int max_seqs, long lon
   kv->host.max_seqs = max_seqs;
   kv->host.pages_per_seq = kv->pps;
   kv->host.n_pages = kv->n_pages;
-  qgen_status st = QGEN_OK;
-  if (c->backend == QGEN_BACKEND_CPU) {
-    kv->host.k = calloc((size_t)kv->n_pages, L->k_page_bytes);
-    kv->host.v = calloc((size_t)kv->n_pages, L->v_page_bytes);
-    kv->host.seq_len = calloc((size_t)max_seqs, sizeof(int32_t));
-    if (L->sparse) kv->host.bounds = calloc((size_t)kv->n_pages, L->bounds_page_bytes);
-    if (L->sparse) kv->sel_lists = calloc((size_t)max_seqs * L->n_head_kv * kv->pps, sizeof(int32_t));
-    if (L->sparse) kv->sel_counts = calloc((size_t)max_seqs * L->n_head_kv, sizeof(int64_t));
-    if (!kv->host.k || !kv->host.v || !kv->host.seq_len || (L->sparse && (!kv->host.bounds || !kv->sel_lists || !kv->sel_counts)))
-      st = qgen_fail(c, QGEN_ERR_OUT_OF_MEMORY, "qgen_cache_create: out of host memory for %lld pages", (long long)kv->n_pages);
-  } else {
-    st = qgen_gpu_cache_create(kv);
-  }
+  qgen_status st = c->be->cache_create(kv);
   if (st != QGEN_OK) {
     kv_free(kv);
     return st;
@@ -253,16 +232,7 @@ qgen_status qgen_append(qgen_kv *kv, const int *seq, int n_seq, const int *n_new
   }
   if (total == 0) return QGEN_OK;
   if (!k || !v) return qgen_fail(c, QGEN_ERR_INVALID_ARG, "qgen_append: k or v is NULL");
-  if (c->backend == QGEN_BACKEND_GPU) st = qgen_gpu_append(kv, seq, n_seq, n_new, k, v, stream);
-  else {
-    const size_t row = (size_t)c->L.n_head_kv * c->L.in_row_bytes;
-    int64_t r0 = 0;
-    for (int i = 0; i < n_seq; i++) {
-      qgen_ref_append(&c->L, &kv->host, seq[i], n_new[i], (const uint8_t *)(uintptr_t)k + r0 * row,
-                      (const uint8_t *)(uintptr_t)v + r0 * row);
-      r0 += n_new[i];
-    }
-  }
+  st = c->be->append(kv, seq, n_seq, n_new, k, v, stream);
   if (st == QGEN_OK)
     for (int i = 0; i < n_seq; i++) kv->len[seq[i]] += n_new[i];
   return st;
@@ -272,8 +242,7 @@ qgen_status qgen_reset(qgen_kv *kv, int seq) {
   if (!kv) return QGEN_ERR_INVALID_ARG;
   qgen_status st = check_seqs(kv, "qgen_reset", &seq, 1, 0);
   if (st != QGEN_OK) return st;
-  if (kv->ctx->backend == QGEN_BACKEND_GPU) st = qgen_gpu_reset(kv, seq);
-  else kv->host.seq_len[seq] = 0;
+  st = kv->ctx->be->reset(kv, seq);
   if (st == QGEN_OK) kv->len[seq] = 0;
   return st;
 }
@@ -310,15 +279,7 @@ qgen_status qgen_attend(qgen_kv *kv, const int *seq, int n_seq, qgen_ptr q, qgen
   } else if (o.mode != QGEN_ATTEND_DENSE) {
     return qgen_fail(c, QGEN_ERR_INVALID_ARG, "qgen_attend: mode = %d (QGEN_ATTEND_DENSE or QGEN_ATTEND_SPARSE)", o.mode);
   }
-  if (c->backend == QGEN_BACKEND_GPU) return qgen_gpu_attend(kv, seq, n_seq, q, out, &b, stream);
-  const qgen_layout *L = &c->L;
-  for (int i = 0; i < n_seq; i++) {
-    int32_t *lists = b.mode ? kv->sel_lists + (int64_t)seq[i] * L->n_head_kv * kv->pps : NULL;
-    int64_t *counts = b.mode ? kv->sel_counts + (int64_t)seq[i] * L->n_head_kv : NULL;
-    qgen_ref_step(L, &kv->host, seq[i], (const uint8_t *)(uintptr_t)q + (size_t)i * L->q_bytes, &b,
-                  (uint8_t *)(uintptr_t)out + (size_t)i * L->out_bytes, NULL, lists, counts);
-  }
-  return QGEN_OK;
+  return c->be->attend(kv, seq, n_seq, q, out, &b, stream);
 }
 
 /* ---- introspection ------------------------------------------------------------------ */
@@ -346,14 +307,7 @@ qgen_status qgen_kv_read(qgen_kv *kv, int which, void *host, size_t bytes) {
   if (!host) return qgen_fail(kv->ctx, QGEN_ERR_INVALID_ARG, "qgen_kv_read: host buffer is NULL");
   if (bytes != want)
     return qgen_fail(kv->ctx, QGEN_ERR_INVALID_ARG, "qgen_kv_read: array %d has %zu bytes, got a buffer of %zu", which, want, bytes);
-  if (kv->ctx->backend == QGEN_BACKEND_GPU) return qgen_gpu_read(kv, which, host, bytes);
-  const void *src = which == QGEN_KV_K ? (const void *)kv->host.k
-                    : which == QGEN_KV_V ? (const void *)kv->host.v
-                    : which == QGEN_KV_BOUNDS ? (const void *)kv->host.bounds
-                    : which == QGEN_KV_PAGE_TABLE ? (const void *)kv->host.page_table
-                    : (const void *)kv->host.seq_len;
-  memcpy(host, src, bytes);
-  return QGEN_OK;
+  return kv->ctx->be->read(kv, which, host, bytes);
 }
 
 qgen_status qgen_kv_map(qgen_kv *kv, int seq, const int *pages, long long n) {
@@ -368,7 +322,7 @@ qgen_status qgen_kv_map(qgen_kv *kv, int seq, const int *pages, long long n) {
   for (long long i = 0; i < n; i++)
     if (pages[i] < 0 || pages[i] >= kv->n_pages)
       return qgen_fail(c, QGEN_ERR_INVALID_ARG, "qgen_kv_map: pages[%lld] = %d is outside [0, %lld)", i, pages[i], (long long)kv->n_pages);
-  if (c->backend == QGEN_BACKEND_GPU && (st = qgen_gpu_write_pages(kv, seq, pages, n)) != QGEN_OK) return st;
+  if ((st = c->be->write_pages(kv, seq, pages, n)) != QGEN_OK) return st;
   memcpy(kv->host.page_table + (int64_t)seq * kv->pps, pages, (size_t)n * sizeof *pages);
   return QGEN_OK;
 }
@@ -380,12 +334,19 @@ qgen_status qgen_kv_selection(qgen_kv *kv, int seq, int *lists, int *counts) {
   if (st != QGEN_OK) return st;
   if (!lists || !counts) return qgen_fail(c, QGEN_ERR_INVALID_ARG, "qgen_kv_selection: null output");
   if (!c->spec.sparse) return qgen_fail(c, QGEN_ERR_UNSUPPORTED, "qgen_kv_selection: dense spec");
-  if (c->backend == QGEN_BACKEND_GPU) return qgen_gpu_selection(kv, seq, lists, counts);
-  const int64_t n = (int64_t)c->L.n_head_kv * kv->pps;
-  memcpy(lists, kv->sel_lists + (int64_t)seq * n, (size_t)n * sizeof *lists);
-  for (int h = 0; h < c->L.n_head_kv; h++) counts[h] = (int)kv->sel_counts[(int64_t)seq * c->L.n_head_kv + h];
-  return QGEN_OK;
+  return c->be->selection(kv, seq, lists, counts);
 }
 
 long long qgen_kv_pages_per_seq(const qgen_kv *kv) { return kv ? kv->pps : -1; }
 long long qgen_kv_n_pages(const qgen_kv *kv) { return kv ? kv->n_pages : -1; }
+
+/* ---- the extension interface (qgen_ext.h) ----------------------------------------- */
+
+const qgen_layout *qgen_ext_layout(const qgen_ctx *c) { return c && c->be ? &c->L : NULL; }
+const qgen_kvmem *qgen_ext_host_cache(const qgen_kv *kv) { return kv && kv->host.k ? &kv->host : NULL; }
+
+void qgen_ext_set_marks(qgen_ctx *c, struct CUevent_st **marks) {
+  if (c && c->be) c->be->set_marks(c, marks);
+}
+
+int qgen_ext_max_splits(const qgen_ctx *c, int nb) { return c && c->be ? c->be->max_splits(c, nb) : 0; }

@@ -70,8 +70,15 @@ typedef struct qgen_open_opts {
    QGEN_ERR_BUNDLE. On failure *ctx still receives a context that only carries
    qgen_error(); close it. */
 qgen_status qgen_open(qgen_ctx **ctx, const char *spec_or_bundle, const qgen_open_opts *opts);
+/* The same for a spec given as Lua source text (never a bundle), e.g. from a binding that
+   holds the spec in memory: it loads in the same sandbox and opens the same way.
+   chunk_name labels the spec in messages ("<python>:3: ..."); NULL = "<text>". A NULL
+   spec_text is QGEN_ERR_INVALID_ARG, a text that does not load or validate QGEN_ERR_SPEC. */
+qgen_status qgen_open_text(qgen_ctx **ctx, const char *spec_text, const char *chunk_name,
+                           const qgen_open_opts *opts);
 void qgen_close(qgen_ctx *ctx);
-/* What went wrong in the last failed call on ctx (or on its caches), in words. */
+/* What went wrong in the last failed call on ctx (or on its caches), in words; "no
+   context" for NULL (a qgen_open that could not even allocate its context). */
 const char *qgen_error(const qgen_ctx *ctx);
 const char *qgen_status_str(qgen_status s);
 

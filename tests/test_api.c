@@ -22,9 +22,10 @@
 #include <unistd.h>
 
 #include "base/cudrv.h"
-#include "runtime/private.h" /* only to clear ctx->err before a call, so a stale message can't pass */
 #include "runtime/qgen.h"
+#include "runtime/qgen_ext.h" /* only to clear ctx's message before a call, so a stale one can't pass */
 #include "base/qtypes.h"
+#include "spec/spec.h"
 
 #include "testlib.h"
 
@@ -172,10 +173,6 @@ typedef struct {
   size_t out_bytes;
 } fixture;
 
-static void clear_error(qgen_ctx *c) {
-  if (c) c->err[0] = 0;
-}
-
 /* The call returned want, the cache and the output buffer are unchanged, and qgen_error
    names fn. */
 static void expect(fixture *f, const char *what, qgen_status got, qgen_status want, const char *fn) {
@@ -192,7 +189,7 @@ static void expect(fixture *f, const char *what, qgen_status got, qgen_status wa
 
 #define EXPECT(f, what, call, want, fn) \
   do {                                  \
-    clear_error((f)->ctx);              \
+    qgen_ext_clear_error((f)->ctx);              \
     qgen_status st_ = (call);           \
     expect((f), (what), st_, (want), (fn)); \
   } while (0)
@@ -501,7 +498,7 @@ static void good_calls(fixture *f, const char *tag) {
             qgen_seq_len(f->kv, 3) == len3 + 20,
         "%s: an append filling sequence 0 exactly to capacity works", tag);
   int one = 1, s0 = 0;
-  clear_error(f->ctx);
+  qgen_ext_clear_error(f->ctx);
   st = qgen_append(f->kv, &s0, 1, &one, P(k), P(v), NULL);
   check(st == QGEN_ERR_CAPACITY && strstr(qgen_error(f->ctx), "qgen_append"), "%s: then one more token is QGEN_ERR_CAPACITY", tag);
   int32_t *sl = malloc(qgen_kv_size(f->kv, QGEN_KV_SEQ_LEN));
@@ -584,6 +581,35 @@ static void bad_opens(void) {
   check(st != QGEN_OK && kv == NULL, "qgen_cache_create on a context that failed to open: %s", qgen_status_str(st));
   qgen_close(c);
 
+  /* a spec given as text: opens like a file; a bad one names its chunk and line */
+  const char *text = "return spec{ name = \"api-text\", head_dim = 64, n_head = 4, n_head_kv = 2,\n"
+                     "  archs = { \"sm_90\" } }\n";
+  st = qgen_open_text(&c, text, "<python>", &cpu);
+  qgen_info ti;
+  qgen_get_info(c, &ti);
+  kv = NULL;
+  check(st == QGEN_OK && !strcmp(ti.name, "api-text") && ti.n_head == 4 && qgen_cache_create(c, &kv, 1, 64) == QGEN_OK,
+        "qgen_open_text: a valid spec text opens and makes a cache: %s -- \"%s\"", qgen_status_str(st), qgen_error(c));
+  qgen_cache_destroy(kv);
+  qgen_close(c);
+  st = qgen_open_text(&c, "return spec{ name = \"api-text\",\n  head_dim = = 64 }\n", "<python>", &cpu);
+  check(st == QGEN_ERR_SPEC && c && strstr(qgen_error(c), "<python>:2:"), "qgen_open_text: a syntax error on line 2: %s -- \"%s\"",
+        qgen_status_str(st), qgen_error(c));
+  qgen_close(c);
+  st = qgen_open_text(&c, "return spec{ name = \"api-text\", head_dim = 64,\n  n_head = 5, n_head_kv = 2 }\n", NULL, &cpu);
+  check(st == QGEN_ERR_SPEC && c && strstr(qgen_error(c), "<text>:"), "qgen_open_text: a bad field, unnamed chunk: %s -- \"%s\"",
+        qgen_status_str(st), qgen_error(c));
+  qgen_close(c);
+  st = qgen_open_text(&c, text, "<python>", &var);
+  check(st == QGEN_ERR_SPEC && c && strstr(qgen_error(c), "<python>: no variant named 'qwen3-4b-nope'"),
+        "qgen_open_text: an unknown variant: %s -- \"%s\"", qgen_status_str(st), qgen_error(c));
+  qgen_close(c);
+  st = qgen_open_text(&c, NULL, "<python>", &cpu);
+  check(st == QGEN_ERR_INVALID_ARG && c && strstr(qgen_error(c), "qgen_open_text"), "qgen_open_text: text NULL: %s -- \"%s\"",
+        qgen_status_str(st), qgen_error(c));
+  qgen_close(c);
+  check(qgen_open_text(NULL, text, NULL, &cpu) == QGEN_ERR_INVALID_ARG, "qgen_open_text: ctx NULL");
+
   qgen_open_opts v8 = {QGEN_BACKEND_CPU, 0, "qwen3-4b-q8_0", NULL};
   st = qgen_open(&c, spec, &v8);
   qgen_info info;
@@ -606,7 +632,7 @@ static void bad_cache_creates(void) {
   }
   qgen_kv *kv;
   check(qgen_cache_create(NULL, &kv, 1, 64) == QGEN_ERR_INVALID_ARG, "qgen_cache_create: ctx NULL");
-  c->err[0] = 0;
+  qgen_ext_clear_error(c);
   qgen_status st = qgen_cache_create(c, NULL, 1, 64);
   check(st == QGEN_ERR_INVALID_ARG && strstr(qgen_error(c), "qgen_cache_create"), "qgen_cache_create: kv NULL -- \"%s\"",
         qgen_error(c));
@@ -617,7 +643,7 @@ static void bad_cache_creates(void) {
              {1, 1LL << 40}, {1, LLONG_MAX}, {INT_MAX, INT32_MAX}, {1 << 20, 1 << 24}, {65536, INT32_MAX}};
   for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
     kv = (qgen_kv *)&kv;
-    c->err[0] = 0;
+    qgen_ext_clear_error(c);
     st = qgen_cache_create(c, &kv, bad[i].seqs, bad[i].tokens);
     check(st == QGEN_ERR_INVALID_ARG && kv == NULL && strstr(qgen_error(c), "qgen_cache_create"),
           "qgen_cache_create: max_seqs %d, max_tokens %lld: %s -- \"%s\"", bad[i].seqs, bad[i].tokens,

@@ -21,7 +21,7 @@
 #include "jit/nvrtc.h"
 #include "base/util.h"
 #include "base/cudrv.h"
-#include "runtime/private.h"
+#include "runtime/qgen_ext.h"
 
 static const char STREAM_SRC[] =
     "extern \"C\" __global__ void stream_read(const uint4 *p, unsigned long long n, unsigned *sink) {\n"
@@ -240,8 +240,10 @@ int qgen_bench_main(int argc, char **argv) {
     return 77;
   }
   API(st);
-  const qgen_layout *L = &ctx->L;
-  benv b = {qgen_cudrv_get(NULL), 0, 0, 0, ctx->info.sm_count};
+  const qgen_layout *L = qgen_ext_layout(ctx);
+  qgen_info info;
+  qgen_get_info(ctx, &info);
+  benv b = {qgen_cudrv_get(NULL), 0, 0, 0, info.sm_count};
   setup_stream(&b);
   for (int i = 0; i < ncov; i++)
     if (covs[i] < 1.0 && !L->sparse) {
@@ -296,7 +298,7 @@ int qgen_bench_main(int argc, char **argv) {
       const int B = (int)batches[bi];
       const double cache_bytes = step_bytes(L, C, B, 1.0) + (double)qgen_pages_of(C, L->block) * B * L->bounds_page_bytes;
       if (cache_bytes > mem_gib * (1u << 30)) {
-        printf("%-22s %4d %8lld   skip (cache %.1f GiB > --mem-gib)\n", ctx->spec.name, B,
+        printf("%-22s %4d %8lld   skip (cache %.1f GiB > --mem-gib)\n", info.name, B,
                (long long)C, cache_bytes / (1u << 30));
         continue;
       }
@@ -350,14 +352,14 @@ int qgen_bench_main(int argc, char **argv) {
         for (int m = 0; m < 2; m++)
           for (int r = 0; r < R; r++) {
             CUgraph gr;
-            qgen_gpu_set_marks(ctx, m ? marks : NULL);
+            qgen_ext_set_marks(ctx, m ? marks : NULL);
             CK(b.cu->cuStreamBeginCapture(cs, CU_STREAM_CAPTURE_MODE_GLOBAL));
             API(qgen_attend(kv[r], seq, B, dq, dout, &ao, cs));
             CK(b.cu->cuStreamEndCapture(cs, &gr));
             CK(b.cu->cuGraphInstantiate(&ex[m * R + r], gr, 0));
             CK(b.cu->cuGraphDestroy(gr));
           }
-        qgen_gpu_set_marks(ctx, NULL);
+        qgen_ext_set_marks(ctx, NULL);
         for (int i = 0; i < warmup; i++) CK(b.cu->cuGraphLaunch(ex[i % R], cs));
         for (int i = 0; i < runs; i++) {
           CK(b.cu->cuEventRecord(e0, cs));
@@ -383,7 +385,7 @@ int qgen_bench_main(int argc, char **argv) {
         const double bytes = step_bytes(L, C, B, covs[vi]);
         const double sus = stream_us(&b, (size_t)bytes, runs), floor_us = bytes / 4.3e6;
         if (covs[vi] >= 1.0) dense_us = step;
-        printf("%-22s %4d %8lld %6.4g | %9.1f %9.1f %9.1f %9.1f %9.1f | %9.1f %9.1f %8.0f %8.2f\n", ctx->spec.name, B,
+        printf("%-22s %4d %8lld %6.4g | %9.1f %9.1f %9.1f %9.1f %9.1f | %9.1f %9.1f %8.0f %8.2f\n", info.name, B,
                (long long)C, covs[vi], step, est, sel, att, eager, sus, floor_us, bytes / step / 1e3, step / sus);
         fflush(stdout);
         char selj[32] = "null";
@@ -394,9 +396,9 @@ int qgen_bench_main(int argc, char **argv) {
                   "\"coverage\": %g, \"qgen_us\": %.2f, \"select_us\": %s, \"estimate_us\": %.2f, \"attend_us\": %.2f, "
                   "\"eager_us\": %.2f, \"dense_us\": %.2f, \"stream_us\": %.2f, \"floor_us\": %.2f, \"bytes\": %.0f, \"gbps\": %.1f, "
                   "\"splits\": %d, \"append_tok_s\": %.4g, \"tune\": \"%s\"}",
-                  rows ? ",\n" : "", ctx->spec.name, L->n_head, ctx->info.k_type, ctx->info.v_type, B, (long long)C, covs[vi], step,
+                  rows ? ",\n" : "", info.name, L->n_head, info.k_type, info.v_type, B, (long long)C, covs[vi], step,
                   selj, est, att, eager, isnan(dense_us) ? step : dense_us, sus, floor_us,
-                  bytes, bytes / step / 1e3, qgen_gpu_max_splits(ctx, B), (double)C * B / (fill_ms * 1e-3), tune);
+                  bytes, bytes / step / 1e3, qgen_ext_max_splits(ctx, B), (double)C * B / (fill_ms * 1e-3), tune);
         rows++;
       }
       for (int r = 0; r < R; r++) qgen_cache_destroy(kv[r]);
@@ -405,7 +407,7 @@ int qgen_bench_main(int argc, char **argv) {
       free(nn);
       b.cu->cuMemFree(dq);
       b.cu->cuMemFree(dout);
-      printf("%-22s %4d %8lld   append: %.3g tokens/s filling in %d-token chunks per sequence\n", ctx->spec.name, B,
+      printf("%-22s %4d %8lld   append: %.3g tokens/s filling in %d-token chunks per sequence\n", info.name, B,
              (long long)C, (double)C * B / (fill_ms * 1e-3), (int)(chunk / B));
     }
   if (jf) {

@@ -68,7 +68,7 @@
 
 #include "base/util.h"
 #include "base/cudrv.h"
-#include "runtime/private.h"
+#include "runtime/qgen_ext.h"
 #include "ref/ref.h"
 
 static const char *const SEL_NAMES[QGEN_SEL_COUNT] = {"quest", "oracle", "meanpool"};
@@ -466,27 +466,31 @@ static int open_variants(ev *e) {
     qgen_status st = qgen_open(&e->ctx[vi], cfg->spec, &o);
     if (st == QGEN_ERR_NO_DRIVER || st == QGEN_ERR_NO_DEVICE) return fail(e, 77, "qgen eval: %s", qgen_error(e->ctx[vi]));
     if (st != QGEN_OK) return fail(e, 2, "qgen eval: %s", qgen_error(e->ctx[vi]));
-    const qgen_layout *L = &e->ctx[vi]->L, *L0 = &e->ctx[0]->L;
-    if (!L->sparse) return fail(e, 1, "qgen eval: spec %s is dense; the evaluation needs a sparse spec", e->ctx[vi]->spec.name);
+    qgen_info info;
+    qgen_get_info(e->ctx[vi], &info);
+    const qgen_layout *L = qgen_ext_layout(e->ctx[vi]), *L0 = qgen_ext_layout(e->ctx[0]);
+    if (!L->sparse) return fail(e, 1, "qgen eval: spec %s is dense; the evaluation needs a sparse spec", info.name);
     if (L->head_dim != L0->head_dim || L->n_head != L0->n_head || L->n_head_kv != L0->n_head_kv ||
         L->block != L0->block || L->in_type != L0->in_type || L->out_type != L0->out_type || L->scale != L0->scale)
       return fail(e, 1, "qgen eval: variants %s and %s differ in shape; evaluate them in separate runs",
-                  e->ctx[0]->spec.name, e->ctx[vi]->spec.name);
-    snprintf(e->ktype[vi], sizeof e->ktype[vi], "%s", e->ctx[vi]->info.k_type);
-    snprintf(e->vname[vi], sizeof e->vname[vi], "%s", e->ctx[vi]->spec.name);
+                  e->vname[0], info.name);
+    snprintf(e->ktype[vi], sizeof e->ktype[vi], "%s", info.k_type);
+    snprintf(e->vname[vi], sizeof e->vname[vi], "%s", info.name);
   }
   e->lossless = -1;
   for (int v = e->nv - 1; v >= 0; v--) {
-    const qgen_layout *L = &e->ctx[v]->L;
+    const qgen_layout *L = qgen_ext_layout(e->ctx[v]);
     if ((L->k_type == L->in_type || L->k_type == QGEN_TYPE_F32) && (L->v_type == L->in_type || L->v_type == QGEN_TYPE_F32))
       e->lossless = v;
   }
   snprintf(e->res->backend, sizeof e->res->backend, "%s", cfg->backend == QGEN_BACKEND_CPU ? "cpu" : "gpu");
   if (cfg->backend == QGEN_BACKEND_GPU) {
-    snprintf(e->res->device, sizeof e->res->device, "%s", e->ctx[0]->info.device_name);
+    qgen_info info;
+    qgen_get_info(e->ctx[0], &info);
+    snprintf(e->res->device, sizeof e->res->device, "%s", info.device_name);
     e->d.cu = qgen_cudrv_get(NULL);
   }
-  e->L = &e->ctx[0]->L;
+  e->L = qgen_ext_layout(e->ctx[0]);
   e->D = e->L->head_dim, e->Hkv = e->L->n_head_kv, e->G = e->L->group, e->Hq = e->L->n_head, e->B = e->L->block;
   e->row = (size_t)e->Hkv * e->D;
   e->rowb = (size_t)e->Hkv * e->L->in_row_bytes;
@@ -819,7 +823,8 @@ static int reference(ev *e, int vi) {
   const int nc = e->cfg->n_cov;
   const int64_t np = e->np;
   qgen_kv *kv = e->kv[vi];
-  qgen_kvmem hm, *m = &kv->host;
+  qgen_kvmem hm;
+  const qgen_kvmem *m = qgen_ext_host_cache(kv); /* NULL on the GPU: read back below */
   if (e->cfg->backend == QGEN_BACKEND_GPU) {
     API(vi, qgen_kv_read(kv, QGEN_KV_K, e->hkv_k, qgen_kv_size(kv, QGEN_KV_K)));
     API(vi, qgen_kv_read(kv, QGEN_KV_V, e->hkv_v, qgen_kv_size(kv, QGEN_KV_V)));
@@ -850,7 +855,7 @@ static int reference(ev *e, int vi) {
       lp[s * e->Hkv + h] = e->hlist + ((size_t)sets[s] * e->Hkv + h) * np;
       cnts[(size_t)s * e->Hkv + h] = e->hcount[(size_t)sets[s] * e->Hkv + h];
     }
-  ref_job rj = {e, &e->ctx[vi]->L, m, e->qin, lp, cnts, out};
+  ref_job rj = {e, qgen_ext_layout(e->ctx[vi]), m, e->qin, lp, cnts, out};
   qgen_wl_parallel((int64_t)nsets * e->Hkv, e->threads, ref_item, &rj);
   for (int s = 0; s < nsets; s++)
     memcpy(e->refo + (size_t)sets[s] * e->Hq * e->D, out + (size_t)s * e->Hq * e->D, (size_t)e->Hq * e->D * sizeof *out);
@@ -864,7 +869,8 @@ static int reference(ev *e, int vi) {
    vi's own bounds (the decode path's rule), one KV head per item. */
 static int quest_scores(ev *e, int vi, const qgen_wl_trial *T) {
   qgen_kv *kv = e->kv[vi];
-  qs_job qj = {e, kv->host.bounds, kv->host.page_table, T->q};
+  const qgen_kvmem *hc = qgen_ext_host_cache(kv); /* NULL on the GPU: read back below */
+  qs_job qj = {e, hc ? hc->bounds : NULL, hc ? hc->page_table : NULL, T->q};
   if (e->cfg->backend == QGEN_BACKEND_GPU) {
     API(vi, qgen_kv_read(kv, QGEN_KV_BOUNDS, e->bounds, qgen_kv_size(kv, QGEN_KV_BOUNDS)));
     API(vi, qgen_kv_read(kv, QGEN_KV_PAGE_TABLE, e->ptab, (size_t)e->np * sizeof(int32_t)));

@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "base/cudrv.h"
-#include "runtime/private.h"
+#include "runtime/qgen_ext.h"
 #include "ref/ref.h"
 #include "jit/bundle.h"
 #include "base/util.h"
@@ -207,7 +207,7 @@ typedef struct {
 
 static void make_pair(env *e, qgen_ctx *gc, qgen_ctx *cc, pair *pr, int nb, const int64_t *lens, uint64_t seed,
                       int shuffle_pages) {
-  const qgen_layout *L = &gc->L;
+  const qgen_layout *L = qgen_ext_layout(gc);
   int64_t maxlen = 1, total = 0;
   for (int i = 0; i < nb; i++) {
     if (lens[i] > maxlen) maxlen = lens[i];
@@ -262,7 +262,7 @@ static void free_pair(pair *pr) {
 
 /* append: chunked GPU appends vs one reference append per sequence, byte for byte. */
 static void check_append(env *e, qgen_ctx *gc, qgen_ctx *cc, uint64_t seed) {
-  const qgen_layout *L = &gc->L;
+  const qgen_layout *L = qgen_ext_layout(gc);
   const int nb = 3;
   const int64_t lens[3] = {1000, 4100, 65};
   const int chunks[4] = {1, 7, 64, 4096};
@@ -341,7 +341,7 @@ static void check_append(env *e, qgen_ctx *gc, qgen_ctx *cc, uint64_t seed) {
 
 /* attend: dense and (sparse specs) sparse against the reference. */
 static void check_attend(env *e, qgen_ctx *gc, qgen_ctx *cc, int nb, const int64_t *lens, uint64_t seed) {
-  const qgen_layout *L = &gc->L;
+  const qgen_layout *L = qgen_ext_layout(gc);
   pair pr;
   make_pair(e, gc, cc, &pr, nb, lens, seed, nb > 1);
   const size_t qb = (size_t)nb * L->q_bytes, ob = (size_t)nb * L->out_bytes;
@@ -362,7 +362,7 @@ static void check_attend(env *e, qgen_ctx *gc, qgen_ctx *cc, int nb, const int64
   API(qgen_attend(pr.g, pr.seq, nb, dq, dout, &od, NULL));
   download(e, out, dout, ob);
   for (int i = 0; i < nb; i++)
-    qgen_ref_step(L, &pr.c->host, i, q + i * L->q_bytes, &dense, NULL, ref + (int64_t)i * L->n_head * L->head_dim, NULL, NULL);
+    qgen_ref_step(L, qgen_ext_host_cache(pr.c), i, q + i * L->q_bytes, &dense, NULL, ref + (int64_t)i * L->n_head * L->head_dim, NULL, NULL);
   double rd = rel_err(L, out, ref, nout);
   verdict(e, rd <= tolerance(L), "attend   dense   %-32s rel err %.2e (tol %.0e)", desc, rd, tolerance(L));
 
@@ -380,13 +380,13 @@ static void check_attend(env *e, qgen_ctx *gc, qgen_ctx *cc, int nb, const int64
     char why[512] = "";
     for (int i = 0; i < nb && !bad; i++) {
       API(qgen_kv_selection(pr.g, i, lists, counts));
-      int r = compare_lists(L, &pr.c->host, i, lens[i], q + i * L->q_bytes, &bs, lists, counts, pps, why, sizeof why);
+      int r = compare_lists(L, qgen_ext_host_cache(pr.c), i, lens[i], q + i * L->q_bytes, &bs, lists, counts, pps, why, sizeof why);
       if (r < 0) bad = 1;
       else near += r;
       total += L->n_head_kv;
       /* reference attention over the GPU's lists */
       for (int h = 0; h < L->n_head_kv; h++) lp[h] = lists + h * pps, cn[h] = counts[h];
-      qgen_ref_attend(L, &pr.c->host, i, q + i * L->q_bytes, lp, cn, NULL, ref + (int64_t)i * L->n_head * L->head_dim);
+      qgen_ref_attend(L, qgen_ext_host_cache(pr.c), i, q + i * L->q_bytes, lp, cn, NULL, ref + (int64_t)i * L->n_head * L->head_dim);
     }
     free(lists);
     free(counts);
@@ -406,7 +406,7 @@ static void check_attend(env *e, qgen_ctx *gc, qgen_ctx *cc, int nb, const int64
 
 /* bits: determinism, sparse-with-full-budget == dense, graph replay == eager. */
 static void check_bits(env *e, qgen_ctx *gc, qgen_ctx *cc, uint64_t seed, int quick) {
-  const qgen_layout *L = &gc->L;
+  const qgen_layout *L = qgen_ext_layout(gc);
   const int64_t lens[2] = {quick ? 3000 : 20000, 777};
   pair pr;
   make_pair(e, gc, cc, &pr, 2, lens, seed, 0);
@@ -611,7 +611,7 @@ static void big_reference(const qgen_layout *L, uint64_t seed, int64_t len, cons
 }
 
 static void check_big(env *e, qgen_ctx *gc, uint64_t seed) {
-  const qgen_layout *L = &gc->L;
+  const qgen_layout *L = qgen_ext_layout(gc);
   if (L->k_type != QGEN_TYPE_F16 || L->v_type != QGEN_TYPE_F16 || L->in_type != QGEN_TYPE_F16) {
     printf("  skip  big      (needs an f16 spec with f16 inputs)\n");
     return;

@@ -1,0 +1,49 @@
+/* backend.h — the backend table of libqgen: one row of functions per executor, the GPU
+ * (gpu.c) and the CPU reference (cpu.c). qgen.c checks every argument and keeps the host
+ * state every backend shares (sequence lengths, the page table's host copy), then calls
+ * the row with no per-backend branch; a row may assume valid arguments, records its own
+ * failures on the context (qgen_fail), and changes nothing when it fails before its work.
+ */
+#ifndef QGEN_BACKEND_H
+#define QGEN_BACKEND_H
+
+#include "jit/artifact.h"
+#include "runtime/private.h"
+
+struct CUevent_st;
+
+struct qgen_backend_ops {
+  const char *name;
+  /* It runs the generated kernels: a bundle must come from this qgen version, and a
+     bundle's default plan must be the one in use (no kernel-shaping QGEN_TUNE key). */
+  int runs_kernels;
+  /* Prepare c (spec, layout, plan and info set) from a bundle's artifacts (n_arts > 0) or
+     by JIT; on failure it leaves nothing for close. */
+  qgen_status (*open)(qgen_ctx *c, const qgen_open_opts *o, const qgen_artifact *arts, int n_arts);
+  void (*close)(qgen_ctx *c);
+  /* Take the memory of kv (sizes and the host page table are set); on failure
+     cache_destroy frees what was taken. cache_destroy also takes a half-made kv. */
+  qgen_status (*cache_create)(qgen_kv *kv);
+  void (*cache_destroy)(qgen_kv *kv);
+  /* Steps (qgen.h): no allocation, no host synchronisation. kv->len is still the length
+     before the append. */
+  qgen_status (*append)(qgen_kv *kv, const int *seq, int n_seq, const int *n_new, qgen_ptr k, qgen_ptr v,
+                        qgen_stream s);
+  qgen_status (*attend)(qgen_kv *kv, const int *seq, int n_seq, qgen_ptr q, qgen_ptr out, const qgen_budget *b,
+                        qgen_stream s);
+  qgen_status (*reset)(qgen_kv *kv, int seq);
+  /* Introspection: copy array `which` (QGEN_KV_*) out; take sequence seq's new page map
+     (before qgen.c writes the host copy); copy its last selection out. */
+  qgen_status (*read)(qgen_kv *kv, int which, void *host, size_t bytes);
+  qgen_status (*write_pages)(qgen_kv *kv, int seq, const int32_t *pages, int64_t n);
+  qgen_status (*selection)(qgen_kv *kv, int seq, int32_t *lists, int32_t *counts);
+  /* Benchmarks (qgen_ext.h): events to record between a step's kernels; the splits an
+     attend of nb rows gets. */
+  void (*set_marks)(qgen_ctx *c, struct CUevent_st **marks);
+  int (*max_splits)(const qgen_ctx *c, int nb);
+};
+
+extern const qgen_backend_ops qgen_gpu_backend; /* gpu.c */
+extern const qgen_backend_ops qgen_cpu_backend; /* cpu.c */
+
+#endif

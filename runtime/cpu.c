@@ -1,0 +1,137 @@
+/* cpu.c — the CPU reference executor, a row of the backend table (backend.h): the cache in
+ * host memory with the GPU's layout (kv->host), every step by the reference kernels
+ * (ref/ref.h). Pointers are host addresses; streams are ignored. All memory, the steps'
+ * scratch included, is taken at cache creation, so a step never allocates.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "ref/ref.h"
+#include "runtime/backend.h"
+
+typedef struct cpu_kv {
+  qgen_ref_scratch *w;
+  int32_t *sel_lists;  /* the last selection [max_seqs][n_head_kv][pps] (sparse specs) */
+  int64_t *sel_counts; /* [max_seqs][n_head_kv] */
+} cpu_kv;
+
+/* The reference needs nothing beyond the spec, layout and plan qgen.c sets. */
+static qgen_status cpu_open(qgen_ctx *c, const qgen_open_opts *o, const qgen_artifact *arts, int n_arts) {
+  return QGEN_OK;
+}
+
+static void cpu_close(qgen_ctx *c) {}
+
+static void cpu_cache_destroy(qgen_kv *kv) {
+  cpu_kv *ck = kv->impl;
+  free(kv->host.k);
+  free(kv->host.v);
+  free(kv->host.bounds);
+  free(kv->host.seq_len);
+  if (ck) {
+    qgen_ref_scratch_free(ck->w);
+    free(ck->sel_lists);
+    free(ck->sel_counts);
+    free(ck);
+  }
+  kv->impl = NULL;
+}
+
+static qgen_status cpu_cache_create(qgen_kv *kv) {
+  qgen_ctx *c = kv->ctx;
+  const qgen_layout *L = &c->L;
+  cpu_kv *ck = calloc(1, sizeof *ck);
+  if (!ck) return qgen_fail(c, QGEN_ERR_OUT_OF_MEMORY, "qgen_cache_create: out of host memory");
+  kv->impl = ck;
+  const size_t n = (size_t)kv->n_pages, sel = L->sparse ? (size_t)kv->max_seqs * L->n_head_kv : 0;
+  kv->host.k = calloc(n, L->k_page_bytes);
+  kv->host.v = calloc(n, L->v_page_bytes);
+  kv->host.seq_len = calloc((size_t)kv->max_seqs, sizeof(int32_t));
+  if (L->sparse) kv->host.bounds = calloc(n, L->bounds_page_bytes);
+  if (L->sparse) ck->sel_lists = calloc(sel * (size_t)kv->pps, sizeof(int32_t));
+  if (L->sparse) ck->sel_counts = calloc(sel, sizeof(int64_t));
+  if (!kv->host.k || !kv->host.v || !kv->host.seq_len || (L->sparse && (!kv->host.bounds || !ck->sel_lists || !ck->sel_counts)))
+    return qgen_fail(c, QGEN_ERR_OUT_OF_MEMORY, "qgen_cache_create: out of host memory for %lld pages (%zu bytes each)",
+                     (long long)kv->n_pages, L->k_page_bytes + L->v_page_bytes + L->bounds_page_bytes);
+  size_t bytes = 0;
+  if (!(ck->w = qgen_ref_scratch_new(L, kv->max_tokens, &bytes)))
+    return qgen_fail(c, QGEN_ERR_OUT_OF_MEMORY,
+                     "qgen_cache_create: out of host memory for the reference's scratch (%zu bytes for sequences of %lld tokens)",
+                     bytes, (long long)kv->max_tokens);
+  return QGEN_OK;
+}
+
+static qgen_status cpu_append(qgen_kv *kv, const int *seq, int n_seq, const int *n_new, qgen_ptr k, qgen_ptr v,
+                              qgen_stream s) {
+  const qgen_layout *L = &kv->ctx->L;
+  cpu_kv *ck = kv->impl;
+  const size_t row = (size_t)L->n_head_kv * L->in_row_bytes;
+  int64_t r0 = 0;
+  for (int i = 0; i < n_seq; i++) {
+    qgen_ref_append_in(ck->w, L, &kv->host, seq[i], n_new[i], (const uint8_t *)(uintptr_t)k + r0 * row,
+                       (const uint8_t *)(uintptr_t)v + r0 * row);
+    r0 += n_new[i];
+  }
+  return QGEN_OK;
+}
+
+static qgen_status cpu_attend(qgen_kv *kv, const int *seq, int n_seq, qgen_ptr q, qgen_ptr out, const qgen_budget *b,
+                              qgen_stream s) {
+  const qgen_layout *L = &kv->ctx->L;
+  cpu_kv *ck = kv->impl;
+  for (int i = 0; i < n_seq; i++) {
+    int32_t *lists = b->mode ? ck->sel_lists + (int64_t)seq[i] * L->n_head_kv * kv->pps : NULL;
+    int64_t *counts = b->mode ? ck->sel_counts + (int64_t)seq[i] * L->n_head_kv : NULL;
+    qgen_ref_step_in(ck->w, L, &kv->host, seq[i], (const uint8_t *)(uintptr_t)q + (size_t)i * L->q_bytes, b,
+                     (uint8_t *)(uintptr_t)out + (size_t)i * L->out_bytes, NULL, lists, counts);
+  }
+  return QGEN_OK;
+}
+
+static qgen_status cpu_reset(qgen_kv *kv, int seq) {
+  kv->host.seq_len[seq] = 0;
+  return QGEN_OK;
+}
+
+static qgen_status cpu_read(qgen_kv *kv, int which, void *host, size_t bytes) {
+  const void *src = which == QGEN_KV_K ? (const void *)kv->host.k
+                    : which == QGEN_KV_V ? (const void *)kv->host.v
+                    : which == QGEN_KV_BOUNDS ? (const void *)kv->host.bounds
+                    : which == QGEN_KV_PAGE_TABLE ? (const void *)kv->host.page_table
+                    : (const void *)kv->host.seq_len;
+  memcpy(host, src, bytes);
+  return QGEN_OK;
+}
+
+/* The host page table qgen.c writes is this backend's own: nothing more to do. */
+static qgen_status cpu_write_pages(qgen_kv *kv, int seq, const int32_t *pages, int64_t n) { return QGEN_OK; }
+
+static qgen_status cpu_selection(qgen_kv *kv, int seq, int32_t *lists, int32_t *counts) {
+  const int nkv = kv->ctx->L.n_head_kv;
+  const cpu_kv *ck = kv->impl;
+  const int64_t n = (int64_t)nkv * kv->pps;
+  memcpy(lists, ck->sel_lists + (int64_t)seq * n, (size_t)n * sizeof *lists);
+  for (int h = 0; h < nkv; h++) counts[h] = (int)ck->sel_counts[(int64_t)seq * nkv + h];
+  return QGEN_OK;
+}
+
+static void cpu_set_marks(qgen_ctx *c, struct CUevent_st **marks) {} /* no kernels to mark */
+
+static int cpu_max_splits(const qgen_ctx *c, int nb) { return 1; } /* a row is attended in one piece */
+
+const qgen_backend_ops qgen_cpu_backend = {
+    .name = "cpu",
+    .runs_kernels = 0,
+    .open = cpu_open,
+    .close = cpu_close,
+    .cache_create = cpu_cache_create,
+    .cache_destroy = cpu_cache_destroy,
+    .append = cpu_append,
+    .attend = cpu_attend,
+    .reset = cpu_reset,
+    .read = cpu_read,
+    .write_pages = cpu_write_pages,
+    .selection = cpu_selection,
+    .set_marks = cpu_set_marks,
+    .max_splits = cpu_max_splits,
+};
