@@ -71,7 +71,10 @@ static void fill_info(qgen_ctx *c) {
   i->backend = c->backend;
 }
 
-qgen_status qgen_open(qgen_ctx **out, const char *path, const qgen_open_opts *o) {
+/* Open the spec file or bundle at path, or (from_text) the spec source text, which path
+   then only names in messages. */
+static qgen_status open_spec(qgen_ctx **out, const char *path, int from_text, const char *text,
+                             const qgen_open_opts *o) {
   static const qgen_open_opts defaults = {QGEN_BACKEND_GPU, 0, NULL, NULL};
   if (!out) return QGEN_ERR_INVALID_ARG;
   *out = NULL;
@@ -80,7 +83,8 @@ qgen_status qgen_open(qgen_ctx **out, const char *path, const qgen_open_opts *o)
   if (!c) return QGEN_ERR_OUT_OF_MEMORY;
   double t0 = qgen_now_ms();
   qgen_status st = QGEN_OK;
-  if (!path) st = qgen_fail(c, QGEN_ERR_INVALID_ARG, "qgen_open: no spec path");
+  if (from_text ? !text : !path)
+    st = qgen_fail(c, QGEN_ERR_INVALID_ARG, from_text ? "qgen_open_text: no spec text" : "qgen_open: no spec path");
   else if (o->backend != QGEN_BACKEND_GPU && o->backend != QGEN_BACKEND_CPU)
     st = qgen_fail(c, QGEN_ERR_INVALID_ARG, "qgen_open: unknown backend %d", (int)o->backend);
   const int tuned = st == QGEN_OK ? qgen_plan_tuned(c->err, sizeof c->err) : 0;
@@ -89,7 +93,7 @@ qgen_status qgen_open(qgen_ctx **out, const char *path, const qgen_open_opts *o)
      for the GPU, its compiled kernels; NVRTC is never called. Anything else is a spec. */
   qgen_bundle *bundle = NULL;
   qgen_spec_set *set = NULL;
-  if (st == QGEN_OK && qgen_bundle_is(path)) {
+  if (st == QGEN_OK && !from_text && qgen_bundle_is(path)) {
     if (tuned && o->backend == QGEN_BACKEND_GPU)
       st = qgen_fail(c, QGEN_ERR_UNSUPPORTED, "%s: QGEN_TUNE changes the kernels' plan; a bundle holds the default plan's kernels (unset QGEN_TUNE)", path);
     else if (!(bundle = malloc(sizeof *bundle))) st = QGEN_ERR_OUT_OF_MEMORY;
@@ -102,7 +106,9 @@ qgen_status qgen_open(qgen_ctx **out, const char *path, const qgen_open_opts *o)
     else c->spec = bundle->spec;
   } else if (st == QGEN_OK) {
     if (!(set = malloc(sizeof *set))) st = QGEN_ERR_OUT_OF_MEMORY;
-    else if (qgen_spec_load(path, set, c->err, sizeof c->err) != 0) st = QGEN_ERR_SPEC;
+    else if ((from_text ? qgen_spec_load_string(path, text, strlen(text), set, c->err, sizeof c->err)
+                   : qgen_spec_load(path, set, c->err, sizeof c->err)) != 0)
+      st = QGEN_ERR_SPEC;
     else {
       const qgen_spec *s = qgen_spec_find(set, o->variant);
       if (!s) st = qgen_fail(c, QGEN_ERR_SPEC, "%s: no variant named '%s'", path, o->variant);
@@ -128,6 +134,14 @@ qgen_status qgen_open(qgen_ctx **out, const char *path, const qgen_open_opts *o)
   c->info.open_ms = qgen_now_ms() - t0;
   *out = c;
   return QGEN_OK;
+}
+
+qgen_status qgen_open(qgen_ctx **out, const char *path, const qgen_open_opts *o) {
+  return open_spec(out, path, 0, NULL, o);
+}
+
+qgen_status qgen_open_text(qgen_ctx **out, const char *text, const char *chunk_name, const qgen_open_opts *o) {
+  return open_spec(out, chunk_name ? chunk_name : "text", 1, text, o);
 }
 
 void qgen_close(qgen_ctx *c) {
