@@ -30,6 +30,14 @@
 extern "C" {
 #endif
 
+/* What libqgen exports: everything else in it is hidden (it is built with hidden
+   visibility), so the shared library's symbols are exactly the declarations below. */
+#if defined(__GNUC__) || defined(__clang__)
+#define QGEN_API __attribute__((visibility("default")))
+#else
+#define QGEN_API
+#endif
+
 typedef unsigned long long qgen_ptr;     /* CUdeviceptr, or a host address (CPU backend) */
 typedef struct CUstream_st *qgen_stream; /* CUstream */
 typedef struct qgen_ctx qgen_ctx;
@@ -69,18 +77,18 @@ typedef struct qgen_open_opts {
    backend refuses a bundle written by another qgen version). A malformed bundle gives
    QGEN_ERR_BUNDLE. On failure *ctx still receives a context that only carries
    qgen_error(); close it. */
-qgen_status qgen_open(qgen_ctx **ctx, const char *spec_or_bundle, const qgen_open_opts *opts);
+QGEN_API qgen_status qgen_open(qgen_ctx **ctx, const char *spec_or_bundle, const qgen_open_opts *opts);
 /* The same for a spec given as Lua source text (never a bundle), e.g. from a binding that
    holds the spec in memory: it loads in the same sandbox and opens the same way.
    chunk_name labels the spec in messages ("<python>:3: ..."); NULL = "<text>". A NULL
    spec_text is QGEN_ERR_INVALID_ARG, a text that does not load or validate QGEN_ERR_SPEC. */
-qgen_status qgen_open_text(qgen_ctx **ctx, const char *spec_text, const char *chunk_name,
-                           const qgen_open_opts *opts);
-void qgen_close(qgen_ctx *ctx);
+QGEN_API qgen_status qgen_open_text(qgen_ctx **ctx, const char *spec_text, const char *chunk_name,
+                                    const qgen_open_opts *opts);
+QGEN_API void qgen_close(qgen_ctx *ctx);
 /* What went wrong in the last failed call on ctx (or on its caches), in words; "no
    context" for NULL (a qgen_open that could not even allocate its context). */
-const char *qgen_error(const qgen_ctx *ctx);
-const char *qgen_status_str(qgen_status s);
+QGEN_API const char *qgen_error(const qgen_ctx *ctx);
+QGEN_API const char *qgen_status_str(qgen_status s);
 
 typedef struct qgen_info {
   const char *name, *k_type, *v_type, *in_type, *out_type;
@@ -97,23 +105,23 @@ typedef struct qgen_info {
   double open_ms;           /* time qgen_open took */
   int cache_hit;            /* kernels came from the cache (or a bundle) */
 } qgen_info;
-void qgen_get_info(const qgen_ctx *ctx, qgen_info *info);
+QGEN_API void qgen_get_info(const qgen_ctx *ctx, qgen_info *info);
 
 /* A paged KV cache for one layer: max_seqs sequences of up to max_tokens tokens each. The
    memory is taken now, zero-filled; sequence s starts empty. */
-qgen_status qgen_cache_create(qgen_ctx *ctx, qgen_kv **kv, int max_seqs, long long max_tokens);
-void qgen_cache_destroy(qgen_kv *kv);
+QGEN_API qgen_status qgen_cache_create(qgen_ctx *ctx, qgen_kv **kv, int max_seqs, long long max_tokens);
+QGEN_API void qgen_cache_destroy(qgen_kv *kv);
 
 /* Append n_new[i] tokens to sequence seq[i] (distinct, 0 <= seq < max_seqs) for each i <
    n_seq; n_new[i] may be 0. Fails with QGEN_ERR_CAPACITY, changing nothing, when a
    sequence would exceed max_tokens. */
-qgen_status qgen_append(qgen_kv *kv, const int *seq, int n_seq, const int *n_new, qgen_ptr k,
-                        qgen_ptr v, qgen_stream stream);
+QGEN_API qgen_status qgen_append(qgen_kv *kv, const int *seq, int n_seq, const int *n_new, qgen_ptr k,
+                                 qgen_ptr v, qgen_stream stream);
 
 /* Forget the tokens of sequence seq (its pages are reused by later appends). */
-qgen_status qgen_reset(qgen_kv *kv, int seq);
+QGEN_API qgen_status qgen_reset(qgen_kv *kv, int seq);
 /* Tokens held by sequence seq, or -1 for a bad id. */
-long long qgen_seq_len(const qgen_kv *kv, int seq);
+QGEN_API long long qgen_seq_len(const qgen_kv *kv, int seq);
 
 enum { QGEN_ATTEND_DENSE = 0, QGEN_ATTEND_SPARSE = 1 };
 typedef struct qgen_attend_opts {
@@ -123,12 +131,12 @@ typedef struct qgen_attend_opts {
   long long sink, recent;   /* tokens always attended at the start / end (>= 0) */
 } qgen_attend_opts;
 /* The spec's defaults (sparse if the spec is). qgen_attend with opts == NULL uses them. */
-qgen_attend_opts qgen_attend_defaults(const qgen_ctx *ctx);
+QGEN_API qgen_attend_opts qgen_attend_defaults(const qgen_ctx *ctx);
 
 /* One decode step for n_seq distinct sequences: q and out hold one row per listed
    sequence. A sequence with no tokens gives zeros. */
-qgen_status qgen_attend(qgen_kv *kv, const int *seq, int n_seq, qgen_ptr q, qgen_ptr out,
-                        const qgen_attend_opts *opts, qgen_stream stream);
+QGEN_API qgen_status qgen_attend(qgen_kv *kv, const int *seq, int n_seq, qgen_ptr q, qgen_ptr out,
+                                 const qgen_attend_opts *opts, qgen_stream stream);
 
 /* ---- introspection (tests and tools; synchronous, not for the decode loop) ------------ */
 
@@ -140,17 +148,17 @@ enum {
   QGEN_KV_SEQ_LEN,    /* [max_seqs] int32 */
 };
 /* Bytes of one of the cache's arrays (0 when it has none). */
-size_t qgen_kv_size(const qgen_kv *kv, int which);
+QGEN_API size_t qgen_kv_size(const qgen_kv *kv, int which);
 /* Copy that array to host memory (bytes must equal qgen_kv_size); waits for the device. */
-qgen_status qgen_kv_read(qgen_kv *kv, int which, void *host, size_t bytes);
+QGEN_API qgen_status qgen_kv_read(qgen_kv *kv, int which, void *host, size_t bytes);
 /* Map sequence seq's logical pages to physical pages pages[0..n) (each in
    [0, n_pages), n <= pages_per_seq); only while the sequence is empty. */
-qgen_status qgen_kv_map(qgen_kv *kv, int seq, const int *pages, long long n);
+QGEN_API qgen_status qgen_kv_map(qgen_kv *kv, int seq, const int *pages, long long n);
 /* The page lists of the last sparse qgen_attend of seq: lists[h * pages_per_seq + i],
    counts[h] for each KV head h. Waits for the device. */
-qgen_status qgen_kv_selection(qgen_kv *kv, int seq, int *lists, int *counts);
-long long qgen_kv_pages_per_seq(const qgen_kv *kv);
-long long qgen_kv_n_pages(const qgen_kv *kv);
+QGEN_API qgen_status qgen_kv_selection(qgen_kv *kv, int seq, int *lists, int *counts);
+QGEN_API long long qgen_kv_pages_per_seq(const qgen_kv *kv);
+QGEN_API long long qgen_kv_n_pages(const qgen_kv *kv);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,16 @@
+"""qgen — Quest sparse-attention decode kernels generated from a model's spec, from Python.
+
+    import qgen, numpy as np
+    ctx = qgen.Context(head_dim=128, n_head=32, n_head_kv=8, sparse={"block": 64, "coverage": 0.25},
+                       backend="cpu")
+    kv = ctx.cache(max_seqs=1, max_tokens=4096)
+    kv.append(k, v)             # [tokens, n_head_kv, head_dim] in the spec's in_type
+    out = kv.attend(q)          # [n_seq, n_head, head_dim]
+
+A ctypes binding of libqgen.so (runtime/qgen.h); _lib.py says where the library is found.
+"""
+from ._api import Cache, Context, spec_text
+from ._lib import STATUS_NAMES, Error, library_path
+
+__all__ = ["Cache", "Context", "Error", "STATUS_NAMES", "library_path", "spec_text"]
+__version__ = "0.1.0"

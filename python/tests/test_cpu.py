@@ -1,0 +1,242 @@
+"""test_cpu.py — the qgen package on the CPU backend (NumPy arrays): dense attention
+against a NumPy float64 reference, sparse at coverage 1 equal to dense bit for bit, the
+selection read back, and every bad argument raising qgen.Error with its reason while the
+cache stays as it was."""
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import qgen
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+FIELDS = dict(head_dim=64, n_head=8, n_head_kv=2, sparse={"block": 32, "coverage": 0.25, "sink": 32, "recent": 32})
+
+
+def rand(rng, shape, dtype):
+    return rng.uniform(-1, 1, shape).astype(dtype)
+
+
+def reference(q, k, v, scale, lens, pages=None, block=None):
+    """fp64 attention of each q row over its sequence's rows of k, v (every token, or the
+    tokens of pages[h] for KV head h); q [n, H, D], k, v [tokens, Hkv, D] in sequence order."""
+    n, H, D = q.shape
+    Hkv = k.shape[1]
+    out = np.zeros((n, H, D))
+    start = 0
+    for i, length in enumerate(lens):
+        kk = k[start:start + length].astype(np.float64)
+        vv = v[start:start + length].astype(np.float64)
+        start += length
+        for h in range(H):
+            g = h // (H // Hkv)
+            rows = np.arange(length)
+            if pages is not None:
+                rows = np.concatenate([np.arange(p * block, min((p + 1) * block, length)) for p in pages[i][g]])
+            s = kk[rows, g] @ q[i, h].astype(np.float64) * scale
+            w = np.exp(s - s.max())
+            out[i, h] = (w / w.sum()) @ vv[rows, g]
+    return out
+
+
+@pytest.fixture
+def ctx():
+    with qgen.Context(backend="cpu", in_type="f32", out_type="f32", **FIELDS) as c:
+        yield c
+
+
+def filled(ctx, lens, seed=1, dtype=np.float32, max_tokens=1024):
+    rng = np.random.default_rng(seed)
+    i = ctx.info
+    kv = ctx.cache(len(lens), max_tokens)
+    k = rand(rng, (sum(lens), i["n_head_kv"], i["head_dim"]), dtype)
+    v = rand(rng, k.shape, dtype)
+    kv.append(k, v, seqs=list(range(len(lens))), n_new=lens)
+    q = rand(rng, (len(lens), i["n_head"], i["head_dim"]), dtype)
+    return kv, q, k, v
+
+
+def test_info_and_spec_text(ctx):
+    i = ctx.info
+    assert (i["head_dim"], i["n_head"], i["n_head_kv"], i["group"], i["block"]) == (64, 8, 2, 4, 32)
+    assert i["backend"] == "cpu" and i["sparse"] == 1 and i["coverage"] == 0.25 and i["in_type"] == "f32"
+    assert qgen.spec_text(name="a", head_dim=64, sparse={"block": 32}) == \
+        'return spec{ name = "a", head_dim = 64, sparse = { block = 32 } }\n'
+
+
+def test_open_from_file_and_text():
+    with qgen.Context(os.path.join(ROOT, "specs", "qwen3-4b.lua"), variant="qwen3-4b-q8_0", backend="cpu") as c:
+        assert c.info["name"] == "qwen3-4b-q8_0" and c.info["k_type"] == "q8_0" and c.info["n_head"] == 32
+    with qgen.Context(text="return spec{ name = 't', head_dim = 32, n_head = 2, n_head_kv = 1 }", backend="cpu") as c:
+        assert c.info["name"] == "t" and c.info["sparse"] == 0
+
+
+def test_dense_matches_fp64_reference(ctx):
+    lens = [300, 77, 1]
+    kv, q, k, v = filled(ctx, lens)
+    assert [kv.seq_len(s) for s in range(3)] == lens
+    out = kv.attend(q, dense=True)
+    # the cache holds f16: the reference sees the same rounded K and V
+    ref = reference(q, k.astype(np.float16), v.astype(np.float16), ctx.info["scale"], lens)
+    np.testing.assert_allclose(out, ref, rtol=0, atol=2e-5)
+
+
+def test_dense_f16_io():
+    with qgen.Context(backend="cpu", **FIELDS) as c:
+        kv, q, k, v = filled(c, [200], dtype=np.float16)
+        out = kv.attend(q, dense=True)
+        assert out.dtype == np.float16
+        np.testing.assert_allclose(out, reference(q, k, v, c.info["scale"], [200]), rtol=0, atol=2e-3)
+
+
+def test_sparse_full_coverage_is_dense_bit_for_bit(ctx):
+    kv, q, _, _ = filled(ctx, [500, 260])
+    dense = kv.attend(q, dense=True)
+    full = kv.attend(q, coverage=1.0, sink=0, recent=0)
+    assert full.tobytes() == dense.tobytes()
+    lists, counts = kv.selection(1)
+    assert list(counts) == [9, 9] and all(sorted(lists[h, :9]) == list(range(9)) for h in range(2))
+
+
+def test_selection_matches_the_sparse_output(ctx):
+    lens = [700, 400]
+    kv, q, k, v = filled(ctx, lens, seed=3)
+    out = kv.attend(q)  # the spec's budget: 25 % of the pages plus sink and recent
+    assert not np.array_equal(out, kv.attend(q, dense=True))
+    out = kv.attend(q)
+    pages = []
+    for s, length in enumerate(lens):
+        lists, counts = kv.selection(s)
+        n = -(-length // 32)
+        sel = [lists[h, :counts[h]] for h in range(2)]
+        for p in sel:
+            assert len(set(p.tolist())) == len(p) and p.min() >= 0 and p.max() < n
+            assert 0 in p and n - 1 in p  # the sink's and the recent tokens' pages
+            assert len(p) >= int(0.25 * n)
+        pages.append(sel)
+    ref = reference(q, k.astype(np.float16), v.astype(np.float16), ctx.info["scale"], lens, pages, 32)
+    np.testing.assert_allclose(out, ref, rtol=0, atol=2e-5)
+
+
+def test_budget_in_tokens_and_reset(ctx):
+    kv, q, _, _ = filled(ctx, [640])
+    kv.attend(q, budget=128, sink=0, recent=0)
+    _, counts = kv.selection(0)
+    assert list(counts) == [4, 4]
+    kv.reset(0)
+    assert kv.seq_len(0) == 0
+    assert not kv.attend(q).any()  # an empty sequence gives zeros
+
+
+def snapshot(kv):
+    return {w: kv.read(w).tobytes() for w in ("k", "v", "bounds", "page_table", "seq_len")} | \
+        {"len": [kv.seq_len(s) for s in range(kv.max_seqs)]}
+
+
+def bad_calls(kv, q, k, v):
+    """(call, words its message must hold, the status name)"""
+    inv = "QGEN_ERR_INVALID_ARG"
+    k3 = np.zeros((4, 2, 64), np.float32)
+    return [
+        (lambda: kv.append(k3[:, :1], k3[:, :1]), "shape [4, 1, 64], expected [4, 2, 64]", inv),
+        (lambda: kv.append(k3.astype(np.float16), k3), "dtype float16", inv),
+        (lambda: kv.append(k3, k3[:3]), "v has shape [3, 2, 64]", inv),
+        (lambda: kv.append(np.zeros((2, 4, 64), np.float32).transpose(1, 0, 2), k3), "not contiguous", inv),
+        (lambda: kv.append(k3.tolist(), k3), "k must be", inv),
+        (lambda: kv.append(k3, k3, seqs=[5]), "seqs[0] = 5 is outside [0, 2)", inv),
+        (lambda: kv.append(k3, k3, seqs=[-1]), "seqs[0] = -1", inv),
+        (lambda: kv.append(k3, k3, seqs=[1, 1]), "listed twice", inv),
+        (lambda: kv.append(k3, k3, seqs=[0, 1], n_new=[3, 3]), "sums to 6 but k and v hold 4", inv),
+        (lambda: kv.append(k3, k3, seqs=[0, 1], n_new=[5, -1]), "n_new[1] = -1", inv),
+        (lambda: kv.append(k3, k3, seqs=[0, 1], n_new=[4]), "1 entries for 2 sequences", inv),
+        (lambda: kv.append(k3[:3], k3[:3], seqs=[0, 1]), "do not split equally", inv),
+        (lambda: kv.append(k3, k3, seqs=[0.5]), "not an integer", inv),
+        (lambda: kv.append(np.zeros((1000, 2, 64), np.float32), np.zeros((1000, 2, 64), np.float32)),
+         "exceed its capacity 1024", "QGEN_ERR_CAPACITY"),
+        (lambda: kv.attend(q[:, :4]), "shape [2, 4, 64], expected [2, 8, 64]", inv),
+        (lambda: kv.attend(q[0]), "q must be [n_seq, 8, 64]", inv),
+        (lambda: kv.attend(q, seqs=[0]), "2 rows for 1 sequences", inv),
+        (lambda: kv.attend(q, out=np.zeros(q.shape, np.float16)), "out has dtype float16", inv),
+        (lambda: kv.attend(q, out=np.zeros(q.shape, np.float32)[:, :, :32]), "out has shape", inv),
+        (lambda: kv.attend(q, coverage=0.0), "coverage = 0 must be in (0, 1]", inv),
+        (lambda: kv.attend(q, coverage=1.5), "coverage = 1.5", inv),
+        (lambda: kv.attend(q, budget=-5), "budget = -5 must be > 0", inv),
+        (lambda: kv.attend(q, budget=64, coverage=0.5), "not both", inv),
+        (lambda: kv.attend(q, dense=True, coverage=0.5), "dense=True takes no coverage", inv),
+        (lambda: kv.attend(q, sink=-1), "must be >= 0", inv),
+        (lambda: kv.reset(2), "seqs[0] = 2 is outside", inv),
+        (lambda: kv.seq_len(-3), "seqs[0] = -3", inv),
+        (lambda: kv.selection(7), "seqs[0] = 7", inv),
+        (lambda: kv.read("nope"), "'nope' is not one of k, v, bounds", inv),
+    ]
+
+
+def test_every_bad_argument_raises_and_changes_nothing(ctx):
+    kv, q, k, v = filled(ctx, [100, 50])
+    kv.attend(q)
+    before = snapshot(kv)
+    sel_before = [kv.selection(s) for s in range(2)]
+    for call, words, status in bad_calls(kv, q, k, v):
+        with pytest.raises(qgen.Error) as e:
+            call()
+        assert e.value.name == status and words in e.value.message, (words, str(e.value))
+        assert snapshot(kv) == before, words
+    for s in range(2):
+        lists, counts = kv.selection(s)
+        assert np.array_equal(lists, sel_before[s][0]) and np.array_equal(counts, sel_before[s][1])
+
+
+def test_read_only_out_and_closed_objects(ctx):
+    kv, q, _, _ = filled(ctx, [10])
+    out = np.zeros((1, 8, 64), np.float32)
+    out.flags.writeable = False
+    with pytest.raises(qgen.Error, match="read-only"):
+        kv.attend(q[:1], out=out)
+    kv.close()
+    with pytest.raises(qgen.Error, match="the cache is closed"):
+        kv.seq_len(0)
+    kv2 = ctx.cache(1, 64)
+    ctx.close()
+    with pytest.raises(qgen.Error, match="closed"):
+        kv2.attend(q[:1])
+    with pytest.raises(qgen.Error, match="the context is closed"):
+        ctx.cache(1, 64)
+
+
+def test_dense_spec_refuses_sparse_requests():
+    with qgen.Context(backend="cpu", head_dim=32, n_head=2, n_head_kv=1, in_type="f32", out_type="f32") as c:
+        kv, q, _, _ = filled(c, [40])
+        with pytest.raises(qgen.Error) as e:
+            kv.attend(q, coverage=0.5)
+        assert e.value.name == "QGEN_ERR_UNSUPPORTED" and "dense" in e.value.message
+        with pytest.raises(qgen.Error, match="dense spec"):
+            kv.selection(0)
+        with pytest.raises(qgen.Error, match="no array 2"):
+            kv.read("bounds")
+
+
+@pytest.mark.parametrize("args, kwargs, words, status", [
+    ((), {}, "give exactly one of", "QGEN_ERR_INVALID_ARG"),
+    (("x.lua",), {"text": "return {}"}, "got spec, text", "QGEN_ERR_INVALID_ARG"),
+    ((), {"text": "return 1", "backend": "tpu"}, "backend = 'tpu'", "QGEN_ERR_INVALID_ARG"),
+    ((), {"head_dim": 100, "n_head": 2, "n_head_kv": 1}, "head_dim = 100 is not a multiple of 32", "QGEN_ERR_SPEC"),
+    ((), {"head_dim": 64, "n_head": 2, "n_head_kv": 1, "colour": "red"}, "colour", "QGEN_ERR_SPEC"),
+    ((), {"head_dim": 64, "n_head": 2, "n_head_kv": 1, "scale": object()}, "has no Lua spelling", "QGEN_ERR_INVALID_ARG"),
+    ((), {"name": "x\"); os.exit(1) --", "head_dim": 64, "n_head": 2, "n_head_kv": 1}, "contains", "QGEN_ERR_SPEC"),
+    ((), {"text": "return spec{"}, "text:1", "QGEN_ERR_SPEC"),
+    (("/nonexistent/spec.lua",), {}, "/nonexistent/spec.lua", "QGEN_ERR_SPEC"),
+])
+def test_bad_contexts(args, kwargs, words, status):
+    kwargs.setdefault("backend", "cpu")
+    with pytest.raises(qgen.Error) as e:
+        qgen.Context(*args, **kwargs)
+    assert e.value.name == status and words in e.value.message, str(e.value)
+
+
+def test_qgen_library_must_exist():
+    env = dict(os.environ, QGEN_LIBRARY="/nonexistent/libqgen.so")
+    r = subprocess.run([sys.executable, "-c", "import qgen; qgen.Context(text='', backend='cpu')"], env=env,
+                       cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))), capture_output=True, text=True)
+    assert r.returncode != 0 and "QGEN_LIBRARY=/nonexistent/libqgen.so: no such file" in r.stderr

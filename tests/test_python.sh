@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# test_python.sh — the Python package (python/): its pytest suite against the built
+# libqgen.so ($QGEN_LIBRARY), then `pip install` offline (no index, no build isolation:
+# Debian's setuptools) into a scratch directory and the suite again against that copy,
+# which carries its own libqgen.so. Skips (77) without numpy and pytest for $QGEN_PYTHON
+# (default /usr/bin/python3); the pip step is skipped without pip.
+# Env: QGEN_SOURCE_DIR, QGEN_LIBRARY (the built libqgen.so).
+set -u
+. "$(dirname "$0")/lib.sh"
+py=${QGEN_PYTHON:-/usr/bin/python3}
+[ -x "$py" ] || py=python3
+"$py" -c "import numpy, pytest" 2> /dev/null || { echo "$py has no numpy or pytest"; exit 77; }
+"$py" -m pytest -q -p no:cacheprovider python/tests; ok $? "pytest python/tests with QGEN_LIBRARY=$QGEN_LIBRARY"
+if "$py" -m pip --version > /dev/null 2>&1; then
+  "$py" -m pip install -q --no-build-isolation --no-index --no-deps --target "$tmp/site" ./python > "$tmp/pip.log" 2>&1
+  ok $? "pip install --no-build-isolation --no-index --target (offline)"
+  rm -rf python/build python/qgen.egg-info
+  [ -e "$tmp/site/qgen/libqgen.so.0" ]; ok $? "the installed package holds libqgen.so.0"
+  (unset QGEN_LIBRARY; cd "$tmp" && QGEN_TEST_INSTALLED=1 PYTHONPATH="$tmp/site" "$py" -m pytest -q -p no:cacheprovider \
+    "$QGEN_SOURCE_DIR/python/tests")
+  ok $? "pytest against the installed package and its own libqgen.so"
+else
+  echo "skip: $py has no pip"
+fi
+finish
