@@ -180,14 +180,6 @@ class QgenLayer(CacheLayerMixin):
     def get_max_length(self, *args, **kwargs):
         return -1
 
-    @property
-    def max_batch_size(self):
-        return len(self.seqs)
-
-    @property
-    def max_cache_len(self):
-        return self.owner.max_tokens
-
     def reset(self):
         for s in self.seqs:
             self.kv.reset(s)
@@ -319,43 +311,31 @@ class QgenCache(Cache):
     def get_max_length(self, *args, **kwargs):
         return -1
 
+    # is_compileable, is_sliding (and is_croppable where it exists) come from the layers'
+    # class attributes through transformers' own Cache properties
+
     @property
     def max_cache_len(self):
         return self.max_tokens
 
     @property
     def max_batch_size(self):
-        return self.layers[0].max_batch_size
+        return len(self.layers[0].seqs)
 
     @property
     def batch_size(self):
-        return self.layers[0].max_batch_size
-
-    @property
-    def is_compileable(self):
-        return False
-
-    @property
-    def is_croppable(self):
-        return False
-
-    @property
-    def is_sliding(self):
-        return [False] * len(self.layers)
-
-    @property
-    def is_initialized(self):
-        return all(layer.kv is not None for layer in self.layers)
+        return len(self.layers[0].seqs)
 
     def reset(self):
         for layer in self.layers:
-            if layer.kv is not None:
-                layer.reset()
+            layer.reset()
 
     def reorder_cache(self, *args, **kwargs):
         self.layers[0].reorder_cache(*args, **kwargs)
 
-    def crop(self, n):
+    def crop(self, n=None, **kwargs):
+        # the argument is tokens_to_remove (5.15+) or max_length (earlier)
+        n = n if n is not None else kwargs.get("tokens_to_remove", kwargs.get("max_length"))
         for layer in self.layers:
             layer.crop(n)
 
@@ -406,10 +386,11 @@ def qgen_attention(module, query, key, value, attention_mask, dropout=0.0, scali
 def qgen_mask(*args, **kwargs):
     """The mask function of "qgen": SDPA's (the prompt runs through SDPA), after refusing
     a padding mask (qgen holds no per-token mask)."""
-    pad = kwargs.get("attention_mask")
-    if pad is not None and pad.dim() == 2 and not bool(pad.all()):
-        raise ValueError("qgen: the attention_mask has zeros (padding); QgenCache needs a batch of equal-length "
-                         "prompts without padding")
+    for name in ("attention_mask", "padding_mask"):
+        pad = kwargs.get(name)
+        if pad is not None and pad.dim() == 2 and not bool(pad.all()):
+            raise ValueError("qgen: the attention_mask has zeros (padding); QgenCache needs a batch of "
+                             "equal-length prompts without padding")
     return ALL_MASK_ATTENTION_FUNCTIONS["sdpa"](*args, **kwargs)
 
 
