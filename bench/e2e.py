@@ -241,7 +241,7 @@ def sdpa_attention(n_layers, batch, ctx, backends):
         kc[i][:, :, ctx:ctx + 1].copy_(k)
         vc[i][:, :, ctx:ctx + 1].copy_(v)
         with sdpa_kernel(backends):
-            o = F.scaled_dot_product_attention(q, kc[i][:, :, :ctx + 1], vc[i][:, :, :ctx + 1], enable_gqa=True)
+            o = F.scaled_dot_product_attention(q.contiguous(), kc[i], vc[i], enable_gqa=True)
         return o.transpose(1, 2).reshape(q.shape[0], 1, -1)
 
     kv_read = n_layers * 2 * batch * N_KV * (ctx + 1) * HEAD_DIM * 2
@@ -352,6 +352,8 @@ class QgenLayers:
         for c in self.caches:
             c.close()
         self.caches = []
+        if hasattr(self.ctx, "close"):
+            self.ctx.close()
 
 
 def hf_generate(model, batch, ctx, new_tokens):
