@@ -1,0 +1,406 @@
+"""qgen.transformers — qgen as the decode attention of a Hugging Face transformers model.
+
+    import qgen.transformers as qt          # registers attn_implementation "qgen"
+    model = AutoModelForCausalLM.from_config(cfg, attn_implementation="qgen", dtype=torch.bfloat16).cuda()
+    cache = qt.QgenCache(model.config, max_tokens=40_000, k_type="q8_0", coverage=0.25)
+    out = model.generate(ids, past_key_values=cache, max_new_tokens=64, do_sample=False)
+
+How it works. QgenCache holds one qgen cache per model layer (a QgenLayer). The prompt
+(query length > 1, an empty cache) runs through torch SDPA, causal, on its own K/V; its
+K/V rows (post-RoPE, post-norm, as the model computes them) are appended to the qgen
+caches. Every later step has one query token per sequence: its K/V are appended, then
+qgen attends (dense, or sparse with the spec's budget). The spec is derived from the
+model config (head_dim, heads), the cache types and the budget given here, and the model
+dtype (in_type = out_type). The K tensor that the cache hands back to the model carries
+its QgenLayer (attribute `_qgen_layer`): that is how the attention function, which
+transformers calls without the cache, finds the layer to attend.
+
+Supported: decoder-only models whose attention is plain causal softmax attention with
+RoPE applied before the cache (Llama, Qwen3 and their relatives), batch 1 or a batch of
+equal-length prompts, greedy or sampled decoding. Refused with an error, rather than
+computing something else: padding (an attention_mask with zeros), sliding-window or
+chunked layers, beam search and anything else that reorders, repeats, selects or crops
+the cache (speculative / assisted decoding), a query of more than one token after the
+prompt (chunked prefill), soft-capping and attention sinks, training-mode dropout.
+"""
+import abc
+import math
+import re
+
+try:
+    import torch
+    from transformers import AttentionInterface
+    from transformers.cache_utils import Cache, CacheLayerMixin
+    from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, AttentionMaskInterface
+    from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+    _IMPORT_ERROR = None
+except ImportError as e:  # spec_fields and check_config still work without them
+    _IMPORT_ERROR = e
+    Cache = CacheLayerMixin = object
+
+NAME = "qgen"  # the attn_implementation name
+
+_IO_TYPES = {"torch.bfloat16": "bf16", "torch.float16": "f16", "torch.float32": "f32",
+             "bf16": "bf16", "f16": "f16", "f32": "f32"}
+
+
+def text_config(config):
+    """The decoder's config (multimodal configs nest it)."""
+    get = getattr(config, "get_text_config", None)
+    if get is None:
+        return config
+    try:
+        return get(decoder=True)
+    except TypeError:
+        return get()
+
+
+def check_config(config):
+    """Raise NotImplementedError when the model has attention qgen does not compute."""
+    cfg = text_config(config)
+    types = getattr(cfg, "layer_types", None)
+    if types is not None:
+        other = sorted({t for t in types if t != "full_attention"})
+        if other:
+            raise NotImplementedError(f"qgen: the model has {', '.join(other)} layers; qgen computes only "
+                                      "full causal attention (sliding-window and chunked layers are not supported)")
+    elif getattr(cfg, "sliding_window", None) and getattr(cfg, "use_sliding_window", True):
+        raise NotImplementedError(f"qgen: the model uses a sliding window of {cfg.sliding_window} tokens; "
+                                  "sliding-window attention is not supported")
+    if getattr(cfg, "attention_chunk_size", None):
+        raise NotImplementedError("qgen: chunked attention (attention_chunk_size) is not supported")
+    for field in ("attn_logit_softcapping", "attention_logit_softcapping"):
+        if getattr(cfg, field, None):
+            raise NotImplementedError(f"qgen: attention soft-capping ({field}) is not supported")
+
+
+def spec_fields(config, dtype, *, k_type="f16", v_type=None, coverage=None, budget=None, block=None,
+                sink=None, recent=None):
+    """The qgen.Context keyword fields for this model config: heads and head_dim from the
+    config, in/out type from dtype (a torch dtype or "bf16"/"f16"/"f32"), the KV cache
+    types, and the sparse budget (coverage, a fraction of pages, or budget, tokens;
+    neither = a dense spec)."""
+    cfg = text_config(config)
+    n_head = int(cfg.num_attention_heads)
+    n_head_kv = int(getattr(cfg, "num_key_value_heads", None) or n_head)
+    head_dim = int(getattr(cfg, "head_dim", None) or cfg.hidden_size // n_head)
+    io = _IO_TYPES.get(str(dtype))
+    if io is None:
+        raise ValueError(f"qgen: model dtype {dtype} is not supported; allowed: bfloat16, float16, float32")
+    if coverage is not None and budget is not None:
+        raise ValueError("qgen: give coverage (a fraction of pages) or budget (tokens), not both")
+    name = re.sub(r"[^A-Za-z0-9._-]", "-", str(getattr(cfg, "model_type", None) or "hf"))[:48]
+    fields = dict(name=f"{name}-hf", head_dim=head_dim, n_head=n_head, n_head_kv=n_head_kv,
+                  k_type=k_type, v_type=v_type or k_type, in_type=io, out_type=io,
+                  scale=1.0 / math.sqrt(head_dim))
+    if coverage is not None or budget is not None:
+        sparse = {"coverage": float(coverage)} if coverage is not None else {"budget": int(budget)}
+        for key, val in (("block", block), ("sink", sink), ("recent", recent)):
+            if val is not None:
+                sparse[key] = int(val)
+        fields["sparse"] = sparse
+    elif block is not None or sink is not None or recent is not None:
+        raise ValueError("qgen: block, sink and recent apply to a sparse cache; give coverage or budget too")
+    return fields
+
+
+def _query_len(query):
+    # transformers 5.4+ passes the query length; older versions the cache positions
+    return int(query.shape[0]) if hasattr(query, "shape") else int(query)
+
+
+def _refused(what):
+    raise NotImplementedError(f"qgen: {what} is not supported by QgenCache (qgen caches only append tokens)")
+
+
+class QgenLayer(CacheLayerMixin):
+    """One model layer's qgen cache. Created empty; the qgen cache itself is made at the
+    first update, when the batch size, dtype and device are known."""
+
+    is_sliding = False
+    is_compileable = False
+    is_croppable = False
+
+    def __init__(self, owner, layer_idx):
+        super().__init__()
+        self.owner, self.layer_idx = owner, layer_idx
+        self.kv = None          # the qgen Cache
+        self.length = 0         # tokens per sequence (all sequences have equal lengths)
+        self.seqs = []
+        self.prefill = False    # the last update was a prompt: attention goes to SDPA
+
+    def lazy_initialization(self, key_states, *args, **kwargs):
+        ctx = self.owner.context(key_states.dtype, key_states.device)
+        batch = key_states.shape[0]
+        self.kv = ctx.cache(batch, self.owner.max_tokens)
+        self.scale = ctx.info["scale"]
+        self.seqs = list(range(batch))
+        self.dtype, self.device = key_states.dtype, key_states.device
+
+    def update(self, key_states, value_states, cache_kwargs=None, *args, **kwargs):
+        if self.kv is None:
+            self.lazy_initialization(key_states)
+        batch, n_kv, n_new, head_dim = key_states.shape
+        if batch != len(self.seqs):
+            raise ValueError(f"qgen: layer {self.layer_idx} holds {len(self.seqs)} sequences, got a batch of {batch}")
+        if n_new > 1 and self.length > 0:
+            raise NotImplementedError(f"qgen: {n_new} new tokens after a {self.length}-token prompt; after the prompt "
+                                      "each step must add one token (chunked prefill and speculative decoding are "
+                                      "not supported)")
+        if self.length + n_new > self.owner.max_tokens:
+            raise ValueError(f"qgen: layer {self.layer_idx} holds {self.length} tokens per sequence and got {n_new} "
+                             f"more; QgenCache(max_tokens={self.owner.max_tokens}) is too small")
+        # [B, Hkv, T, D] -> rows [B*T, Hkv, D], the rows of sequence 0 first
+        k = key_states.transpose(1, 2).reshape(batch * n_new, n_kv, head_dim).contiguous()
+        v = value_states.transpose(1, 2).reshape(batch * n_new, n_kv, head_dim).contiguous()
+        self.kv.append(k, v, seqs=self.seqs, n_new=[n_new] * batch)
+        self.length += n_new
+        self.prefill = n_new > 1
+        key_states._qgen_layer = self
+        return key_states, value_states
+
+    def attend(self, query):
+        """query [B, H, 1, D] -> out [B, H, D] over this layer's cached tokens."""
+        batch, n_head, _, head_dim = query.shape
+        q = query.reshape(batch, n_head, head_dim).contiguous()
+        return self.kv.attend(q, seqs=self.seqs)
+
+    def get_seq_length(self, *args, **kwargs):
+        return self.length
+
+    def get_query_offset(self, *args, **kwargs):
+        return self.length
+
+    def get_mask_sizes(self, query, *args, **kwargs):
+        return self.length + _query_len(query), 0
+
+    def get_max_cache_shape(self, *args, **kwargs):
+        return -1  # like a dynamic cache: the attention length is the tokens held
+
+    def get_max_length(self, *args, **kwargs):
+        return -1
+
+    def reset(self):
+        for s in self.seqs:
+            self.kv.reset(s)
+        self.length = 0
+        self.prefill = False
+
+    def reorder_cache(self, *args, **kwargs):
+        _refused("beam search (reorder_cache)")
+
+    def crop(self, n):
+        # 5.15+: crop(-k) removes k tokens; earlier: crop(length) keeps length tokens
+        keep = self.length + n if n <= 0 else min(n, self.length)
+        if keep != self.length:
+            _refused("removing tokens (crop: assisted or speculative decoding)")
+
+    def batch_repeat_interleave(self, repeats):
+        if repeats != 1:
+            _refused("repeating the batch (batch_repeat_interleave)")
+
+    def batch_select_indices(self, *args, **kwargs):
+        _refused("selecting sequences (batch_select_indices)")
+
+    def offload(self):
+        _refused("offloading")
+
+    def prefetch(self):
+        _refused("offloading")
+
+    def close(self):
+        if self.kv is not None:
+            self.kv.close()
+            self.kv = None
+
+
+if _IMPORT_ERROR is None:
+    # A newer transformers may declare more abstract layer methods than the ones above;
+    # they answer with a clear error instead of making QgenLayer impossible to create.
+    def _unsupported(name):
+        def method(self, *args, **kwargs):
+            _refused(f"the cache layer method {name}")
+        method.__name__ = name
+        return method
+
+    for _name in sorted(getattr(QgenLayer, "__abstractmethods__", ())):
+        setattr(QgenLayer, _name, _unsupported(_name))
+    abc.update_abstractmethods(QgenLayer)
+
+
+class QgenCache(Cache):
+    """A transformers Cache whose layers are qgen caches.
+
+    config        the model config (model.config)
+    max_tokens    capacity of each sequence: prompt + new tokens
+    k_type, v_type  the KV cache types: f16, bf16, q8_0, q4_0, q5_0 (v_type = k_type)
+    coverage      sparse: the fraction of pages attended, e.g. 0.25; or
+    budget        sparse: tokens attended; neither = dense attention
+    block, sink, recent  the sparse spec's page size and always-attended tokens (spec defaults)
+    dtype         the model dtype (default: that of the first K/V the cache sees)
+    cache_dir     qgen's kernel cache (default: qgen's)
+    """
+
+    def __init__(self, config, max_tokens, *, k_type="f16", v_type=None, coverage=None, budget=None,
+                 block=None, sink=None, recent=None, dtype=None, cache_dir=None):
+        if _IMPORT_ERROR is not None:
+            raise ImportError(f"qgen.transformers needs torch and transformers: {_IMPORT_ERROR}")
+        check_config(config)
+        if int(max_tokens) < 1:
+            raise ValueError(f"qgen: max_tokens = {max_tokens}; it must be >= 1")
+        self.config = text_config(config)
+        self.max_tokens = int(max_tokens)
+        self.spec_args = dict(k_type=k_type, v_type=v_type, coverage=coverage, budget=budget, block=block,
+                              sink=sink, recent=recent)
+        spec_fields(self.config, dtype or "f16", **self.spec_args)  # bad arguments fail here, not mid-generate
+        self.cache_dir = cache_dir
+        self.ctx = None
+        self._ctx_key = None
+        super().__init__(layers=[QgenLayer(self, i) for i in range(int(self.config.num_hidden_layers))])
+        if dtype is not None:
+            self.context(dtype, None)
+
+    def context(self, dtype, device):
+        """The qgen Context shared by all layers, opened for this dtype and CUDA device."""
+        from . import Context
+
+        if device is not None and device.type != "cuda":
+            raise ValueError(f"qgen: the model runs on {device}; QgenCache needs a CUDA device")
+        index = torch.cuda.current_device() if device is None or device.index is None else device.index
+        key = (str(dtype), index)
+        if self.ctx is None:
+            self.ctx = Context(backend="gpu", device=index, cache_dir=self.cache_dir,
+                               **spec_fields(self.config, dtype, **self.spec_args))
+            self._ctx_key = key
+        elif key != self._ctx_key:
+            raise ValueError(f"qgen: QgenCache was opened for {self._ctx_key} (dtype, device) and now sees {key}")
+        return self.ctx
+
+    @property
+    def info(self):
+        """qgen's info of the spec in use (None before the first update)."""
+        return None if self.ctx is None else self.ctx.info
+
+    def update(self, key_states, value_states, layer_idx, cache_kwargs=None, *args, **kwargs):
+        return self.layers[layer_idx].update(key_states, value_states, cache_kwargs)
+
+    def early_initialization(self, batch_size, num_heads, head_dim, dtype, device):
+        probe = torch.empty((batch_size, num_heads, 0, head_dim), dtype=dtype, device=device)
+        for layer in self.layers:
+            if layer.kv is None:
+                layer.lazy_initialization(probe)
+
+    def _layer(self, layer_idx):
+        idx = 0 if layer_idx is None else int(layer_idx)
+        return self.layers[idx] if idx < len(self.layers) else None
+
+    def get_seq_length(self, layer_idx=0, *args, **kwargs):
+        layer = self._layer(layer_idx)
+        return 0 if layer is None else layer.length
+
+    def get_query_offset(self, layer_idx=0, *args, **kwargs):
+        return self.get_seq_length(layer_idx)
+
+    def get_mask_sizes(self, query, layer_idx=0, *args, **kwargs):
+        layer = self._layer(layer_idx)
+        return (0 if layer is None else layer.length) + _query_len(query), 0
+
+    def get_max_cache_shape(self, *args, **kwargs):
+        return -1
+
+    def get_max_length(self, *args, **kwargs):
+        return -1
+
+    # is_compileable, is_sliding (and is_croppable where it exists) come from the layers'
+    # class attributes through transformers' own Cache properties
+
+    @property
+    def max_cache_len(self):
+        return self.max_tokens
+
+    @property
+    def max_batch_size(self):
+        return len(self.layers[0].seqs)
+
+    @property
+    def batch_size(self):
+        return len(self.layers[0].seqs)
+
+    def reset(self):
+        for layer in self.layers:
+            layer.reset()
+
+    def reorder_cache(self, *args, **kwargs):
+        self.layers[0].reorder_cache(*args, **kwargs)
+
+    def crop(self, n=None, **kwargs):
+        # the argument is tokens_to_remove (5.15+) or max_length (earlier)
+        n = n if n is not None else kwargs.get("tokens_to_remove", kwargs.get("max_length"))
+        for layer in self.layers:
+            layer.crop(n)
+
+    def batch_repeat_interleave(self, repeats):
+        for layer in self.layers:
+            layer.batch_repeat_interleave(repeats)
+
+    def batch_select_indices(self, *args, **kwargs):
+        self.layers[0].batch_select_indices(*args, **kwargs)
+
+    def selection(self, layer_idx, seq=0):
+        """The pages the last sparse step of layer_idx attended for sequence seq."""
+        return self.layers[layer_idx].kv.selection(seq)
+
+    def close(self):
+        """Free the GPU memory of every layer's cache now."""
+        for layer in self.layers:
+            layer.close()
+        if self.ctx is not None and hasattr(self.ctx, "close"):
+            self.ctx.close()
+        self.ctx = None
+
+
+_UNSUPPORTED_KWARGS = ("sliding_window", "softcap", "s_aux", "sinks")
+
+
+def qgen_attention(module, query, key, value, attention_mask, dropout=0.0, scaling=None, **kwargs):
+    """The attention function of attn_implementation "qgen": query [B, H, T, D], key and
+    value as the cache returned them; returns ([B, T, H, D], None)."""
+    layer = getattr(key, "_qgen_layer", None)
+    if layer is None or layer.prefill:
+        if query.shape[2] == 1 and layer is None:
+            raise ValueError("qgen: attn_implementation='qgen' decodes through a QgenCache; pass "
+                             "past_key_values=qgen.transformers.QgenCache(model.config, max_tokens=...)")
+        return ALL_ATTENTION_FUNCTIONS["sdpa"](module, query, key, value, attention_mask, dropout=dropout,
+                                               scaling=scaling, **kwargs)
+    for name in _UNSUPPORTED_KWARGS:
+        if kwargs.get(name) is not None:
+            raise NotImplementedError(f"qgen: attention with {name}={kwargs[name]!r} is not supported")
+    if dropout and module.training:
+        raise NotImplementedError("qgen: attention dropout (training mode) is not supported; call model.eval()")
+    if scaling is not None and not math.isclose(scaling, layer.scale, rel_tol=1e-6):
+        raise NotImplementedError(f"qgen: the model scales attention by {scaling}, the qgen spec by {layer.scale}")
+    out = layer.attend(query)
+    return out.unsqueeze(1), None
+
+
+def qgen_mask(*args, **kwargs):
+    """The mask function of "qgen": SDPA's (the prompt runs through SDPA), after refusing
+    a padding mask (qgen holds no per-token mask)."""
+    for name in ("attention_mask", "padding_mask"):
+        pad = kwargs.get(name)
+        if pad is not None and pad.dim() == 2 and not bool(pad.all()):
+            raise ValueError("qgen: the attention_mask has zeros (padding); QgenCache needs a batch of "
+                             "equal-length prompts without padding")
+    return ALL_MASK_ATTENTION_FUNCTIONS["sdpa"](*args, **kwargs)
+
+
+def register(name=NAME):
+    """Make attn_implementation=name use qgen (done on import for "qgen")."""
+    if _IMPORT_ERROR is not None:
+        raise ImportError(f"qgen.transformers needs torch and transformers: {_IMPORT_ERROR}")
+    AttentionInterface.register(name, qgen_attention)
+    AttentionMaskInterface.register(name, qgen_mask)
+
+
+if _IMPORT_ERROR is None:
+    register()
