@@ -68,11 +68,11 @@ static qgen_status load_module(qgen_ctx *c, const qgen_artifact *a) {
     CU(cu->cuModuleLoadData(&g->mod, a->ptx));
     c->info.from_ptx = 1;
   }
-  CU(cu->cuModuleGetFunction(&g->f_append, g->mod, "qg_append"));
-  CU(cu->cuModuleGetFunction(&g->f_attend, g->mod, "qg_attend"));
+  CU(cu->cuModuleGetFunction(&g->f_append, g->mod, QGEN_KERNEL_NAME(append)));
+  CU(cu->cuModuleGetFunction(&g->f_attend, g->mod, QGEN_KERNEL_NAME(attend)));
   if (c->spec.sparse) {
-    CU(cu->cuModuleGetFunction(&g->f_estimate, g->mod, "qg_estimate"));
-    CU(cu->cuModuleGetFunction(&g->f_select, g->mod, "qg_select"));
+    CU(cu->cuModuleGetFunction(&g->f_estimate, g->mod, QGEN_KERNEL_NAME(estimate)));
+    CU(cu->cuModuleGetFunction(&g->f_select, g->mod, QGEN_KERNEL_NAME(select)));
     CU(cu->cuFuncSetAttribute(g->f_select, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 4 * c->P.sel_smem_keys));
   }
   int smem_max = 0;
@@ -242,9 +242,9 @@ void qgen_gpu_cache_destroy(qgen_kv *kv) {
   kv->gpu = NULL;
 }
 
-static qg_cache_args cache_args(const qgen_kv *kv) {
+static qg_cache cache_args(const qgen_kv *kv) {
   const gpu_kv *m = kv->gpu;
-  qg_cache_args a = {m->k, m->v, m->bounds, m->page_table, m->seq_len, kv->pps};
+  qg_cache a = {m->k, m->v, m->bounds, m->page_table, m->seq_len, kv->pps};
   return a;
 }
 
@@ -297,7 +297,7 @@ qgen_status qgen_gpu_append(qgen_kv *kv, const int *seq, int n_seq, const int *n
   qgen_ctx *c = kv->ctx;
   const qgen_layout *L = &c->L;
   CU(c->gpu->cu->cuCtxSetCurrent(c->gpu->cuctx));
-  qg_cache_args ca = cache_args(kv);
+  qg_cache ca = cache_args(kv);
   int64_t row = 0;
   for (int i0 = 0; i0 < n_seq; i0 += QGEN_APPEND_MAX) {
     qg_append_args a;
@@ -345,16 +345,16 @@ qgen_status qgen_gpu_attend(qgen_kv *kv, const int *seq, int n_seq, qgen_ptr q, 
   const gpu_kv *m = kv->gpu;
   CUstream s = (CUstream)stream;
   CU(g->cu->cuCtxSetCurrent(g->cuctx));
-  qg_cache_args ca = cache_args(kv);
-  qg_budget_args ba = {b->mode, b->coverage, b->tokens, b->sink, b->recent};
+  qg_cache ca = cache_args(kv);
+  qg_budget ba = {b->mode, b->coverage, b->tokens, b->sink, b->recent};
   int dense = b->mode == QGEN_BUDGET_DENSE;
   for (int i0 = 0; i0 < n_seq; i0 += QGEN_MAX_BATCH) {
-    qg_batch_args bt;
+    qg_batch bt;
     memset(&bt, 0, sizeof bt);
     bt.n = n_seq - i0 < QGEN_MAX_BATCH ? n_seq - i0 : QGEN_MAX_BATCH;
     memcpy(bt.seq, seq + i0, (size_t)bt.n * sizeof(int));
     const int ms = max_splits(g, L, bt.n);
-    qg_work_args wk = {m->scores, m->list, m->count, m->part_o, m->part_ml, m->ticket, m->hist, ms};
+    qg_work wk = {m->scores, m->list, m->count, m->part_o, m->part_ml, m->ticket, m->hist, ms};
     qgen_dptr qp = q + (qgen_dptr)i0 * L->q_bytes, op = out + (qgen_dptr)i0 * L->out_bytes;
     qgen_status st;
     if (!dense) {
