@@ -1,46 +1,105 @@
-/* kargs.h — host mirrors of the argument structs the step kernels take by value
- * (templates/common.cuh and append.cu). Same field order and types; the emitter writes
- * their sizes into the generated source, where static_asserts check the device side, so a
- * change on one side only fails to compile instead of corrupting a launch.
+/* kargs.h — what the host and the generated kernels must agree on, written once and read
+ * by both compilers: the C compiler (runtime/gpu.c fills these structs, jit/emit.c names
+ * the kernels) and NVRTC (jit/emit.c puts this file, the copy embedded when qgen was built,
+ * at the top of every generated unit, ahead of the templates; QGEN_TEMPLATE_DIR does not
+ * replace it, as the host was compiled against this copy).
+ *
+ * It holds the launch limits, the budget modes, the structs the step kernels take by value,
+ * and the kernels with their signatures. Under NVRTC nothing is included: the shim below
+ * supplies the fixed-width types, and a device pointer field (one a QG_DPTR) is a typed
+ * pointer there and a CUdeviceptr (64 bits) on the host.
  */
 #ifndef QGEN_KARGS_H
 #define QGEN_KARGS_H
 
+#ifdef __CUDACC__
+typedef int qg_i32;
+typedef long long qg_i64;
+#define QG_DPTR(T) T *
+#define QG_STATIC_ASSERT static_assert
+#else
 #include <stdint.h>
+typedef int32_t qg_i32;
+typedef int64_t qg_i64;
+typedef unsigned long long qgen_dptr; /* a device address (CUdeviceptr) */
+#define QG_DPTR(T) qgen_dptr
+#define QG_STATIC_ASSERT _Static_assert
+#endif
 
-#include "base/plan.h"
+#define QGEN_MAX_BATCH 256 /* sequences per attend launch (qg_batch) */
+#define QGEN_APPEND_MAX 64 /* sequences per append launch (qg_append_args) */
 
-typedef unsigned long long qgen_dptr; /* CUdeviceptr */
+/* Budget modes (qgen_budget.mode, qg_budget.mode): dense ignores the rest of the budget. */
+enum { QGEN_BUDGET_DENSE = 0, QGEN_BUDGET_COVERAGE = 1, QGEN_BUDGET_TOKENS = 2 };
 
-typedef struct qg_cache_args {
-  qgen_dptr k, v, bounds, page_table, seq_len;
-  int64_t pages_per_seq;
-} qg_cache_args;
+/* The cache of one layer, as every step kernel sees it. */
+typedef struct qg_cache {
+  QG_DPTR(unsigned char) k;           /* [n_pages][N_KV][BLOCK][K_ROW] */
+  QG_DPTR(unsigned char) v;           /* [n_pages][N_KV][BLOCK][V_ROW] */
+  QG_DPTR(unsigned short) bounds;     /* [n_pages][N_KV][2][D] f16 (sparse) */
+  QG_DPTR(const qg_i32) page_table;   /* [max_seqs][pages_per_seq] */
+  QG_DPTR(qg_i32) seq_len;            /* [max_seqs] */
+  qg_i64 pages_per_seq;
+} qg_cache;
 
-typedef struct qg_work_args {
-  qgen_dptr scores, list, count, part_o, part_ml, ticket, hist;
-  int max_splits;
-} qg_work_args;
+/* The step's scratch: page lists, scores, split partials (sized by the runtime). */
+typedef struct qg_work {
+  QG_DPTR(float) scores;   /* [max_seqs][N_KV][pages_per_seq] */
+  QG_DPTR(qg_i32) list;    /* [max_seqs][N_KV][pages_per_seq] */
+  QG_DPTR(qg_i32) count;   /* [max_seqs][N_KV] */
+  QG_DPTR(float) part_o;   /* [MAX_BATCH][N_HEAD][max_splits][D] */
+  QG_DPTR(float) part_ml;  /* [MAX_BATCH][N_HEAD][max_splits][2] */
+  QG_DPTR(qg_i32) ticket;  /* [MAX_BATCH][N_KV]: splits done; zero between steps */
+  QG_DPTR(unsigned) hist;  /* [MAX_BATCH][N_KV][2048]: top-11-bit key histogram of the candidates; zero between steps */
+  qg_i32 max_splits;
+} qg_work;
 
-typedef struct qg_budget_args {
-  int mode;
+typedef struct qg_budget {
+  qg_i32 mode; /* QGEN_BUDGET_* */
   double coverage;
-  int64_t tokens, sink, recent;
-} qg_budget_args;
+  qg_i64 tokens, sink, recent;
+} qg_budget;
 
-typedef struct qg_batch_args {
-  int n;
-  int seq[QGEN_MAX_BATCH];
-} qg_batch_args;
+typedef struct qg_batch {
+  qg_i32 n;                   /* sequences in this launch */
+  qg_i32 seq[QGEN_MAX_BATCH]; /* cache slot of each batch row */
+} qg_batch;
 
+/* One append launch. */
 typedef struct qg_append_args {
-  qgen_dptr k_in, v_in;
-  int n_seq;
-  int seq[QGEN_APPEND_MAX];
-  int start[QGEN_APPEND_MAX];
-  int n_new[QGEN_APPEND_MAX];
-  int work[QGEN_APPEND_MAX + 1];
-  int64_t row0[QGEN_APPEND_MAX];
+  QG_DPTR(const unsigned char) k_in; /* [tokens][N_KV][D] in the input type */
+  QG_DPTR(const unsigned char) v_in; /* the same */
+  qg_i32 n_seq;
+  qg_i32 seq[QGEN_APPEND_MAX];      /* cache slot */
+  qg_i32 start[QGEN_APPEND_MAX];    /* tokens the sequence held before this call */
+  qg_i32 n_new[QGEN_APPEND_MAX];
+  qg_i32 work[QGEN_APPEND_MAX + 1]; /* prefix sum of pages touched: CTA x belongs to seq i when work[i] <= x < work[i+1] */
+  qg_i64 row0[QGEN_APPEND_MAX];     /* first input row of each sequence */
 } qg_append_args;
+
+/* Sizes and key offsets: both compilers read this text, and these pin the layout each must
+   give it (a launch passes exactly these bytes). */
+QG_STATIC_ASSERT(sizeof(qg_cache) == 48 && sizeof(qg_work) == 64 && sizeof(qg_budget) == 40 &&
+                     sizeof(qg_batch) == 4 * (1 + QGEN_MAX_BATCH) && sizeof(qg_append_args) == 24 + 24 * QGEN_APPEND_MAX,
+                 "a kernel argument struct is laid out with unexpected padding");
+#ifndef __CUDACC__
+#include <stddef.h> /* offsetof: NVRTC has none; the sizes above cover the device side */
+_Static_assert(offsetof(qg_cache, pages_per_seq) == 40 && offsetof(qg_work, max_splits) == 56 &&
+                   offsetof(qg_budget, coverage) == 8 && offsetof(qg_append_args, work) == 20 + 12 * QGEN_APPEND_MAX &&
+                   offsetof(qg_append_args, row0) == 24 + 16 * QGEN_APPEND_MAX,
+               "a kernel argument struct is laid out with unexpected offsets");
+#endif
+
+/* The step kernels in launch order, X(name, units): extern "C" qg_<name>, defined in the
+   template <name>.cu; units SPARSE: only in the units of sparse specs. Under NVRTC each is
+   declared here with its whole signature, which its definition must match. */
+#define QGEN_KERNELS(X) X(append, ALL) X(estimate, SPARSE) X(select, SPARSE) X(attend, ALL)
+#define QGEN_KERNEL_NAME(k) "qg_" #k
+#ifdef __CUDACC__
+extern "C" __global__ void qg_append(qg_cache c, qg_append_args a);
+extern "C" __global__ void qg_estimate(qg_cache c, qg_work wk, qg_batch bt, qg_budget bg, const void *q);
+extern "C" __global__ void qg_select(qg_cache c, qg_work wk, qg_batch bt, qg_budget bg);
+extern "C" __global__ void qg_attend(qg_cache c, qg_work wk, qg_batch bt, const void *q, void *out, int dense, int bulk);
+#endif
 
 #endif

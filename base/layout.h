@@ -42,6 +42,7 @@
 #include <stdint.h>
 
 #include "base/qtypes.h"
+#include "base/kargs.h"
 
 typedef struct qgen_layout {
   int head_dim, n_head, n_head_kv, group, block;
@@ -55,8 +56,7 @@ typedef struct qgen_layout {
   size_t q_bytes, out_bytes;        /* one token's q [n_head][D] and output, in bytes */
 } qgen_layout;
 
-/* How much to attend to in one step. mode QGEN_BUDGET_DENSE ignores the rest. */
-enum { QGEN_BUDGET_DENSE = 0, QGEN_BUDGET_COVERAGE = 1, QGEN_BUDGET_TOKENS = 2 };
+/* How much to attend to in one step; mode is one of base/kargs.h's QGEN_BUDGET_*. */
 typedef struct qgen_budget {
   int mode;
   double coverage; /* (0, 1] with QGEN_BUDGET_COVERAGE */

@@ -7,31 +7,41 @@
 #ifndef QGEN_PLAN_H
 #define QGEN_PLAN_H
 
+#include "base/kargs.h" /* QGEN_MAX_BATCH, QGEN_APPEND_MAX */
 #include "base/layout.h"
 
-#define QGEN_MAX_BATCH 256 /* sequences per attend launch (kernel argument array) */
-#define QGEN_APPEND_MAX 64 /* sequences per append launch */
 #define QGEN_MAX_SPLITS 64 /* splits of one (row, KV head) list */
 #define QGEN_SEL_BINS 2048 /* bins of the first radix digit (the top 11 bits of a score key) */
 
+/* The plan's fields, each once: X(field, unit). unit 1: a compile-time constant of the
+   generated unit too, where the emitter writes it as QG_<FIELD> (upper case); 0: read by
+   the launcher only. */
+#define QGEN_PLAN_FIELDS(X)                                                                     \
+  /* attend: MT m-tiles of 16 query heads; WARPS_T token groups of WARPS_M consumer warps   \
+     and one producer warp; a ring of STAGES (a multiple of WARPS_T) 16-token sub-tiles */  \
+  X(mt, 1) X(warps_m, 1) X(warps_t, 1) X(attend_threads, 1) X(stages, 1)                       \
+  X(k_srow, 1) X(v_srow, 1) X(q_srow, 1)  /* shared-memory bytes per K / V / q row */          \
+  X(k_tile_bytes, 1) X(v_tile_bytes, 1)   /* one stage: 16 rows each, rounded to 128 bytes */  \
+  /* 16-bit tiles are swizzled in pieces of this many bytes of a row (128, or 64 when 128     \
+     does not divide it); 0 = quantized slab */                                             \
+  X(k_piece, 1) X(v_piece, 1)                                                                  \
+  X(attend_smem, 0)      /* dynamic shared memory of attend, bytes */                          \
+  X(min_split_tokens, 1) /* a split gets at least this many tokens */                          \
+  /* estimate: CTA size, pages a CTA per round, staged q row bytes */                         \
+  X(est_threads, 1) X(est_pages, 1) X(est_qrow, 1)                                             \
+  X(sel_threads, 1) X(sel_smem_keys, 1) /* select: CTA size, pages whose keys it keeps in smem */ \
+  /* select: keys a thread holds in registers (short lists of <= sel_regs x sel_threads      \
+     pages; 0: never) */                                                                    \
+  X(sel_regs, 1)                                                                               \
+  X(append_threads, 1)                                                                         \
+  X(pdl, 0)  /* launch select and attend of a sparse step as programmatic dependents (sm_90+) */ \
+  X(bulk, 0) /* attend copies quantized slabs by bulk copies (sm_90+), else by cp.async */
+
+#define QGEN_PLAN_FIELD(field, unit) int field;
 typedef struct qgen_plan {
-  /* attend: MT m-tiles of 16 query heads; WARPS_T token groups of WARPS_M consumer warps
-     and one producer warp; a ring of STAGES (a multiple of WARPS_T) 16-token sub-tiles */
-  int mt, warps_m, warps_t, attend_threads, stages;
-  int k_srow, v_srow, q_srow;     /* shared-memory bytes per K / V / q row */
-  int k_tile_bytes, v_tile_bytes; /* one stage: 16 rows each, rounded to 128 bytes */
-  int k_piece, v_piece;           /* 16-bit tiles are swizzled in pieces of this many bytes of a row
-                                     (128, or 64 when 128 does not divide it); 0 = quantized slab */
-  int attend_smem;                /* dynamic shared memory of attend, bytes */
-  int min_split_tokens;           /* a split gets at least this many tokens */
-  int est_threads, est_pages, est_qrow; /* estimate: CTA size, pages a CTA per round, staged q row bytes */
-  int sel_threads, sel_smem_keys;      /* select: CTA size, pages whose keys it keeps in smem */
-  int sel_regs;                        /* select: keys a thread holds in registers (short lists
-                                          of <= sel_regs x sel_threads pages; 0: never) */
-  int append_threads;
-  int pdl; /* launch select and attend of a sparse step as programmatic dependents (sm_90+) */
-  int bulk; /* attend copies quantized slabs by bulk copies (sm_90+), else by cp.async */
+  QGEN_PLAN_FIELDS(QGEN_PLAN_FIELD)
 } qgen_plan;
+#undef QGEN_PLAN_FIELD
 
 /* QGEN_TUNE, for tuning experiments: comma-separated overrides of the plan,
  *   groups=N   attend token groups (1..16)       stages=N   attend stages a group (2..8)

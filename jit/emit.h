@@ -1,7 +1,8 @@
 /* emit.h — expand the CUDA templates into one translation unit for a spec.
  *
  * The unit is a block of generated #defines (the spec's shape, its types as device traits
- * structs, the launch plan of base/plan.c) followed by the templates, each introduced
+ * structs, the launch plan of base/plan.c), then base/kargs.h (the structs and lists the
+ * host shares with the kernels), then the templates of templates/LIST, each introduced
  * by a #line directive so compiler messages point into templates/. Templates come from the
  * copy embedded at build time, or from $QGEN_TEMPLATE_DIR when it is set (development).
  * A dense spec gets no estimate/select kernels and no bounds code.
@@ -16,6 +17,11 @@
 
 /* The layout a spec describes. */
 void qgen_spec_layout(const qgen_spec *s, qgen_layout *L);
+
+/* The module's name: its compile-time parameters (shape, types, block, scale, sparse), and
+   nothing else, so it names the cache entry and the NVRTC program. The spec's name is no
+   part of it: specs that differ only by name build the same kernels and share one entry. */
+void qgen_module_name(const qgen_spec *s, char *buf, size_t n);
 
 /* The kernels a spec's unit defines (NULL-terminated list of extern "C" names). */
 const char *const *qgen_kernel_names(const qgen_spec *s);

@@ -71,11 +71,11 @@ static qgen_status load_module(qgen_ctx *c, const qgen_artifact *a) {
     CU(cu->cuModuleLoadData(&g->mod, a->ptx));
     c->info.from_ptx = 1;
   }
-  CU(cu->cuModuleGetFunction(&g->f_append, g->mod, "qg_append"));
-  CU(cu->cuModuleGetFunction(&g->f_attend, g->mod, "qg_attend"));
+  CU(cu->cuModuleGetFunction(&g->f_append, g->mod, QGEN_KERNEL_NAME(append)));
+  CU(cu->cuModuleGetFunction(&g->f_attend, g->mod, QGEN_KERNEL_NAME(attend)));
   if (c->spec.sparse) {
-    CU(cu->cuModuleGetFunction(&g->f_estimate, g->mod, "qg_estimate"));
-    CU(cu->cuModuleGetFunction(&g->f_select, g->mod, "qg_select"));
+    CU(cu->cuModuleGetFunction(&g->f_estimate, g->mod, QGEN_KERNEL_NAME(estimate)));
+    CU(cu->cuModuleGetFunction(&g->f_select, g->mod, QGEN_KERNEL_NAME(select)));
     CU(cu->cuFuncSetAttribute(g->f_select, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 4 * c->P.sel_smem_keys));
   }
   int smem_max = 0;
@@ -246,9 +246,9 @@ static void cache_destroy(qgen_kv *kv) {
   kv->impl = NULL;
 }
 
-static qg_cache_args cache_args(const qgen_kv *kv) {
+static qg_cache cache_args(const qgen_kv *kv) {
   const gpu_kv *m = gkv(kv);
-  qg_cache_args a = {m->k, m->v, m->bounds, m->page_table, m->seq_len, kv->pps};
+  qg_cache a = {m->k, m->v, m->bounds, m->page_table, m->seq_len, kv->pps};
   return a;
 }
 
@@ -260,12 +260,11 @@ static qgen_status launch(qgen_ctx *c, CUfunction f, unsigned gx, unsigned gy, u
   return QGEN_OK;
 }
 
-/* The same, as a programmatic dependent of the kernel before it in the stream (sm_90+):
-   its CTAs may start while that kernel finishes and wait in grid_dep_wait (common.cuh).
+/* A launch as a programmatic dependent of the previous kernel in the stream (sm_90+: its
+   CTAs may start while that kernel finishes and wait in grid_dep_wait, common.cuh), in
+   clusters of `cluster` CTAs along x (1: none; more only with code built for sm_90+).
    Only for select and attend of a sparse step, whose predecessor is our own estimate /
    select: a kernel before estimate (the caller's, which may write q) is fully ordered. */
-/* A launch as a programmatic dependent of the previous kernel in the stream, in clusters of
-   `cluster` CTAs along x (1: none; the caller only asks for more with code built for sm_90+). */
 static qgen_status launch_ex(qgen_ctx *c, CUfunction f, unsigned gx, unsigned gy, unsigned gz, int threads, int smem,
                              CUstream s, void **args, int cluster) {
   /* not across the benchmark's breakdown events either: an event between two kernels
@@ -301,7 +300,7 @@ static qgen_status append(qgen_kv *kv, const int *seq, int n_seq, const int *n_n
   qgen_ctx *c = kv->ctx;
   const qgen_layout *L = &c->L;
   CU(gctx(c)->cu->cuCtxSetCurrent(gctx(c)->cuctx));
-  qg_cache_args ca = cache_args(kv);
+  qg_cache ca = cache_args(kv);
   int64_t row = 0;
   for (int i0 = 0; i0 < n_seq; i0 += QGEN_APPEND_MAX) {
     qg_append_args a;
@@ -349,16 +348,16 @@ static qgen_status attend(qgen_kv *kv, const int *seq, int n_seq, qgen_ptr q, qg
   const gpu_kv *m = gkv(kv);
   CUstream s = (CUstream)stream;
   CU(g->cu->cuCtxSetCurrent(g->cuctx));
-  qg_cache_args ca = cache_args(kv);
-  qg_budget_args ba = {b->mode, b->coverage, b->tokens, b->sink, b->recent};
+  qg_cache ca = cache_args(kv);
+  qg_budget ba = {b->mode, b->coverage, b->tokens, b->sink, b->recent};
   int dense = b->mode == QGEN_BUDGET_DENSE;
   for (int i0 = 0; i0 < n_seq; i0 += QGEN_MAX_BATCH) {
-    qg_batch_args bt;
+    qg_batch bt;
     memset(&bt, 0, sizeof bt);
     bt.n = n_seq - i0 < QGEN_MAX_BATCH ? n_seq - i0 : QGEN_MAX_BATCH;
     memcpy(bt.seq, seq + i0, (size_t)bt.n * sizeof(int));
     const int ms = max_splits(g, L, bt.n);
-    qg_work_args wk = {m->scores, m->list, m->count, m->part_o, m->part_ml, m->ticket, m->hist, ms};
+    qg_work wk = {m->scores, m->list, m->count, m->part_o, m->part_ml, m->ticket, m->hist, ms};
     qgen_dptr qp = q + (qgen_dptr)i0 * L->q_bytes, op = out + (qgen_dptr)i0 * L->out_bytes;
     qgen_status st;
     if (!dense) {

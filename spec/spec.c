@@ -364,7 +364,13 @@ static const struct { const char *name; int cc; } ARCHS[] = {
     {"sm_100", 100}, {"sm_103", 103}, {"sm_110", 110}, {"sm_120", 120}, {"sm_121", 121},
 };
 #define N_ARCHS ((int)(sizeof ARCHS / sizeof *ARCHS))
-#define ARCH_LIST "sm_80, sm_86, sm_87, sm_89, sm_90, sm_100, sm_103, sm_110, sm_120, sm_121"
+
+/* "sm_80, sm_86, ...": the names of ARCHS, for messages. */
+static void arch_list(char *buf, size_t n) {
+  size_t k = 0;
+  buf[0] = 0;
+  for (int i = 0; i < N_ARCHS && k < n; i++) k += (size_t)snprintf(buf + k, n - k, "%s%s", i ? ", " : "", ARCHS[i].name);
+}
 
 static void join(char *buf, size_t n, const char *const *names, int count) {
   buf[0] = 0;
@@ -614,7 +620,9 @@ static void check_sparse(checker *c, int t, qgen_spec *s) {
 
 static void check_archs(checker *c, int t, qgen_spec *s) {
   lua_State *L = c->L;
-  const char *what = "a list of one or more of " ARCH_LIST;
+  char archs[160], what[200];
+  arch_list(archs, sizeof archs);
+  snprintf(what, sizeof what, "a list of one or more of %s", archs);
   int seen[N_ARCHS] = {0};
   char v[96];
   int ty = get(c, t, "archs");
@@ -652,8 +660,8 @@ static void check_archs(checker *c, int t, qgen_spec *s) {
       int digits = len > 3 && len < 7 && !strncmp(str, "sm_", 3);
       for (size_t i = 3; digits && i < len; i++) digits = isdigit((unsigned char)str[i]) != 0;
       if (digits && atoi(str + 3) < 80)
-        fail(c, "%s = %s is not supported: qgen kernels need sm_80 or newer; allowed: %s", key, v, ARCH_LIST);
-      fail(c, "%s = %s is not a known architecture; allowed: %s", key, v, ARCH_LIST);
+        fail(c, "%s = %s is not supported: qgen kernels need sm_80 or newer; allowed: %s", key, v, archs);
+      fail(c, "%s = %s is not a known architecture; allowed: %s", key, v, archs);
     }
     seen[k] = 1;
     lua_pop(L, 1);

@@ -9,18 +9,6 @@
 // overwrites them, later calls min/max-merge (layout.h). The CTA of a sequence's first
 // page on head 0 publishes the new length.
 
-struct qg_append_args {
-  const u8 *k_in, *v_in; // [tokens][N_KV][D] in IT
-  int n_seq;
-  int seq[APPEND_MAX];   // cache slot
-  int start[APPEND_MAX]; // tokens the sequence held before this call
-  int n_new[APPEND_MAX];
-  int work[APPEND_MAX + 1]; // prefix sum of pages touched: CTA x belongs to seq i when work[i] <= x < work[i+1]
-  i64 row0[APPEND_MAX];     // first input row of each sequence
-};
-
-static_assert(sizeof(qg_append_args) == QG_SIZEOF_APPEND, "qg_append_args differs from base/kargs.h");
-
 extern "C" __global__ void __launch_bounds__(QG_APPEND_THREADS) qg_append(qg_cache c, qg_append_args a) {
   constexpr int NW = QG_APPEND_THREADS / 32, E = D / 32;
   const int h = blockIdx.y, x = blockIdx.x, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;

@@ -1,11 +1,10 @@
 // common.cuh — shared device helpers for every qgen kernel.
 //
 // The emitter prepends a block of #defines (QG_HEAD_DIM, QG_GROUP, QG_K_TYPE, the launch
-// plan ...) and then concatenates the templates in order: common.cuh, qtypes.cuh, append.cu,
-// [estimate.cu, select.cu when sparse], attend.cu, combine.cu. This file turns the defines
+// plan ...) and base/kargs.h (the kernels' argument structs, shared with the host), then
+// concatenates the templates in the order of templates/LIST. This file turns the defines
 // into constexprs and holds what more than one kernel needs: integer types, warp reductions,
-// a block-wide scan, cp.async and mma wrappers, and the per-batch argument structs that the
-// host fills (field order and types mirror runtime/gpu.c; keep the two in step).
+// a block-wide scan, cp.async and mma wrappers.
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
 
@@ -27,8 +26,8 @@ constexpr int BLOCK = QG_BLOCK;
 constexpr bool SPARSE = QG_SPARSE != 0;
 constexpr float SCALE_LOG2 = QG_SCALE * 1.4426950408889634f; // softmax in base 2
 
-constexpr int MAX_BATCH = QG_MAX_BATCH; // sequences per attend launch
-constexpr int APPEND_MAX = QG_APPEND_MAX; // sequences per append launch
+constexpr int MAX_BATCH = QGEN_MAX_BATCH; // sequences per attend launch
+constexpr int APPEND_MAX = QGEN_APPEND_MAX; // sequences per append launch
 
 static_assert(D % 32 == 0 && D <= 256, "head_dim must be a multiple of 32, at most 256");
 static_assert(BLOCK % 32 == 0, "block must be a multiple of 32");
@@ -243,41 +242,6 @@ template <bool BF> __device__ __forceinline__ u32 pack2_residue(float lo, float 
   }
 }
 
-// ---- per-launch arguments (filled by runtime/gpu.c, passed by value) -------------------
-
-// The cache of one layer, as every step kernel sees it.
-struct qg_cache {
-  u8 *k;                 // [n_pages][N_KV][BLOCK][K_ROW]
-  u8 *v;                 // [n_pages][N_KV][BLOCK][V_ROW]
-  u16 *bounds;           // [n_pages][N_KV][2][D] f16 (sparse)
-  const int *page_table; // [max_seqs][pages_per_seq]
-  int *seq_len;          // [max_seqs]
-  i64 pages_per_seq;
-};
-
-// The step's scratch: page lists, scores, split partials (sized by the runtime).
-struct qg_work {
-  float *scores;       // [max_seqs][N_KV][pages_per_seq]
-  int *list;           // [max_seqs][N_KV][pages_per_seq]
-  int *count;          // [max_seqs][N_KV]
-  float *part_o;       // [MAX_BATCH][N_HEAD][max_splits][D]
-  float *part_ml;      // [MAX_BATCH][N_HEAD][max_splits][2]
-  int *ticket;         // [MAX_BATCH][N_KV]: splits done; zero between steps
-  u32 *hist;           // [MAX_BATCH][N_KV][2048]: top-11-bit key histogram of the candidates; zero between steps
-  int max_splits;
-};
-
-struct qg_budget {
-  int mode;            // 0 dense, 1 coverage, 2 tokens (layout.h)
-  double coverage;
-  i64 tokens, sink, recent;
-};
-
-struct qg_batch {
-  int n;               // sequences in this launch
-  int seq[MAX_BATCH];  // cache slot of each batch row
-};
-
 // Pages of a sequence of len tokens.
 __device__ __forceinline__ i64 pages_of(i64 len) { return (len + BLOCK - 1) / BLOCK; }
 
@@ -289,10 +253,6 @@ __device__ __forceinline__ int n_splits(i64 L, int max_splits) {
   if (n > max_splits) n = max_splits;
   return n < 1 ? 1 : (int)n;
 }
-
-static_assert(sizeof(qg_cache) == QG_SIZEOF_CACHE && sizeof(qg_work) == QG_SIZEOF_WORK &&
-                  sizeof(qg_budget) == QG_SIZEOF_BUDGET && sizeof(qg_batch) == QG_SIZEOF_BATCH,
-              "kernel argument structs differ from base/kargs.h");
 
 // ---- selection rules shared by estimate and select (layout.h) ---------------------------
 

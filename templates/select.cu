@@ -42,8 +42,8 @@
 // The budget in pages (layout.c qgen_budget_pages).
 __device__ __forceinline__ i64 budget_pages(const qg_budget &bg, i64 n, i64 nf) {
   i64 k = n;
-  if (bg.mode == 1) k = (i64)ceil(bg.coverage * (double)n);
-  else if (bg.mode == 2) k = (bg.tokens + BLOCK - 1) / BLOCK;
+  if (bg.mode == QGEN_BUDGET_COVERAGE) k = (i64)ceil(bg.coverage * (double)n);
+  else if (bg.mode == QGEN_BUDGET_TOKENS) k = (bg.tokens + BLOCK - 1) / BLOCK;
   k = max(k, nf);
   return min(k, n);
 }

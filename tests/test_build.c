@@ -225,7 +225,7 @@ static void build_version_miss(int have_nvrtc, int major, int minor) {
     check(0, "emit: %s", err);
     return;
   }
-  qgen_spec_uri(&s, uri, sizeof uri);
+  qgen_module_name(&s, uri, sizeof uri);
   snprintf(name, sizeof name, "%s_sm%d", uri, 90);
   snprintf(dir, sizeof dir, "%s/cache-b", root);
   if (!have_nvrtc) {
@@ -325,7 +325,7 @@ static void dump_tests(int have_nvrtc) {
     return;
   }
   setenv("QGEN_TEMPLATE_DIR", tdir, 1);
-  qgen_spec_uri(&s, uri, sizeof uri);
+  qgen_module_name(&s, uri, sizeof uri);
   snprintf(want_path, sizeof want_path, "%s/%s_sm90.cu", ddir, uri);
   int arch = 90;
   qgen_artifact a;
