@@ -66,6 +66,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/rng.h"
 #include "base/util.h"
 #include "base/cudrv.h"
 #include "runtime/private.h"
@@ -1047,13 +1048,13 @@ static int run_context(ev *e, int ci) {
   for (int trial = 0; trial < cfg->trials && !rc; trial++) {
     if (trial == 0 || cfg->fresh_haystack) {
       const uint64_t hseed =
-          cfg->fresh_haystack ? qgen_wl_mix(cfg->seed ^ qgen_wl_mix(0x68617973ull + (uint64_t)trial)) : cfg->seed;
+          cfg->fresh_haystack ? qgen_mix64(cfg->seed ^ qgen_mix64(0x68617973ull + (uint64_t)trial)) : cfg->seed;
       if ((rc = make_haystack(e, hseed)) != 0) break;
     }
     double ts = now_s();
     qgen_wl_trial T;
     qgen_wl_source src = {src_keys, e};
-    const uint64_t tseed = qgen_wl_mix(cfg->seed ^ qgen_wl_mix(0x747269616cull + (uint64_t)trial));
+    const uint64_t tseed = qgen_mix64(cfg->seed ^ qgen_mix64(0x747269616cull + (uint64_t)trial));
     if (qgen_wl_trial_init(&T, &e->w, tseed, &src, e->threads) != 0) {
       rc = fail(e, 2, "qgen eval: trial setup failed");
       break;

@@ -18,20 +18,15 @@
 #include "ref/ref.h"
 #include "jit/bundle.h"
 #include "base/util.h"
+#include "base/rng.h"
 
 /* ---- data ---------------------------------------------------------------------------- */
 
-static uint64_t mix64(uint64_t x) { /* splitmix64 finalizer */
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
 /* A value of mean 0 and variance 1 (a sum of four uniforms, close enough to normal for
    test data) that depends only on (seed, i): counter-based, so any element can be
    regenerated anywhere (the >4 GiB reference streams it instead of storing it). */
 static float gauss_at(uint64_t seed, uint64_t i) {
-  uint64_t a = mix64(seed ^ mix64(i));
+  uint64_t a = qgen_mix64(seed ^ qgen_mix64(i));
   double s = (double)(a & 0xffff) + (double)(a >> 16 & 0xffff) + (double)(a >> 32 & 0xffff) + (double)(a >> 48);
   return (float)((s / 65536.0 - 2.0) * 1.7320508075688772);
 }
@@ -224,7 +219,7 @@ static void make_pair(env *e, qgen_ctx *gc, qgen_ctx *cc, pair *pr, int nb, cons
     int *perm = malloc(sizeof(int) * (size_t)np);
     for (int64_t i = 0; i < np; i++) perm[i] = (int)i;
     for (int64_t i = np - 1; i > 0; i--) {
-      int64_t j = (int64_t)(mix64(seed + (uint64_t)i) % (uint64_t)(i + 1));
+      int64_t j = (int64_t)(qgen_mix64(seed + (uint64_t)i) % (uint64_t)(i + 1));
       int t = perm[i];
       perm[i] = perm[j];
       perm[j] = t;
