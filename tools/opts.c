@@ -29,10 +29,11 @@ static int number_km(const char **s, double *x) {
    t (whole numbers). */
 static int parse_list(const char *s, double *v, long long *t, int max, int *count, char *why, size_t n) {
   int k = 0;
-  if (!*s) return qgen_fmt(why, n, "an empty list"), -1;
+  if (!*s) return qgen_fmt(why, n, "no value"), -1;
   while (*s) {
     double x;
-    if (k == max) return qgen_fmt(why, n, count ? "more than %d values" : "one value expected", max), -1;
+    if (k == max && !count) return qgen_fmt(why, n, "one value expected"), -1;
+    if (k == max) return qgen_fmt(why, n, "more than %d values", max), -1;
     if (number_km(&s, &x) != 0 || (*s && *s != ',')) return qgen_fmt(why, n, "not a number"), -1;
     if (t) {
       if (x != floor(x) || fabs(x) > 0x1p62) return qgen_fmt(why, n, "not a whole number"), -1;
