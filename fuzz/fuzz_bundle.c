@@ -17,6 +17,7 @@
 
 #include "jit/bundle.h"
 #include "common.h"
+#include "base/le.h"
 #include "base/sha256.h"
 
 int qgen_nvrtc_version(int *major, int *minor, char *err, size_t errlen) {
@@ -33,23 +34,17 @@ static void die(const char *what, const char *err) {
   abort();
 }
 
-static uint32_t rd32(const uint8_t *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24; }
-static uint64_t rd64(const uint8_t *p) { return (uint64_t)rd32(p) | (uint64_t)rd32(p + 4) << 32; }
-static void wr64(uint8_t *p, uint64_t v) {
-  for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
-}
-
 /* Repair the checksums (and the size field) of a copy, where the layout allows it. */
 static void fix_sums(uint8_t *p, size_t size) {
   if (size < HDR) return;
-  wr64(p + 16, size);
-  uint64_t n = rd32(p + 24), S = rd32(p + 28), V = rd32(p + 32);
+  qgen_wr64(p + 16, size);
+  uint64_t n = qgen_rd32(p + 24), S = qgen_rd32(p + 28), V = qgen_rd32(p + 32);
   if (n < 1 || n > QGEN_MAX_ARCHS) return;
   uint64_t T = HDR + S + V, M = T + n * ENTRY + 32;
   if (M > size) return;
   for (uint64_t i = 0; i < n; i++) {
     uint8_t *e = p + T + i * ENTRY;
-    uint64_t off = rd64(e + 8), len = rd64(e + 16);
+    uint64_t off = qgen_rd64(e + 8), len = qgen_rd64(e + 16);
     if (off <= size && len <= size - off) qgen_sha256_buf(p + off, (size_t)len, e + 48);
   }
   qgen_sha256_buf(p, (size_t)(M - 32), p + M - 32);

@@ -21,6 +21,7 @@
 #include "jit/artifact.h"
 #include "jit/cache.h"
 #include "common.h"
+#include "base/le.h"
 #include "base/sha256.h"
 
 #define HDR 88
@@ -56,21 +57,12 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
   return 0;
 }
 
-static void put64(uint8_t *p, uint64_t v) {
-  for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
-}
-static uint64_t get64(const uint8_t *p) {
-  uint64_t v = 0;
-  for (int i = 0; i < 8; i++) v |= (uint64_t)p[i] << (8 * i);
-  return v;
-}
-
 /* What the reader must conclude, from the format alone. key_bytes: how much of the key
    must match (32 for a lookup; 8 for a listing, which only knows the file name's 16 hex). */
 static int valid_entry(const uint8_t *f, size_t n, size_t key_bytes) {
   if (n < HDR || memcmp(f, "QGENCACH", 8) != 0) return 0;
   if (f[8] != QGEN_CACHE_FORMAT || f[9] || f[10] || f[11] || f[12] || f[13] || f[14] || f[15]) return 0;
-  if (memcmp(f + 16, key, key_bytes) != 0 || get64(f + 48) != n - HDR || n - HDR > QGEN_CACHE_MAX_ENTRY) return 0;
+  if (memcmp(f + 16, key, key_bytes) != 0 || qgen_rd64(f + 48) != n - HDR || n - HDR > QGEN_CACHE_MAX_ENTRY) return 0;
   uint8_t sum[32];
   qgen_sha256_buf(f + HDR, n - HDR, sum);
   return memcmp(sum, f + 56, 32) == 0;
@@ -95,7 +87,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     f[8] = QGEN_CACHE_FORMAT;
   }
   if ((mode & 2) && n >= 48) memcpy(f + 16, key, 32);
-  if ((mode & 4) && n >= HDR) put64(f + 48, n - HDR);
+  if ((mode & 4) && n >= HDR) qgen_wr64(f + 48, n - HDR);
   if ((mode & 8) && n >= HDR) qgen_sha256_buf(f + HDR, n - HDR, f + 56);
 
   FILE *fp = fopen(path, "wb");

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/le.h"
 #include "base/util.h"
 
 static const char MAGIC[8] = {'Q', 'G', 'A', 'R', 'T', 0, 0, 0};
@@ -22,10 +23,12 @@ const qgen_kernel_info *qgen_artifact_kernel(const qgen_artifact *a, const char 
 }
 
 static void put32(uint8_t **p, uint32_t v) {
-  for (int i = 0; i < 4; i++) *(*p)++ = (uint8_t)(v >> 8 * i);
+  qgen_wr32(*p, v);
+  *p += 4;
 }
 static void put64(uint8_t **p, uint64_t v) {
-  for (int i = 0; i < 8; i++) *(*p)++ = (uint8_t)(v >> 8 * i);
+  qgen_wr64(*p, v);
+  *p += 8;
 }
 static void putbytes(uint8_t **p, const void *s, size_t n) {
   put64(p, n);
@@ -68,8 +71,7 @@ typedef struct {
 
 static uint64_t get(rd *r, int bytes) {
   if (r->bad || r->left < (size_t)bytes) { r->bad = 1; return 0; }
-  uint64_t v = 0;
-  for (int i = 0; i < bytes; i++) v |= (uint64_t)r->p[i] << 8 * i;
+  const uint64_t v = bytes == 4 ? qgen_rd32(r->p) : qgen_rd64(r->p);
   r->p += bytes;
   r->left -= (size_t)bytes;
   return v;

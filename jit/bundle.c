@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "jit/nvrtc.h"
+#include "base/le.h"
 #include "base/sha256.h"
 #include "base/util.h"
 
@@ -23,23 +24,6 @@ enum {
   E_NAMES = 80,     /* offset of the names in an entry */
   VERSION_MAX = 64, /* V, qgen version bytes with the NUL */
 };
-
-static void wr32(uint8_t *p, uint32_t v) {
-  for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> 8 * i);
-}
-static void wr64(uint8_t *p, uint64_t v) {
-  for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> 8 * i);
-}
-static uint32_t rd32(const uint8_t *p) {
-  uint32_t v = 0;
-  for (int i = 0; i < 4; i++) v |= (uint32_t)p[i] << 8 * i;
-  return v;
-}
-static uint64_t rd64(const uint8_t *p) {
-  uint64_t v = 0;
-  for (int i = 0; i < 8; i++) v |= (uint64_t)p[i] << 8 * i;
-  return v;
-}
 
 static int all_zero(const uint8_t *p, size_t n) {
   for (size_t i = 0; i < n; i++)
@@ -166,27 +150,27 @@ uint8_t *qgen_bundle_pack(const qgen_spec *s, const qgen_artifact *arts, int n, 
     goto done;
   }
   memcpy(buf, MAGIC, 8);
-  wr32(buf + 8, QGEN_BUNDLE_VERSION);
-  wr32(buf + 12, 0);
-  wr64(buf + 16, total);
-  wr32(buf + 24, (uint32_t)n);
-  wr32(buf + 28, (uint32_t)S);
-  wr32(buf + 32, (uint32_t)V);
-  wr32(buf + 36, (uint32_t)major);
-  wr32(buf + 40, (uint32_t)minor);
+  qgen_wr32(buf + 8, QGEN_BUNDLE_VERSION);
+  qgen_wr32(buf + 12, 0);
+  qgen_wr64(buf + 16, total);
+  qgen_wr32(buf + 24, (uint32_t)n);
+  qgen_wr32(buf + 28, (uint32_t)S);
+  qgen_wr32(buf + 32, (uint32_t)V);
+  qgen_wr32(buf + 36, (uint32_t)major);
+  qgen_wr32(buf + 40, (uint32_t)minor);
   memcpy(buf + HDR, text, S - 1);
   memcpy(buf + HDR + S, ver, V - 1);
   uint64_t off = M;
   for (int i = 0; i < n; i++) {
     const qgen_artifact *a = &arts[ord[i]];
     uint8_t *e = buf + T + (size_t)i * ENTRY;
-    wr32(e, (uint32_t)a->arch);
-    wr32(e + 4, (a->cubin_size ? QGEN_BUNDLE_KIND_CUBIN : 0) | (a->ptx_size ? QGEN_BUNDLE_KIND_PTX : 0));
-    wr64(e + 8, off);
-    wr64(e + 16, bsz[i]);
-    wr64(e + 24, a->cubin_size);
-    wr64(e + 32, a->ptx_size);
-    wr32(e + 40, (uint32_t)a->n_kernels);
+    qgen_wr32(e, (uint32_t)a->arch);
+    qgen_wr32(e + 4, (a->cubin_size ? QGEN_BUNDLE_KIND_CUBIN : 0) | (a->ptx_size ? QGEN_BUNDLE_KIND_PTX : 0));
+    qgen_wr64(e + 8, off);
+    qgen_wr64(e + 16, bsz[i]);
+    qgen_wr64(e + 24, a->cubin_size);
+    qgen_wr64(e + 32, a->ptx_size);
+    qgen_wr32(e + 40, (uint32_t)a->n_kernels);
     qgen_sha256_buf(blob[i], bsz[i], e + 48);
     for (int k = 0; k < a->n_kernels; k++) memcpy(e + E_NAMES + k * NAME, a->k[k].name, strnlen(a->k[k].name, NAME));
     memcpy(buf + off, blob[i], bsz[i]);
@@ -243,8 +227,8 @@ int qgen_bundle_parse(const char *name, const uint8_t *p, size_t size, qgen_bund
   if (size == 0) FAIL("%s: empty file (not a qgen bundle)", name);
   if (memcmp(p, MAGIC, size < 8 ? size : 8) != 0) FAIL("%s: not a qgen bundle (bad magic)", name);
   if (size < HDR) FAIL("%s: truncated at byte %zu (the header needs %d)", name, size, HDR);
-  const uint32_t version = rd32(p + 8), flags = rd32(p + 12), n = rd32(p + 24), S = rd32(p + 28), V = rd32(p + 32);
-  const uint64_t fsize = rd64(p + 16);
+  const uint32_t version = qgen_rd32(p + 8), flags = qgen_rd32(p + 12), n = qgen_rd32(p + 24), S = qgen_rd32(p + 28), V = qgen_rd32(p + 32);
+  const uint64_t fsize = qgen_rd64(p + 16);
   if (version != QGEN_BUNDLE_VERSION)
     FAIL("%s: bundle format version %u; this qgen reads version %d", name, version, QGEN_BUNDLE_VERSION);
   if (flags != 0) FAIL("%s: unknown header flags 0x%x", name, flags);
@@ -267,10 +251,10 @@ int qgen_bundle_parse(const char *name, const uint8_t *p, size_t size, qgen_bund
   if (size < fsize) FAIL("%s: truncated at byte %zu (the header says the file has %llu)", name, size, (ull)fsize);
   if (size > fsize) FAIL("%s: %llu trailing bytes after the %llu the header declares", name, (ull)(size - fsize), (ull)fsize);
   b->file_size = fsize;
-  if (rd32(p + 36) > 999 || rd32(p + 40) > 999)
-    FAIL("%s: NVRTC version %u.%u is not plausible", name, rd32(p + 36), rd32(p + 40));
-  b->nvrtc_major = (int)rd32(p + 36);
-  b->nvrtc_minor = (int)rd32(p + 40);
+  if (qgen_rd32(p + 36) > 999 || qgen_rd32(p + 40) > 999)
+    FAIL("%s: NVRTC version %u.%u is not plausible", name, qgen_rd32(p + 36), qgen_rd32(p + 40));
+  b->nvrtc_major = (int)qgen_rd32(p + 36);
+  b->nvrtc_minor = (int)qgen_rd32(p + 40);
 
   /* strings */
   const char *text = (const char *)p + HDR, *ver = (const char *)p + HDR + S;
@@ -287,15 +271,15 @@ int qgen_bundle_parse(const char *name, const uint8_t *p, size_t size, qgen_bund
   for (uint32_t i = 0; i < n; i++) {
     const uint8_t *e = p + T + (size_t)i * ENTRY;
     qgen_bundle_entry *E = &b->entry[i];
-    const uint32_t arch = rd32(e), kinds = rd32(e + 4), nk = rd32(e + 40);
-    const uint64_t off = rd64(e + 8), len = rd64(e + 16), cub = rd64(e + 24), ptx = rd64(e + 32);
+    const uint32_t arch = qgen_rd32(e), kinds = qgen_rd32(e + 4), nk = qgen_rd32(e + 40);
+    const uint64_t off = qgen_rd64(e + 8), len = qgen_rd64(e + 16), cub = qgen_rd64(e + 24), ptx = qgen_rd64(e + 32);
     if (arch < 80 || arch > 999) FAIL("%s: entry %u: arch %u is outside sm_80..sm_999", name, i, arch);
     if (i > 0 && arch <= (uint32_t)b->entry[i - 1].arch)
       FAIL("%s: entry %u (sm_%u) %s", name, i, arch,
            arch == (uint32_t)b->entry[i - 1].arch ? "repeats the arch of the entry before it" : "is out of ascending arch order");
     if (kinds == 0 || kinds > 3) FAIL("%s: entry %u (sm_%u): kind %u (1 cubin, 2 ptx, 3 both)", name, i, arch, kinds);
     if (nk > QGEN_MAX_KERNELS) FAIL("%s: entry %u (sm_%u): %u kernels (at most %d)", name, i, arch, nk, QGEN_MAX_KERNELS);
-    if (rd32(e + 44) != 0) FAIL("%s: entry %u (sm_%u): reserved bytes are not zero", name, i, arch);
+    if (qgen_rd32(e + 44) != 0) FAIL("%s: entry %u (sm_%u): reserved bytes are not zero", name, i, arch);
     for (uint32_t k = 0; k < QGEN_MAX_KERNELS; k++) {
       const uint8_t *slot = e + E_NAMES + k * NAME;
       const char *why = k < nk ? bad_name(slot) : all_zero(slot, NAME) ? NULL : "is not zero (past the kernel count)";
@@ -344,11 +328,11 @@ int qgen_bundle_parse(const char *name, const uint8_t *p, size_t size, qgen_bund
     if (qgen_artifact_unpack(p + E->offset, (size_t)E->size, a, aerr, sizeof aerr) != 0)
       FAIL("%s: entry %u (sm_%d %s): %s", name, i, E->arch, ks, aerr);
     if (a->arch != E->arch) FAIL("%s: entry %u (sm_%d %s): its payload is for sm_%d", name, i, E->arch, ks, a->arch);
-    if (a->cubin_size != rd64(e + 24) || a->ptx_size != rd64(e + 32))
+    if (a->cubin_size != qgen_rd64(e + 24) || a->ptx_size != qgen_rd64(e + 32))
       FAIL("%s: entry %u (sm_%d %s): the table says cubin %llu / ptx %llu bytes, the payload has %zu / %zu", name, i, E->arch,
-           ks, (ull)rd64(e + 24), (ull)rd64(e + 32), a->cubin_size, a->ptx_size);
-    if ((uint32_t)a->n_kernels != rd32(e + 40))
-      FAIL("%s: entry %u (sm_%d %s): the table lists %u kernels, the payload %d", name, i, E->arch, ks, rd32(e + 40),
+           ks, (ull)qgen_rd64(e + 24), (ull)qgen_rd64(e + 32), a->cubin_size, a->ptx_size);
+    if ((uint32_t)a->n_kernels != qgen_rd32(e + 40))
+      FAIL("%s: entry %u (sm_%d %s): the table lists %u kernels, the payload %d", name, i, E->arch, ks, qgen_rd32(e + 40),
            a->n_kernels);
     for (int k = 0; k < a->n_kernels; k++)
       if (strcmp(a->k[k].name, (const char *)e + E_NAMES + k * NAME) != 0)

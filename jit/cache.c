@@ -15,6 +15,7 @@
 #define _GNU_SOURCE
 #include "jit/cache.h"
 
+#include "base/le.h"
 #include "base/sha256.h"
 #include "base/util.h"
 
@@ -57,23 +58,6 @@ struct qgen_cache {
 };
 
 /* ---- small helpers ------------------------------------------------------------------ */
-
-static void put_u32(uint8_t *p, uint32_t v) {
-  for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
-}
-static void put_u64(uint8_t *p, uint64_t v) {
-  for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
-}
-static uint32_t get_u32(const uint8_t *p) {
-  uint32_t v = 0;
-  for (int i = 0; i < 4; i++) v |= (uint32_t)p[i] << (8 * i);
-  return v;
-}
-static uint64_t get_u64(const uint8_t *p) {
-  uint64_t v = 0;
-  for (int i = 0; i < 8; i++) v |= (uint64_t)p[i] << (8 * i);
-  return v;
-}
 
 static int ends_with(const char *s, const char *suffix) {
   size_t n = strlen(s), m = strlen(suffix);
@@ -135,8 +119,8 @@ static int read_entry(const char *path, const uint8_t *want_key, uint8_t key_out
 
   uint8_t h[HDR_SIZE];
   if (read_full(fd, h, HDR_SIZE) != HDR_SIZE) goto done;
-  uint64_t n = get_u64(h + 48);
-  if (memcmp(h, MAGIC, 8) != 0 || get_u32(h + 8) != QGEN_CACHE_FORMAT || get_u32(h + 12) != 0 ||
+  uint64_t n = qgen_rd64(h + 48);
+  if (memcmp(h, MAGIC, 8) != 0 || qgen_rd32(h + 8) != QGEN_CACHE_FORMAT || qgen_rd32(h + 12) != 0 ||
       n != (uint64_t)st.st_size - HDR_SIZE)
     goto done;
   if (want_key && memcmp(h + 16, want_key, 32) != 0) goto done;
@@ -367,10 +351,10 @@ int qgen_cache_put(qgen_cache *c, const char *name, const uint8_t key[32], const
   uint8_t *buf = malloc(HDR_SIZE + size);
   if (!buf) return 1;
   memcpy(buf, MAGIC, 8);
-  put_u32(buf + 8, QGEN_CACHE_FORMAT);
-  put_u32(buf + 12, 0);
+  qgen_wr32(buf + 8, QGEN_CACHE_FORMAT);
+  qgen_wr32(buf + 12, 0);
   memcpy(buf + 16, key, 32);
-  put_u64(buf + 48, size);
+  qgen_wr64(buf + 48, size);
   qgen_sha256_buf(data, size, buf + 56);
   if (size) memcpy(buf + HDR_SIZE, data, size);
 

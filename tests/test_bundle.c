@@ -16,6 +16,7 @@
 #include "jit/cache.h"
 #include "jit/nvrtc.h"
 #include "runtime/qgen.h"
+#include "base/le.h"
 #include "base/sha256.h"
 #include "base/util.h"
 
@@ -61,23 +62,14 @@ static uint64_t rnd(void) {
   return rng;
 }
 
-static uint32_t g32(const uint8_t *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24; }
-static uint64_t g64(const uint8_t *p) { return g32(p) | (uint64_t)g32(p + 4) << 32; }
-static void p32(uint8_t *p, uint32_t v) {
-  for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> 8 * i);
-}
-static void p64(uint8_t *p, uint64_t v) {
-  for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> 8 * i);
-}
-
 /* The layout as bundle.h documents it (computed here, not taken from bundle.c). */
-static size_t T_of(const uint8_t *b) { return 64 + (size_t)g32(b + 28) + g32(b + 32); }
-static size_t M_of(const uint8_t *b) { return T_of(b) + (size_t)g32(b + 24) * ENTRY + 32; }
+static size_t T_of(const uint8_t *b) { return 64 + (size_t)qgen_rd32(b + 28) + qgen_rd32(b + 32); }
+static size_t M_of(const uint8_t *b) { return T_of(b) + (size_t)qgen_rd32(b + 24) * ENTRY + 32; }
 static uint8_t *entry_of(uint8_t *b, int i) { return b + T_of(b) + (size_t)i * ENTRY; }
 /* Recompute the header checksum after a forgery (layout read from the forged header;
    nothing to do when that layout does not fit in the n bytes). */
 static void reseal(uint8_t *b, size_t n) {
-  if (g32(b + 24) > 1000 || g32(b + 28) > (1u << 20) || g32(b + 32) > (1u << 20)) return;
+  if (qgen_rd32(b + 24) > 1000 || qgen_rd32(b + 28) > (1u << 20) || qgen_rd32(b + 32) > (1u << 20)) return;
   size_t M = M_of(b);
   if (M <= n) qgen_sha256_buf(b, M - 32, b + M - 32);
 }
@@ -147,26 +139,26 @@ static uint8_t *forge(const parts *P, size_t *size) {
   for (int i = 0; i < P->n; i++) total += P->bsz[i];
   uint8_t *b = calloc(1, total);
   memcpy(b, "QGENBNDL", 8);
-  p32(b + 8, 1);
-  p64(b + 16, total);
-  p32(b + 24, (uint32_t)P->n);
-  p32(b + 28, (uint32_t)S);
-  p32(b + 32, (uint32_t)V);
-  p32(b + 36, P->nv_major);
-  p32(b + 40, P->nv_minor);
+  qgen_wr32(b + 8, 1);
+  qgen_wr64(b + 16, total);
+  qgen_wr32(b + 24, (uint32_t)P->n);
+  qgen_wr32(b + 28, (uint32_t)S);
+  qgen_wr32(b + 32, (uint32_t)V);
+  qgen_wr32(b + 36, P->nv_major);
+  qgen_wr32(b + 40, P->nv_minor);
   memcpy(b + 64, P->text, S);
   memcpy(b + 64 + S, P->version, V);
   size_t off = M;
   for (int i = 0; i < P->n; i++) {
     uint8_t *e = b + T + (size_t)i * ENTRY;
     const qgen_artifact *a = P->info[i];
-    p32(e, P->arch[i]);
-    p32(e + 4, P->kinds[i]);
-    p64(e + 8, off);
-    p64(e + 16, P->bsz[i]);
-    p64(e + 24, a->cubin_size);
-    p64(e + 32, a->ptx_size);
-    p32(e + 40, (uint32_t)a->n_kernels);
+    qgen_wr32(e, P->arch[i]);
+    qgen_wr32(e + 4, P->kinds[i]);
+    qgen_wr64(e + 8, off);
+    qgen_wr64(e + 16, P->bsz[i]);
+    qgen_wr64(e + 24, a->cubin_size);
+    qgen_wr64(e + 32, a->ptx_size);
+    qgen_wr32(e + 40, (uint32_t)a->n_kernels);
     qgen_sha256_buf(P->blob[i], P->bsz[i], e + 48);
     for (int k = 0; k < a->n_kernels; k++) memcpy(e + 80 + 32 * k, a->k[k].name, strlen(a->k[k].name));
     memcpy(b + off, P->blob[i], P->bsz[i]);
@@ -276,17 +268,17 @@ static void test_roundtrip(void) {
   char text[4096];
   int tl = qgen_spec_to_lua(&spec, text, sizeof text);
   qgen_sha256_buf(bun, M - 32, sum);
-  check(!memcmp(bun, "QGENBNDL", 8) && g32(bun + 8) == 1 && g32(bun + 12) == 0 && g64(bun + 16) == n &&
-            g32(bun + 24) == 2 && g32(bun + 28) == (uint32_t)tl + 1 && !memcmp(bun + 64, text, (size_t)tl + 1) &&
+  check(!memcmp(bun, "QGENBNDL", 8) && qgen_rd32(bun + 8) == 1 && qgen_rd32(bun + 12) == 0 && qgen_rd64(bun + 16) == n &&
+            qgen_rd32(bun + 24) == 2 && qgen_rd32(bun + 28) == (uint32_t)tl + 1 && !memcmp(bun + 64, text, (size_t)tl + 1) &&
             !memcmp(sum, bun + M - 32, 32),
         "header as documented: magic, version 1, flags 0, size, 2 entries, canonical spec text, checksum");
   size_t s0, s1;
   uint8_t *a0 = qgen_artifact_pack(&arts[0], &s0), *a1 = qgen_artifact_pack(&arts[1], &s1), h0[32], h1[32];
   qgen_sha256_buf(a0, s0, h0);
   qgen_sha256_buf(a1, s1, h1);
-  check(g32(e0) == 80 && g32(e1) == 90 && g32(e0 + 4) == 3 && g32(e1 + 4) == 3 && g64(e0 + 8) == M &&
-            g64(e0 + 16) == s0 && g64(e1 + 8) == M + s0 && g64(e1 + 16) == s1 && M + s0 + s1 == n &&
-            g64(e0 + 24) == arts[0].cubin_size && g64(e0 + 32) == arts[0].ptx_size && g32(e0 + 40) == 4 &&
+  check(qgen_rd32(e0) == 80 && qgen_rd32(e1) == 90 && qgen_rd32(e0 + 4) == 3 && qgen_rd32(e1 + 4) == 3 && qgen_rd64(e0 + 8) == M &&
+            qgen_rd64(e0 + 16) == s0 && qgen_rd64(e1 + 8) == M + s0 && qgen_rd64(e1 + 16) == s1 && M + s0 + s1 == n &&
+            qgen_rd64(e0 + 24) == arts[0].cubin_size && qgen_rd64(e0 + 32) == arts[0].ptx_size && qgen_rd32(e0 + 40) == 4 &&
             !strcmp((char *)e0 + 80, "qg_append") && !strcmp((char *)e0 + 80 + 3 * 32, "qg_attend") &&
             !memcmp(e0 + 48, h0, 32) && !memcmp(e1 + 48, h1, 32) && !memcmp(bun + M, a0, s0) && !memcmp(bun + M + s0, a1, s1),
         "table as documented: sm_80, sm_90 cubin+ptx, contiguous payloads = serialized artifacts, names, sha256 (T=%zu M=%zu)",
@@ -465,7 +457,7 @@ static void test_flips(void) {
   c[100] ^= 1;
 
   /* payload bits: the checksum of the right entry catches them */
-  const uint64_t off1 = g64(entry_of(bun, 1) + 8);
+  const uint64_t off1 = qgen_rd64(entry_of(bun, 1) + 8);
   const int n_pos = quick ? 24 : 400;
   bad = 0;
   t0 = qgen_now_ms();
@@ -505,57 +497,57 @@ static void forged(const char *what, const char *want, void (*f)(uint8_t *c, siz
 
 #define E0 (entry_of(c, 0))
 #define E1 (entry_of(c, 1))
-static void m_version(uint8_t *c, size_t *n) { (void)n, p32(c + 8, 2); }
-static void m_flags(uint8_t *c, size_t *n) { (void)n, p32(c + 12, 1); }
-static void m_fsize_huge(uint8_t *c, size_t *n) { (void)n, p64(c + 16, ~0ull); }
-static void m_fsize_gib(uint8_t *c, size_t *n) { (void)n, p64(c + 16, (1ull << 30) + 1); }
-static void m_fsize_more(uint8_t *c, size_t *n) { p64(c + 16, *n + 1); }
-static void m_fsize_less(uint8_t *c, size_t *n) { p64(c + 16, *n - 1); }
-static void m_fsize_tiny(uint8_t *c, size_t *n) { (void)n, p64(c + 16, 100); }
-static void m_count0(uint8_t *c, size_t *n) { (void)n, p32(c + 24, 0); }
-static void m_count17(uint8_t *c, size_t *n) { (void)n, p32(c + 24, 17); }
-static void m_count_huge(uint8_t *c, size_t *n) { (void)n, p32(c + 24, 0xffffffffu); }
-static void m_count1(uint8_t *c, size_t *n) { (void)n, p32(c + 24, 1); } /* the layout shifts */
-static void m_count3(uint8_t *c, size_t *n) { (void)n, p32(c + 24, 3); }
-static void m_spec0(uint8_t *c, size_t *n) { (void)n, p32(c + 28, 0); }
-static void m_spec_huge(uint8_t *c, size_t *n) { (void)n, p32(c + 28, 0xffffffffu); }
-static void m_spec_shift(uint8_t *c, size_t *n) { (void)n, p32(c + 28, g32(c + 28) - 1); }
-static void m_ver_huge(uint8_t *c, size_t *n) { (void)n, p32(c + 32, 0xfffffff0u); }
+static void m_version(uint8_t *c, size_t *n) { (void)n, qgen_wr32(c + 8, 2); }
+static void m_flags(uint8_t *c, size_t *n) { (void)n, qgen_wr32(c + 12, 1); }
+static void m_fsize_huge(uint8_t *c, size_t *n) { (void)n, qgen_wr64(c + 16, ~0ull); }
+static void m_fsize_gib(uint8_t *c, size_t *n) { (void)n, qgen_wr64(c + 16, (1ull << 30) + 1); }
+static void m_fsize_more(uint8_t *c, size_t *n) { qgen_wr64(c + 16, *n + 1); }
+static void m_fsize_less(uint8_t *c, size_t *n) { qgen_wr64(c + 16, *n - 1); }
+static void m_fsize_tiny(uint8_t *c, size_t *n) { (void)n, qgen_wr64(c + 16, 100); }
+static void m_count0(uint8_t *c, size_t *n) { (void)n, qgen_wr32(c + 24, 0); }
+static void m_count17(uint8_t *c, size_t *n) { (void)n, qgen_wr32(c + 24, 17); }
+static void m_count_huge(uint8_t *c, size_t *n) { (void)n, qgen_wr32(c + 24, 0xffffffffu); }
+static void m_count1(uint8_t *c, size_t *n) { (void)n, qgen_wr32(c + 24, 1); } /* the layout shifts */
+static void m_count3(uint8_t *c, size_t *n) { (void)n, qgen_wr32(c + 24, 3); }
+static void m_spec0(uint8_t *c, size_t *n) { (void)n, qgen_wr32(c + 28, 0); }
+static void m_spec_huge(uint8_t *c, size_t *n) { (void)n, qgen_wr32(c + 28, 0xffffffffu); }
+static void m_spec_shift(uint8_t *c, size_t *n) { (void)n, qgen_wr32(c + 28, qgen_rd32(c + 28) - 1); }
+static void m_ver_huge(uint8_t *c, size_t *n) { (void)n, qgen_wr32(c + 32, 0xfffffff0u); }
 static void m_reserved(uint8_t *c, size_t *n) { (void)n, c[50] = 1; }
-static void m_nvrtc(uint8_t *c, size_t *n) { (void)n, p32(c + 36, 0xffffffffu); }
-static void m_spec_nonul(uint8_t *c, size_t *n) { (void)n, c[64 + g32(c + 28) - 1] = ' '; }
+static void m_nvrtc(uint8_t *c, size_t *n) { (void)n, qgen_wr32(c + 36, 0xffffffffu); }
+static void m_spec_nonul(uint8_t *c, size_t *n) { (void)n, c[64 + qgen_rd32(c + 28) - 1] = ' '; }
 static void m_spec_nul(uint8_t *c, size_t *n) { (void)n, c[64 + 10] = 0; }
 static void m_ver_nonul(uint8_t *c, size_t *n) { (void)n, c[T_of(c) - 1] = '9'; }
-static void m_ver_ctrl(uint8_t *c, size_t *n) { (void)n, c[64 + g32(c + 28)] = 1; }
-static void m_arch75(uint8_t *c, size_t *n) { (void)n, p32(E0, 75); }
-static void m_arch_huge(uint8_t *c, size_t *n) { (void)n, p32(E0, 0xffffffffu); }
-static void m_arch_dup(uint8_t *c, size_t *n) { (void)n, p32(E1, 80); }
-static void m_arch_order(uint8_t *c, size_t *n) { (void)n, p32(E0, 90), p32(E1, 80); }
-static void m_kind0(uint8_t *c, size_t *n) { (void)n, p32(E0 + 4, 0); }
-static void m_kind4(uint8_t *c, size_t *n) { (void)n, p32(E0 + 4, 4); }
-static void m_kind1(uint8_t *c, size_t *n) { (void)n, p32(E1 + 4, 1); }
-static void m_nk9(uint8_t *c, size_t *n) { (void)n, p32(E0 + 40, 9); }
-static void m_nk_huge(uint8_t *c, size_t *n) { (void)n, p32(E0 + 40, 0xffffffffu); }
-static void m_nk3(uint8_t *c, size_t *n) { (void)n, p32(E0 + 40, 3); }
-static void m_nk5(uint8_t *c, size_t *n) { (void)n, p32(E0 + 40, 5); }
+static void m_ver_ctrl(uint8_t *c, size_t *n) { (void)n, c[64 + qgen_rd32(c + 28)] = 1; }
+static void m_arch75(uint8_t *c, size_t *n) { (void)n, qgen_wr32(E0, 75); }
+static void m_arch_huge(uint8_t *c, size_t *n) { (void)n, qgen_wr32(E0, 0xffffffffu); }
+static void m_arch_dup(uint8_t *c, size_t *n) { (void)n, qgen_wr32(E1, 80); }
+static void m_arch_order(uint8_t *c, size_t *n) { (void)n, qgen_wr32(E0, 90), qgen_wr32(E1, 80); }
+static void m_kind0(uint8_t *c, size_t *n) { (void)n, qgen_wr32(E0 + 4, 0); }
+static void m_kind4(uint8_t *c, size_t *n) { (void)n, qgen_wr32(E0 + 4, 4); }
+static void m_kind1(uint8_t *c, size_t *n) { (void)n, qgen_wr32(E1 + 4, 1); }
+static void m_nk9(uint8_t *c, size_t *n) { (void)n, qgen_wr32(E0 + 40, 9); }
+static void m_nk_huge(uint8_t *c, size_t *n) { (void)n, qgen_wr32(E0 + 40, 0xffffffffu); }
+static void m_nk3(uint8_t *c, size_t *n) { (void)n, qgen_wr32(E0 + 40, 3); }
+static void m_nk5(uint8_t *c, size_t *n) { (void)n, qgen_wr32(E0 + 40, 5); }
 static void m_name_nonul(uint8_t *c, size_t *n) { (void)n, memset(E0 + 80, 'A', 32); }
 static void m_name_slash(uint8_t *c, size_t *n) { (void)n, E0[80 + 32 + 2] = '/'; }
 static void m_name_tail(uint8_t *c, size_t *n) { (void)n, E0[80 + 31] = 'x'; }
 static void m_name_other(uint8_t *c, size_t *n) { (void)n, E1[80 + 3] = 'X'; }
 static void m_e_reserved(uint8_t *c, size_t *n) { (void)n, E1[44] = 7; }
-static void m_off_huge(uint8_t *c, size_t *n) { (void)n, p64(E0 + 8, ~0ull); }
-static void m_size_huge(uint8_t *c, size_t *n) { (void)n, p64(E1 + 16, ~0ull); }
-static void m_off_eof(uint8_t *c, size_t *n) { p64(E1 + 8, *n), p64(E1 + 16, 1); }
-static void m_off_header(uint8_t *c, size_t *n) { (void)n, p64(E0 + 8, 10); }
-static void m_overlap(uint8_t *c, size_t *n) { (void)n, p64(E1 + 8, g64(E0 + 8)); }
-static void m_size_plus(uint8_t *c, size_t *n) { (void)n, p64(E0 + 16, g64(E0 + 16) + 1); }
-static void m_size_minus(uint8_t *c, size_t *n) { (void)n, p64(E0 + 16, g64(E0 + 16) - 1); }
-static void m_last_short(uint8_t *c, size_t *n) { (void)n, p64(E1 + 16, g64(E1 + 16) - 1); }
-static void m_size0(uint8_t *c, size_t *n) { (void)n, p64(E0 + 16, 0); }
-static void m_cubin0(uint8_t *c, size_t *n) { (void)n, p64(E0 + 24, 0); }
-static void m_cubin_all(uint8_t *c, size_t *n) { (void)n, p64(E0 + 24, g64(E0 + 16)); }
-static void m_cubin_plus(uint8_t *c, size_t *n) { (void)n, p64(E0 + 24, g64(E0 + 24) + 1); }
-static void m_ptx_huge(uint8_t *c, size_t *n) { (void)n, p64(E0 + 32, ~0ull); }
+static void m_off_huge(uint8_t *c, size_t *n) { (void)n, qgen_wr64(E0 + 8, ~0ull); }
+static void m_size_huge(uint8_t *c, size_t *n) { (void)n, qgen_wr64(E1 + 16, ~0ull); }
+static void m_off_eof(uint8_t *c, size_t *n) { qgen_wr64(E1 + 8, *n), qgen_wr64(E1 + 16, 1); }
+static void m_off_header(uint8_t *c, size_t *n) { (void)n, qgen_wr64(E0 + 8, 10); }
+static void m_overlap(uint8_t *c, size_t *n) { (void)n, qgen_wr64(E1 + 8, qgen_rd64(E0 + 8)); }
+static void m_size_plus(uint8_t *c, size_t *n) { (void)n, qgen_wr64(E0 + 16, qgen_rd64(E0 + 16) + 1); }
+static void m_size_minus(uint8_t *c, size_t *n) { (void)n, qgen_wr64(E0 + 16, qgen_rd64(E0 + 16) - 1); }
+static void m_last_short(uint8_t *c, size_t *n) { (void)n, qgen_wr64(E1 + 16, qgen_rd64(E1 + 16) - 1); }
+static void m_size0(uint8_t *c, size_t *n) { (void)n, qgen_wr64(E0 + 16, 0); }
+static void m_cubin0(uint8_t *c, size_t *n) { (void)n, qgen_wr64(E0 + 24, 0); }
+static void m_cubin_all(uint8_t *c, size_t *n) { (void)n, qgen_wr64(E0 + 24, qgen_rd64(E0 + 16)); }
+static void m_cubin_plus(uint8_t *c, size_t *n) { (void)n, qgen_wr64(E0 + 24, qgen_rd64(E0 + 24) + 1); }
+static void m_ptx_huge(uint8_t *c, size_t *n) { (void)n, qgen_wr64(E0 + 32, ~0ull); }
 static void m_headdim(uint8_t *c, size_t *n) {
   (void)n;
   char *s = strstr((char *)c + 64, "head_dim = 64");
@@ -668,13 +660,13 @@ static void test_assembled(void) {
   check(rejects(f, n, "entry 0 (sm_80 cubin+ptx): not a qgen artifact"), "random payload with a valid checksum: %s", msg);
   free(f);
   memcpy(junk, a0, s0);
-  p32(junk + 16, 0xffffffffu); /* artifact's kernel count */
+  qgen_wr32(junk + 16, 0xffffffffu); /* artifact's kernel count */
   P.blob[0] = junk;
   f = forge(&P, &n);
   check(rejects(f, n, "kernels"), "artifact with a huge kernel count: %s", msg);
   free(f);
   memcpy(junk, a0, s0);
-  p64(junk + 20 + 4 * 52, ~0ull); /* artifact's cubin length */
+  qgen_wr64(junk + 20 + 4 * 52, ~0ull); /* artifact's cubin length */
   f = forge(&P, &n);
   check(rejects(f, n, "truncated"), "artifact with a cubin length of 2^64-1: %s", msg);
   free(f);
@@ -776,7 +768,7 @@ static void test_garbage(void) {
     size_t n = (size_t)(rnd() % (i % 3 == 2 ? sizeof buf : 2000));
     for (size_t k = 0; k < n; k++) buf[k] = (uint8_t)rnd();
     if (i % 3 >= 1 && n >= 8) memcpy(buf, "QGENBNDL", 8);          /* magic + garbage */
-    if (i % 3 == 2 && n >= 64) memcpy(buf, bun, 64), p64(buf + 16, n); /* a real header + garbage */
+    if (i % 3 == 2 && n >= 64) memcpy(buf, bun, 64), qgen_wr64(buf + 16, n); /* a real header + garbage */
     if (!rejects(buf, n, NULL) && !bad++) printf("      case %d: %s\n", i, msg);
   }
   check(bad == 0, "%d random buffers (plain, magic + garbage, real header + garbage) rejected", N);

@@ -3,6 +3,7 @@
  * directory resolution order, clear, and hostile files and names. */
 #define _GNU_SOURCE
 #include "jit/cache.h"
+#include "base/le.h"
 #include "base/sha256.h"
 #include "base/util.h"
 
@@ -311,7 +312,7 @@ static void test_corruption(void) {
   uint8_t *ver = malloc(len);
   memcpy(ver, good, len);
   uint32_t v = QGEN_CACHE_FORMAT + 1;
-  for (int i = 0; i < 4; i++) ver[8 + i] = (uint8_t)(v >> (8 * i));
+  qgen_wr32(ver + 8, v);
   write_bytes(path, ver, len);
   check(fresh_get(dir, name, key, NULL, 0) == 0, "format version %u: miss", v);
   ver[8] = ver[9] = ver[10] = ver[11] = 0;

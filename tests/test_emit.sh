@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # test_emit.sh — `qgen emit` end to end (no GPU needed): the main spec writes its unit,
 # cubins for sm_80 and sm_90 and the PTX, compiling every kernel; a second run is all cache
-# hits; every spec in specs/ and tests/gpu/ emits; bad arguments exit 1; FIFO, directory
-# and pipe spec paths; QGEN_TUNE.
+# hits; every spec in specs/ and tests/gpu/ emits; bad arguments exit 1 (the option parser
+# of every command); FIFO, directory and pipe spec paths; QGEN_TUNE.
 # Env: QGEN (the binary), QGEN_SOURCE_DIR.
 set -u
 . "$(dirname "$0")/lib.sh"
@@ -45,6 +45,19 @@ ok $([ $rc = 1 ] && grep -q "sm_80 or newer" "$tmp/err.txt"; echo $?) "--arch sm
 "$QGEN" frobnicate > /dev/null 2>&1; ok $([ $? = 1 ]; echo $?) "an unknown command exits 1"
 "$QGEN" --help | grep -q "emit"; ok $? "qgen --help lists the commands"
 "$QGEN" emit --help | grep -q -- "--arch"; ok $? "qgen emit --help explains the options"
+# The option parser (tools/opts.c) every command shares: unknown options and missing or
+# malformed values exit 1 and say so; --name=VALUE is --name VALUE.
+"$QGEN" emit --bogus > /dev/null 2>"$tmp/err.txt"; rc=$?
+ok $([ $rc = 1 ] && grep -q "unknown option '--bogus'.*see qgen emit --help" "$tmp/err.txt"; echo $?) "an unknown option exits 1 naming it"
+"$QGEN" emit --spec > /dev/null 2>"$tmp/err.txt"; rc=$?
+ok $([ $rc = 1 ] && grep -q "\-\-spec FILE: missing value" "$tmp/err.txt"; echo $?) "an option without its value exits 1"
+"$QGEN" check --spec specs/qwen3-4b.lua --seed abc > /dev/null 2>"$tmp/err.txt"; rc=$?
+ok $([ $rc = 1 ] && grep -q "\-\-seed 'abc'" "$tmp/err.txt"; echo $?) "check --seed abc exits 1"
+"$QGEN" bench --spec=specs/qwen3-4b.lua --runs=many > /dev/null 2>"$tmp/err.txt"; rc=$?
+ok $([ $rc = 1 ] && grep -q "\-\-runs 'many'" "$tmp/err.txt"; echo $?) "bench --runs=many exits 1"
+"$QGEN" eval --spec specs/qwen3-4b.lua --ctx 16K,x > /dev/null 2>&1; ok $([ $? = 1 ]; echo $?) "eval --ctx 16K,x exits 1"
+"$QGEN" emit --spec=specs/qwen2.5-0.5b.lua --arch=sm_90 --print > "$tmp/print2.txt" 2>&1
+ok $(cmp -s <(grep -v " ms" "$tmp/print.txt") <(grep -v " ms" "$tmp/print2.txt"); echo $?) "--name=VALUE reads as --name VALUE"
 QGEN_TEMPLATE_DIR="$tmp/none" "$QGEN" emit --spec specs/qwen2.5-0.5b.lua --arch sm_90 > /dev/null 2>"$tmp/err.txt"
 ok $([ $? = 2 ] && grep -q "cannot open" "$tmp/err.txt"; echo $?) "a missing QGEN_TEMPLATE_DIR template is an internal error (exit 2) naming the file"
 # Spec paths that are not plain files: a FIFO nobody writes must not hang (it is empty),

@@ -17,6 +17,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tools/commands.h"
+#include "tools/common.h"
+#include "tools/opts.h"
 #include "jit/artifact.h"
 #include "jit/nvrtc.h"
 #include "base/util.h"
@@ -36,7 +39,7 @@ static const char STREAM_SRC[] =
     "  if (acc == 0x9e3779b9u) *sink = acc;\n"
     "}\n";
 
-static const char BENCH_USAGE[] =
+static const char BENCH_SYNOPSIS[] =
     "usage: qgen bench --spec FILE [--variant NAME] [--ctx LIST] [--batch LIST] [--coverage LIST]\n"
     "                  [--runs N] [--warmup N] [--json FILE] [--jit]\n"
     "\n"
@@ -44,16 +47,7 @@ static const char BENCH_USAGE[] =
     "merges its splits itself) per layer on the GPU, for every context x batch x coverage;\n"
     "coverage 1 = dense.\n"
     "Lists are comma-separated; contexts take K/M suffixes (16K = 16384).\n"
-    "\n"
-    "  --ctx LIST        default 16K,128K\n"
-    "  --batch LIST      default 1\n"
-    "  --coverage LIST   default 1,0.25 (sparse rows need a sparse spec)\n"
-    "  --runs N          timed steps per cell (median reported), default 50\n"
-    "  --warmup N        untimed steps first, default 10\n"
-    "  --json FILE       write the rows as a JSON array\n"
-    "  --jit             also time a cold qgen_open (empty cache), a warm one, and a warm one\n"
-    "                    with the device's context already held (as an engine holds it)\n"
-    "  --mem-gib N       skip cells whose caches need more than N GiB (default 100)\n";
+    "\n";
 
 typedef struct {
   const qgen_cudrv *cu;
@@ -62,22 +56,6 @@ typedef struct {
   CUdeviceptr sink;
   int sm_count;
 } benv;
-
-static int parse_list(const char *s, double *v, int max) {
-  int n = 0;
-  while (*s && n < max) {
-    char *end;
-    double x = strtod(s, &end);
-    if (end == s) return -1;
-    if (*end == 'K' || *end == 'k') x *= 1024, end++;
-    else if (*end == 'M' || *end == 'm') x *= 1024 * 1024, end++;
-    v[n++] = x;
-    if (*end == ',') end++;
-    else if (*end) return -1;
-    s = end;
-  }
-  return n;
-}
 
 static int cmp_f(const void *a, const void *b) {
   float x = *(const float *)a, y = *(const float *)b;
@@ -96,14 +74,7 @@ static float median(float *v, int n) {
       exit(2);                                                                     \
     }                                                                              \
   } while (0)
-#define API(call)                                                                                  \
-  do {                                                                                             \
-    qgen_status s_ = (call);                                                                       \
-    if (s_ != QGEN_OK) {                                                                           \
-      fprintf(stderr, "qgen bench: %s: %s (%s)\n", #call, qgen_status_str(s_), qgen_error(ctx));    \
-      exit(2);                                                                                     \
-    }                                                                                              \
-  } while (0)
+#define API(call) QGEN_API_CHECK(ctx, call, QGEN_API_FATAL("bench"))
 
 /* Median time in us of a streaming read of `bytes`, at rotating offsets of a buffer of at
    least 4x the L2 (and at least bytes). */
@@ -205,29 +176,30 @@ int qgen_bench_main(int argc, char **argv) {
   const char *spec = NULL, *variant = NULL, *json = NULL;
   double ctxs[32] = {16384, 131072}, batches[16] = {1}, covs[16] = {1, 0.25}, mem_gib = 100;
   int nctx = 2, nb = 1, ncov = 2, runs = 50, warmup = 10, jit = 0;
-  for (int i = 0; i < argc; i++) {
-    const char *a = argv[i];
-    if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-      fputs(BENCH_USAGE, stdout);
-      return 0;
-    }
-    if (!strcmp(a, "--jit")) jit = 1;
-    else if (i + 1 < argc && !strcmp(a, "--spec")) spec = argv[++i];
-    else if (i + 1 < argc && !strcmp(a, "--variant")) variant = argv[++i];
-    else if (i + 1 < argc && !strcmp(a, "--json")) json = argv[++i];
-    else if (i + 1 < argc && !strcmp(a, "--runs")) runs = atoi(argv[++i]);
-    else if (i + 1 < argc && !strcmp(a, "--warmup")) warmup = atoi(argv[++i]);
-    else if (i + 1 < argc && !strcmp(a, "--mem-gib")) mem_gib = atof(argv[++i]);
-    else if (i + 1 < argc && !strcmp(a, "--ctx")) nctx = parse_list(argv[++i], ctxs, 32);
-    else if (i + 1 < argc && !strcmp(a, "--batch")) nb = parse_list(argv[++i], batches, 16);
-    else if (i + 1 < argc && !strcmp(a, "--coverage")) ncov = parse_list(argv[++i], covs, 16);
-    else {
-      fprintf(stderr, "qgen: bench: unknown or incomplete option '%s' (see qgen bench --help)\n", a);
-      return 1;
-    }
-  }
-  if (!spec || nctx <= 0 || nb <= 0 || ncov <= 0 || runs < 1 || warmup < 0) {
-    fprintf(stderr, "qgen: bench: needs --spec FILE and valid lists (see qgen bench --help)\n");
+  const qgen_opt opts[] = {
+      {.name = "--spec", .arg = "FILE", .kind = QGEN_OPT_STR, .dst = &spec},
+      {.name = "--variant", .arg = "NAME", .kind = QGEN_OPT_STR, .dst = &variant},
+      {.name = "--ctx", .arg = "LIST", .kind = QGEN_OPT_NUMS, .dst = ctxs, .count = &nctx, .max = 32,
+       .help = "default 16K,128K"},
+      {.name = "--batch", .arg = "LIST", .kind = QGEN_OPT_NUMS, .dst = batches, .count = &nb, .max = 16,
+       .help = "default 1"},
+      {.name = "--coverage", .arg = "LIST", .kind = QGEN_OPT_NUMS, .dst = covs, .count = &ncov, .max = 16,
+       .help = "default 1,0.25 (sparse rows need a sparse spec)"},
+      {.name = "--runs", .arg = "N", .kind = QGEN_OPT_INT, .dst = &runs,
+       .help = "timed steps per cell (median reported), default 50"},
+      {.name = "--warmup", .arg = "N", .kind = QGEN_OPT_INT, .dst = &warmup, .help = "untimed steps first, default 10"},
+      {.name = "--json", .arg = "FILE", .kind = QGEN_OPT_STR, .dst = &json, .help = "write the rows as a JSON array"},
+      {.name = "--jit", .kind = QGEN_OPT_FLAG, .dst = &jit,
+       .help = "also time a cold qgen_open (empty cache), a warm one, and a warm one\n"
+               "with the device's context already held (as an engine holds it)"},
+      {.name = "--mem-gib", .arg = "N", .kind = QGEN_OPT_DOUBLE, .dst = &mem_gib,
+       .help = "skip cells whose caches need more than N GiB (default 100)"},
+      {0}};
+  const qgen_cmd cmd = {"bench", BENCH_SYNOPSIS, NULL, 20, opts};
+  const int done = qgen_opts_parse(&cmd, argc, argv, NULL, 0, NULL);
+  if (done >= 0) return done;
+  if (!spec || runs < 1 || warmup < 0) {
+    fprintf(stderr, "qgen: bench: needs --spec FILE, --runs >= 1 and --warmup >= 0 (see qgen bench --help)\n");
     return 1;
   }
   if (jit) cmd_jit(spec, variant);

@@ -66,6 +66,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "tools/commands.h"
+#include "tools/common.h"
+#include "tools/opts.h"
+#include "base/rng.h"
 #include "base/util.h"
 #include "base/cudrv.h"
 #include "runtime/qgen_ext.h"
@@ -447,11 +451,7 @@ static int fail(ev *e, int code, const char *fmt, ...) {
   return code;
 }
 
-#define API(vi, call)                                                                                   \
-  do {                                                                                                  \
-    qgen_status s_ = (call);                                                                            \
-    if (s_ != QGEN_OK) return fail(e, 2, "%s: %s (%s)", #call, qgen_status_str(s_), qgen_error(e->ctx[vi])); \
-  } while (0)
+#define API(vi, call) QGEN_API_CHECK(e->ctx[vi], call, return fail(e, 2, "%s", why))
 
 /* Open every variant; they must share the shape. */
 static int open_variants(ev *e) {
@@ -1053,13 +1053,13 @@ static int run_context(ev *e, int ci) {
   for (int trial = 0; trial < cfg->trials && !rc; trial++) {
     if (trial == 0 || cfg->fresh_haystack) {
       const uint64_t hseed =
-          cfg->fresh_haystack ? qgen_wl_mix(cfg->seed ^ qgen_wl_mix(0x68617973ull + (uint64_t)trial)) : cfg->seed;
+          cfg->fresh_haystack ? qgen_mix64(cfg->seed ^ qgen_mix64(0x68617973ull + (uint64_t)trial)) : cfg->seed;
       if ((rc = make_haystack(e, hseed)) != 0) break;
     }
     double ts = now_s();
     qgen_wl_trial T;
     qgen_wl_source src = {src_keys, e};
-    const uint64_t tseed = qgen_wl_mix(cfg->seed ^ qgen_wl_mix(0x747269616cull + (uint64_t)trial));
+    const uint64_t tseed = qgen_mix64(cfg->seed ^ qgen_mix64(0x747269616cull + (uint64_t)trial));
     if (qgen_wl_trial_init(&T, &e->w, tseed, &src, e->threads) != 0) {
       rc = fail(e, 2, "qgen eval: trial setup failed");
       break;
@@ -1290,7 +1290,7 @@ int qgen_eval_write_json(const qgen_eval_cfg *c, const qgen_eval_result *r, cons
 
 /* ---- command line -------------------------------------------------------------------------------- */
 
-static const char EVAL_USAGE[] =
+static const char EVAL_SYNOPSIS[] =
     "usage: qgen eval --spec FILE [--variant V[,V...]] [--backend cpu|gpu] [--task T[,T...]|all]\n"
     "                 [--ctx N[,N...]] [--coverage c[,c...]] [--selector quest,oracle,meanpool]\n"
     "                 [--trials N] [--margin m[,m...]] [--seed S] [--json FILE] [--threads N]\n"
@@ -1303,48 +1303,7 @@ static const char EVAL_USAGE[] =
     "oracle (true max logit per page) and a mean-pooled-key selector with a random projection\n"
     "(meanpool): needle recall, attention-mass recall, output error (fp64 reference <= --ref-ctx).\n"
     "Lists are comma-separated; contexts take K/M suffixes (16K = 16384).\n"
-    "\n"
-    "  --variant LIST    spec variants to evaluate (cache types), default the first\n"
-    "  --backend B       gpu (default) or cpu (the reference executor)\n"
-    "  --task LIST       niah_single, niah_multikey, niah_multivalue, niah_boundary, or all (default)\n"
-    "  --ctx LIST        default 16K\n"
-    "  --coverage LIST   fractions of the pages, default 0.25\n"
-    "  --selector LIST   default quest,oracle,meanpool\n"
-    "  --trials N        workloads per cell, default 10\n"
-    "  --margin LIST     needle logit over the strongest distractor, in haystack logit stds; default 4.\n"
-    "                    With several, the margin below which recall < 1 is reported per selector\n"
-    "  --seed S          default 1 (haystack seed; trial t uses a seed derived from S and t)\n"
-    "  --json FILE       write {backend, gpu, date, command, ..., rows, thresholds}\n"
-    "  --threads N       host threads, default all CPUs\n"
-    "  --ref-ctx N       fp64 CPU reference up to this context (default 128K); beyond, Quest's\n"
-    "                    error is against the backend's dense output and the others are null;\n"
-    "                    -1: no output errors at all (fast recall and margin sweeps)\n"
-    "  --chunk N         tokens per qgen_append (default 64K)\n"
-    "  --proj-dim R      meanpool's projection (default 32)\n"
-    "  --fresh-haystack  a new haystack per trial (default: one per context, needles re-planted)\n"
-    "  --wl NAME=VALUE   a workload knob (see tools/workload.h): active_pairs, active_std,\n"
-    "                    inactive_std, outlier_pairs, outlier_mean, rope_base, value_mean,\n"
-    "                    logit_std, head_spread, outlier_logit, sink_mass, recent_window,\n"
-    "                    recent_boost, recent_tau, owners, multikey, multivalue,\n"
-    "                    topic_len, topic_share\n"
-    "  -q, --quiet       no progress lines on stderr\n";
-
-static int parse_nums(const char *s, double *v, int max) {
-  int n = 0;
-  while (*s) {
-    if (n == max) return -1;
-    char *end;
-    double x = strtod(s, &end);
-    if (end == s) return -1;
-    if (*end == 'K' || *end == 'k') x *= 1024, end++;
-    else if (*end == 'M' || *end == 'm') x *= 1048576, end++;
-    v[n++] = x;
-    if (*end == ',') end++;
-    else if (*end) return -1;
-    s = end;
-  }
-  return n;
-}
+    "\n";
 
 /* Split a comma-separated list in place. */
 static int split(char *s, const char **out, int max) {
@@ -1356,101 +1315,121 @@ static int split(char *s, const char **out, int max) {
   return n;
 }
 
+/* The option setters below take the whole configuration (dst) and return 0, or -1 with why. */
+static int set_variants(void *dst, const char *v, char *why, size_t n) {
+  qgen_eval_cfg *c = dst;
+  static char buf[1024]; /* c->variants point into it */
+  qgen_fmt(buf, sizeof buf, "%s", v);
+  if ((c->n_variants = split(buf, c->variants, QGEN_EVAL_MAX_LIST)) < 1)
+    return qgen_fmt(why, n, "1 to %d names expected", QGEN_EVAL_MAX_LIST), -1;
+  return 0;
+}
+
+static int set_backend(void *dst, const char *v, char *why, size_t n) {
+  qgen_eval_cfg *c = dst;
+  if (!strcmp(v, "cpu")) c->backend = QGEN_BACKEND_CPU;
+  else if (!strcmp(v, "gpu")) c->backend = QGEN_BACKEND_GPU;
+  else return qgen_fmt(why, n, "cpu or gpu expected"), -1;
+  return 0;
+}
+
+static int set_tasks(void *dst, const char *v, char *why, size_t n) {
+  qgen_eval_cfg *c = dst;
+  char buf[1024];
+  const char *names[QGEN_WL_TASK_COUNT];
+  int k;
+  if (!strcmp(v, "all")) {
+    for (k = 0; k < QGEN_WL_TASK_COUNT; k++) c->tasks[k] = k;
+    c->n_tasks = QGEN_WL_TASK_COUNT;
+    return 0;
+  }
+  qgen_fmt(buf, sizeof buf, "%s", v);
+  const int m = split(buf, names, QGEN_WL_TASK_COUNT);
+  if (m < 1) return qgen_fmt(why, n, "1 to %d task names expected", QGEN_WL_TASK_COUNT), -1;
+  for (k = 0; k < m; k++) {
+    qgen_wl_task t;
+    if (qgen_wl_task_from_name(names[k], &t) != 0) return qgen_fmt(why, n, "unknown task '%s'", names[k]), -1;
+    c->tasks[k] = t;
+  }
+  c->n_tasks = m;
+  return 0;
+}
+
+static int set_selectors(void *dst, const char *v, char *why, size_t n) {
+  qgen_eval_cfg *c = dst;
+  char buf[256];
+  const char *names[QGEN_SEL_COUNT];
+  qgen_fmt(buf, sizeof buf, "%s", v);
+  const int m = split(buf, names, QGEN_SEL_COUNT);
+  if (m < 1) return qgen_fmt(why, n, "1 to %d selectors expected", QGEN_SEL_COUNT), -1;
+  for (int k = 0; k < m; k++) {
+    int s = -1;
+    for (int j = 0; j < QGEN_SEL_COUNT; j++)
+      if (!strcmp(names[k], SEL_NAMES[j])) s = j;
+    if (s < 0) return qgen_fmt(why, n, "unknown selector '%s' (quest, oracle, meanpool)", names[k]), -1;
+    c->selectors[k] = s;
+  }
+  c->n_sel = m;
+  return 0;
+}
+
+static int set_knob(void *dst, const char *v, char *why, size_t n) {
+  qgen_eval_cfg *c = dst;
+  if (qgen_wl_params_set(&c->wl, v) != 0) return qgen_fmt(why, n, "not NAME=VALUE of a workload knob"), -1;
+  return 0;
+}
+
 int qgen_eval_main(int argc, char **argv) {
   qgen_eval_cfg c;
   qgen_eval_cfg_init(&c);
-  c.log = stderr;
   const char *json = NULL;
-  static char vbuf[1024], tbuf[1024], sbuf[256];
-  double tmp[QGEN_EVAL_MAX_LIST];
-  for (int i = 0; i < argc; i++) {
-    const char *a = argv[i];
-    const int more = i + 1 < argc;
-    int n;
-    if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-      fputs(EVAL_USAGE, stdout);
-      return 0;
-    } else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) {
-      c.log = NULL;
-    } else if (!strcmp(a, "--fresh-haystack")) {
-      c.fresh_haystack = 1;
-    } else if (more && !strcmp(a, "--spec")) {
-      c.spec = argv[++i];
-    } else if (more && !strcmp(a, "--variant")) {
-      snprintf(vbuf, sizeof vbuf, "%s", argv[++i]);
-      if ((c.n_variants = split(vbuf, c.variants, QGEN_EVAL_MAX_LIST)) < 1) goto bad;
-    } else if (more && !strcmp(a, "--backend")) {
-      const char *b = argv[++i];
-      if (!strcmp(b, "cpu")) c.backend = QGEN_BACKEND_CPU;
-      else if (!strcmp(b, "gpu")) c.backend = QGEN_BACKEND_GPU;
-      else goto bad;
-    } else if (more && !strcmp(a, "--task")) {
-      snprintf(tbuf, sizeof tbuf, "%s", argv[++i]);
-      const char *names[QGEN_WL_TASK_COUNT * 2];
-      if (!strcmp(tbuf, "all")) continue;
-      if ((n = split(tbuf, names, QGEN_WL_TASK_COUNT)) < 1) goto bad;
-      c.n_tasks = n;
-      for (int k = 0; k < n; k++) {
-        qgen_wl_task t;
-        if (qgen_wl_task_from_name(names[k], &t) != 0) {
-          fprintf(stderr, "qgen: eval: unknown task '%s'\n", names[k]);
-          return 1;
-        }
-        c.tasks[k] = t;
-      }
-    } else if (more && !strcmp(a, "--selector")) {
-      snprintf(sbuf, sizeof sbuf, "%s", argv[++i]);
-      const char *names[QGEN_SEL_COUNT];
-      if ((n = split(sbuf, names, QGEN_SEL_COUNT)) < 1) goto bad;
-      c.n_sel = n;
-      for (int k = 0; k < n; k++) {
-        int s = -1;
-        for (int j = 0; j < QGEN_SEL_COUNT; j++)
-          if (!strcmp(names[k], SEL_NAMES[j])) s = j;
-        if (s < 0) {
-          fprintf(stderr, "qgen: eval: unknown selector '%s' (quest, oracle, meanpool)\n", names[k]);
-          return 1;
-        }
-        c.selectors[k] = s;
-      }
-    } else if (more && !strcmp(a, "--ctx")) {
-      if ((n = parse_nums(argv[++i], tmp, QGEN_EVAL_MAX_LIST)) < 1) goto bad;
-      c.n_ctx = n;
-      for (int k = 0; k < n; k++) c.ctx[k] = (long long)tmp[k];
-    } else if (more && !strcmp(a, "--coverage")) {
-      if ((c.n_cov = parse_nums(argv[++i], c.coverage, QGEN_EVAL_MAX_LIST)) < 1) goto bad;
-    } else if (more && !strcmp(a, "--margin")) {
-      if ((c.n_margin = parse_nums(argv[++i], c.margin, QGEN_EVAL_MAX_LIST)) < 1) goto bad;
-    } else if (more && !strcmp(a, "--trials")) {
-      c.trials = atoi(argv[++i]);
-    } else if (more && !strcmp(a, "--seed")) {
-      c.seed = strtoull(argv[++i], NULL, 0);
-    } else if (more && !strcmp(a, "--json")) {
-      json = argv[++i];
-    } else if (more && !strcmp(a, "--threads")) {
-      c.threads = atoi(argv[++i]);
-    } else if (more && !strcmp(a, "--ref-ctx")) {
-      if (parse_nums(argv[++i], tmp, 1) != 1) goto bad;
-      c.ref_ctx = (long long)tmp[0];
-    } else if (more && !strcmp(a, "--chunk")) {
-      if (parse_nums(argv[++i], tmp, 1) != 1) goto bad;
-      c.chunk = (long long)tmp[0];
-    } else if (more && !strcmp(a, "--proj-dim")) {
-      c.proj_dim = atoi(argv[++i]);
-    } else if (more && !strcmp(a, "--wl")) {
-      if (qgen_wl_params_set(&c.wl, argv[++i]) != 0) {
-        fprintf(stderr, "qgen: eval: bad workload knob '%s' (see qgen eval --help)\n", argv[i]);
-        return 1;
-      }
-    } else {
-      fprintf(stderr, "qgen: eval: unknown or incomplete option '%s' (see qgen eval --help)\n", a);
-      return 1;
-    }
-    continue;
-  bad:
-    fprintf(stderr, "qgen: eval: bad value for %s (see qgen eval --help)\n", a);
-    return 1;
-  }
+  int quiet = 0;
+  const qgen_opt opts[] = {
+      {.name = "--spec", .arg = "FILE", .kind = QGEN_OPT_STR, .dst = &c.spec},
+      {.name = "--variant", .arg = "LIST", .kind = QGEN_OPT_FUNC, .dst = &c, .set = set_variants,
+       .help = "spec variants to evaluate (cache types), default the first"},
+      {.name = "--backend", .arg = "B", .kind = QGEN_OPT_FUNC, .dst = &c, .set = set_backend,
+       .help = "gpu (default) or cpu (the reference executor)"},
+      {.name = "--task", .arg = "LIST", .kind = QGEN_OPT_FUNC, .dst = &c, .set = set_tasks,
+       .help = "niah_single, niah_multikey, niah_multivalue, niah_boundary, or all (default)"},
+      {.name = "--ctx", .arg = "LIST", .kind = QGEN_OPT_TOKENS, .dst = c.ctx, .count = &c.n_ctx,
+       .max = QGEN_EVAL_MAX_LIST, .help = "default 16K"},
+      {.name = "--coverage", .arg = "LIST", .kind = QGEN_OPT_NUMS, .dst = c.coverage, .count = &c.n_cov,
+       .max = QGEN_EVAL_MAX_LIST, .help = "fractions of the pages, default 0.25"},
+      {.name = "--selector", .arg = "LIST", .kind = QGEN_OPT_FUNC, .dst = &c, .set = set_selectors,
+       .help = "default quest,oracle,meanpool"},
+      {.name = "--trials", .arg = "N", .kind = QGEN_OPT_INT, .dst = &c.trials, .help = "workloads per cell, default 10"},
+      {.name = "--margin", .arg = "LIST", .kind = QGEN_OPT_NUMS, .dst = c.margin, .count = &c.n_margin,
+       .max = QGEN_EVAL_MAX_LIST,
+       .help = "needle logit over the strongest distractor, in haystack logit stds; default 4.\n"
+               "With several, the margin below which recall < 1 is reported per selector"},
+      {.name = "--seed", .arg = "S", .kind = QGEN_OPT_U64, .dst = &c.seed,
+       .help = "default 1 (haystack seed; trial t uses a seed derived from S and t)"},
+      {.name = "--json", .arg = "FILE", .kind = QGEN_OPT_STR, .dst = &json,
+       .help = "write {backend, gpu, date, command, ..., rows, thresholds}"},
+      {.name = "--threads", .arg = "N", .kind = QGEN_OPT_INT, .dst = &c.threads, .help = "host threads, default all CPUs"},
+      {.name = "--ref-ctx", .arg = "N", .kind = QGEN_OPT_TOKENS, .dst = &c.ref_ctx,
+       .help = "fp64 CPU reference up to this context (default 128K); beyond, Quest's\n"
+               "error is against the backend's dense output and the others are null;\n"
+               "-1: no output errors at all (fast recall and margin sweeps)"},
+      {.name = "--chunk", .arg = "N", .kind = QGEN_OPT_TOKENS, .dst = &c.chunk,
+       .help = "tokens per qgen_append (default 64K)"},
+      {.name = "--proj-dim", .arg = "R", .kind = QGEN_OPT_INT, .dst = &c.proj_dim,
+       .help = "meanpool's projection (default 32)"},
+      {.name = "--fresh-haystack", .kind = QGEN_OPT_FLAG, .dst = &c.fresh_haystack,
+       .help = "a new haystack per trial (default: one per context, needles re-planted)"},
+      {.name = "--wl", .arg = "NAME=VALUE", .kind = QGEN_OPT_FUNC, .dst = &c, .set = set_knob,
+       .help = "a workload knob (see tools/workload.h): active_pairs, active_std,\n"
+               "inactive_std, outlier_pairs, outlier_mean, rope_base, value_mean,\n"
+               "logit_std, head_spread, outlier_logit, sink_mass, recent_window,\n"
+               "recent_boost, recent_tau, owners, multikey, multivalue,\n"
+               "topic_len, topic_share"},
+      {.name = "--quiet", .alias = "-q", .kind = QGEN_OPT_FLAG, .dst = &quiet, .help = "no progress lines on stderr"},
+      {0}};
+  const qgen_cmd eval_cmd = {"eval", EVAL_SYNOPSIS, NULL, 20, opts};
+  const int done = qgen_opts_parse(&eval_cmd, argc, argv, NULL, 0, NULL);
+  if (done >= 0) return done;
+  c.log = quiet ? NULL : stderr;
   if (!c.spec) {
     fprintf(stderr, "qgen: eval: needs --spec FILE (see qgen eval --help)\n");
     return 1;

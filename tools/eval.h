@@ -2,11 +2,12 @@
  * workloads of workload.h, for either backend (GPU, or the CPU reference executor).
  *
  * qgen_eval_run() is the evaluation as a library call (tests/test_quality.c uses it);
- * qgen_eval_main() is the command line around it (table on stdout, JSON with --json).
+ * qgen_eval_main() (tools/commands.h) is the command line around it (table on stdout, JSON
+ * with --json).
  * tools/eval.c explains the method.
  */
-#ifndef QGEN_QUALITY_H
-#define QGEN_QUALITY_H
+#ifndef QGEN_EVAL_H
+#define QGEN_EVAL_H
 
 #include <stdint.h>
 #include <stdio.h>
@@ -102,8 +103,5 @@ void qgen_eval_result_free(qgen_eval_result *r);
 /* Print the table, and write the JSON document (NULL path: none). 0, or -1 on I/O error. */
 void qgen_eval_print(const qgen_eval_result *r, FILE *f);
 int qgen_eval_write_json(const qgen_eval_cfg *c, const qgen_eval_result *r, const char *path);
-
-/* `qgen eval ARGS` (argv holds the arguments after "eval"). */
-int qgen_eval_main(int argc, char **argv);
 
 #endif

@@ -18,20 +18,18 @@
 #include "ref/ref.h"
 #include "jit/bundle.h"
 #include "base/util.h"
+#include "base/rng.h"
+#include "tools/commands.h"
+#include "tools/common.h"
+#include "tools/opts.h"
 
 /* ---- data ---------------------------------------------------------------------------- */
 
-static uint64_t mix64(uint64_t x) { /* splitmix64 finalizer */
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
 /* A value of mean 0 and variance 1 (a sum of four uniforms, close enough to normal for
    test data) that depends only on (seed, i): counter-based, so any element can be
    regenerated anywhere (the >4 GiB reference streams it instead of storing it). */
 static float gauss_at(uint64_t seed, uint64_t i) {
-  uint64_t a = mix64(seed ^ mix64(i));
+  uint64_t a = qgen_mix64(seed ^ qgen_mix64(i));
   double s = (double)(a & 0xffff) + (double)(a >> 16 & 0xffff) + (double)(a >> 32 & 0xffff) + (double)(a >> 48);
   return (float)((s / 65536.0 - 2.0) * 1.7320508075688772);
 }
@@ -86,14 +84,7 @@ static void verdict(env *e, int ok, const char *fmt, ...) {
   e->fails += !ok;
 }
 
-#define API(call)                                                                              \
-  do {                                                                                         \
-    qgen_status s_ = (call);                                                                   \
-    if (s_ != QGEN_OK) {                                                                       \
-      fprintf(stderr, "qgen check: %s: %s (%s)\n", #call, qgen_status_str(s_), qgen_error(gc)); \
-      exit(2);                                                                                 \
-    }                                                                                          \
-  } while (0)
+#define API(call) QGEN_API_CHECK(gc, call, QGEN_API_FATAL("check"))
 
 /* ---- comparisons ----------------------------------------------------------------------- */
 
@@ -224,7 +215,7 @@ static void make_pair(env *e, qgen_ctx *gc, qgen_ctx *cc, pair *pr, int nb, cons
     int *perm = malloc(sizeof(int) * (size_t)np);
     for (int64_t i = 0; i < np; i++) perm[i] = (int)i;
     for (int64_t i = np - 1; i > 0; i--) {
-      int64_t j = (int64_t)(mix64(seed + (uint64_t)i) % (uint64_t)(i + 1));
+      int64_t j = (int64_t)(qgen_mix64(seed + (uint64_t)i) % (uint64_t)(i + 1));
       int t = perm[i];
       perm[i] = perm[j];
       perm[j] = t;
@@ -779,7 +770,7 @@ int qgen_check_spec(const char *path, const qgen_check_opts *o) {
   return fails;
 }
 
-static const char CHECK_USAGE[] =
+static const char CHECK_SYNOPSIS[] =
     "usage: qgen check --spec FILE [--variant NAME] [--quick] [--big] [--seed N]\n"
     "\n"
     "Runs the GPU decode path of every variant of FILE against the CPU reference on fresh\n"
@@ -787,33 +778,29 @@ static const char CHECK_USAGE[] =
     "attention at contexts 1..300K and batches of 3 and 8, selected page lists, determinism,\n"
     "sparse-with-full-budget == dense, CUDA graph replay. FILE may be a bundle: its kernels\n"
     "run as qgen_open loads them (on a GPU newer than its archs, the older arch's PTX).\n"
-    "\n"
-    "  --quick     contexts up to a few thousand tokens (fast; for compute-sanitizer)\n"
-    "  --big       add one sequence whose K cache exceeds 4 GiB (f16 specs; ~2.1M tokens)\n"
-    "  --seed N    random seed (default: from the clock; printed)\n"
-    "\n"
-    "Exit status: 0 all passed, 1 a check failed or bad arguments, 2 internal error,\n"
-    "77 no GPU or no CUDA driver.\n";
+    "\n";
 
 int qgen_check_main(int argc, char **argv) {
   qgen_check_opts o = {0};
   const char *spec = NULL;
-  o.seed = (unsigned long long)qgen_now_ms() ^ 0x5eed;
-  for (int i = 0; i < argc; i++) {
-    if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-      fputs(CHECK_USAGE, stdout);
-      return 0;
-    }
-    if (!strcmp(argv[i], "--quick")) o.quick = 1;
-    else if (!strcmp(argv[i], "--big")) o.big = 1;
-    else if (i + 1 < argc && !strcmp(argv[i], "--spec")) spec = argv[++i];
-    else if (i + 1 < argc && !strcmp(argv[i], "--variant")) o.variant = argv[++i];
-    else if (i + 1 < argc && !strcmp(argv[i], "--seed")) o.seed = strtoull(argv[++i], NULL, 0);
-    else {
-      fprintf(stderr, "qgen: check: unknown or incomplete option '%s' (see qgen check --help)\n", argv[i]);
-      return 1;
-    }
-  }
+  uint64_t seed = (uint64_t)qgen_now_ms() ^ 0x5eed;
+  const qgen_opt opts[] = {
+      {.name = "--spec", .arg = "FILE", .kind = QGEN_OPT_STR, .dst = &spec},
+      {.name = "--variant", .arg = "NAME", .kind = QGEN_OPT_STR, .dst = &o.variant},
+      {.name = "--quick", .kind = QGEN_OPT_FLAG, .dst = &o.quick,
+       .help = "contexts up to a few thousand tokens (fast; for compute-sanitizer)"},
+      {.name = "--big", .kind = QGEN_OPT_FLAG, .dst = &o.big,
+       .help = "add one sequence whose K cache exceeds 4 GiB (f16 specs; ~2.1M tokens)"},
+      {.name = "--seed", .arg = "N", .kind = QGEN_OPT_U64, .dst = &seed,
+       .help = "random seed (default: from the clock; printed)"},
+      {0}};
+  const qgen_cmd cmd = {"check", CHECK_SYNOPSIS,
+                        "\nExit status: 0 all passed, 1 a check failed or bad arguments, 2 internal error,\n"
+                        "77 no GPU or no CUDA driver.\n",
+                        14, opts};
+  const int done = qgen_opts_parse(&cmd, argc, argv, NULL, 0, NULL);
+  if (done >= 0) return done;
+  o.seed = seed;
   if (!spec) {
     fprintf(stderr, "qgen: check: --spec FILE is required (see qgen check --help)\n");
     return 1;

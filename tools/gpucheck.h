@@ -31,7 +31,4 @@ typedef struct qgen_check_opts {
    when the spec cannot be loaded. */
 int qgen_check_spec(const char *spec_path, const qgen_check_opts *o);
 
-/* `qgen check` command line (argv after "check"). */
-int qgen_check_main(int argc, char **argv);
-
 #endif

@@ -3,12 +3,16 @@
  *   qgen emit   --spec F [-o DIR] [--arch sm_80,...] [--variant NAME] [--print]
  *   qgen bundle --spec F -o OUT [--variant NAME] [--arch sm_80,...]
  *   qgen info   [--lua] F.qgb
- *   qgen check  --spec F [--variant NAME] [--quick]         (GPU machine; exits 77 without one)
+ *   qgen check  --spec F [--variant NAME] [--quick] [--big] [--seed N]   (GPU; 77 without one)
+ *   qgen bench  --spec F [--ctx LIST] [--batch LIST] [--coverage LIST] ...  (GPU; 77 without one)
+ *   qgen eval   --spec F [--backend cpu|gpu] [--task LIST] [--ctx LIST] ...
  *   qgen cache  path | list | clear
  *   qgen version
  *
- * Exit codes: 0 ok, 1 user error (bad spec, bad arguments), 2 internal or toolchain error,
- * 77 no GPU (check). Errors go to stderr as "qgen: message".
+ * Options are parsed by tools/opts.c from one table per command; check, bench and eval live
+ * in their own files (tools/commands.h). Exit codes: 0 ok, 1 user error (bad spec, bad
+ * arguments), 2 internal or toolchain error, 77 no GPU (check, bench, eval).
+ * Errors go to stderr as "qgen: message".
  */
 #include <errno.h>
 #include <stdio.h>
@@ -16,12 +20,10 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "tools/commands.h"
+#include "tools/opts.h"
 #include "jit/build.h"
 #include "jit/bundle.h"
-#include "tools/gpucheck.h"
-
-int qgen_bench_main(int argc, char **argv); /* tools/bench.c */
-int qgen_eval_main(int argc, char **argv);  /* tools/eval.c */
 #include "jit/cache.h"
 #include "jit/emit.h"
 #include "jit/nvrtc.h"
@@ -60,22 +62,16 @@ static const char USAGE[] =
     "\n"
     "exit codes: 0 ok, 1 bad spec or arguments, 2 internal or toolchain error, 77 no GPU\n";
 
-static const char EMIT_USAGE[] =
+static const char EMIT_SYNOPSIS[] =
     "usage: qgen emit --spec FILE [-o DIR] [--arch LIST] [--variant NAME] [--print]\n"
     "\n"
     "Loads the Lua spec FILE, emits one CUDA translation unit per variant, compiles it with\n"
     "NVRTC to a cubin for every architecture (and keeps the PTX for forward compatibility),\n"
     "and stores the result in the kernel cache. Prints one line per kernel: name, arch,\n"
     "registers, spill stores/loads, stack and shared memory, cubin size, time, cache hit/miss.\n"
-    "\n"
-    "  --spec FILE      the spec (a Lua file returning spec{...} or a list of them)\n"
-    "  -o, --out DIR    also write DIR/<uri>.cu, DIR/<uri>_sm<arch>.cubin, DIR/<uri>.ptx\n"
-    "  --arch LIST      comma-separated sm_XX list, overrides the spec's archs\n"
-    "  --variant NAME   only this variant of a multi-variant spec\n"
-    "  --print          print the emitted source to stdout\n"
-    "  -h, --help       this text\n";
+    "\n";
 
-static const char BUNDLE_USAGE[] =
+static const char BUNDLE_SYNOPSIS[] =
     "usage: qgen bundle --spec FILE -o OUT [--variant NAME] [--arch LIST]\n"
     "\n"
     "Compiles a variant of the spec FILE for every architecture (through the kernel cache)\n"
@@ -83,28 +79,18 @@ static const char BUNDLE_USAGE[] =
     "the PTX and ptxas' per-kernel report, all checksummed. qgen_open() takes the bundle in\n"
     "place of the spec and never calls NVRTC: it loads the cubin of the device's arch, else\n"
     "the PTX of the newest older arch. 'qgen info OUT' shows what it holds.\n"
-    "\n"
-    "  --spec FILE      the spec (a Lua file returning spec{...} or a list of them)\n"
-    "  -o, --out OUT    the bundle to write (atomically). OUT is a directory when it exists\n"
-    "                   as one or ends in '/': it then receives OUT/<variant>.qgb. A spec\n"
-    "                   with several variants needs --variant, or a directory OUT to get\n"
-    "                   one bundle per variant\n"
-    "  --variant NAME   bundle only this variant\n"
-    "  --arch LIST      comma-separated sm_XX list, overrides the spec's archs\n"
-    "  -h, --help       this text\n";
+    "\n";
 
-static const char INFO_USAGE[] =
+static const char INFO_SYNOPSIS[] =
     "usage: qgen info [--lua] FILE\n"
     "\n"
     "Reads the bundle FILE, verifies every checksum and field, and prints what it holds: the\n"
     "spec (shape, types, sparse parameters), the qgen and NVRTC versions that built it, and\n"
     "per arch the kinds, sizes and kernels (registers, spills, stack, static shared memory).\n"
     "A malformed bundle is an error (exit 1) with the first fault found.\n"
-    "\n"
-    "  --lua        also print the bundle's canonical spec text\n"
-    "  -h, --help   this text\n";
+    "\n";
 
-static const char CACHE_USAGE[] =
+static const char CACHE_SYNOPSIS[] =
     "usage: qgen cache path | list | clear\n"
     "\n"
     "  path   print the cache directory (or 'memory only')\n"
@@ -123,6 +109,13 @@ static int die(int code, const char *fmt, ...) {
 }
 
 static int is_help(const char *a) { return strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0; }
+
+/* The options emit and bundle share (same spelling, same help), in their usage's order. */
+#define SPEC_OPT(p) {.name = "--spec", .arg = "FILE", .kind = QGEN_OPT_STR, .dst = p, \
+                     .help = "the spec (a Lua file returning spec{...} or a list of them)"}
+#define ARCH_OPT(p) {.name = "--arch", .arg = "LIST", .kind = QGEN_OPT_STR, .dst = p, \
+                     .help = "comma-separated sm_XX list, overrides the spec's archs"}
+#define HELP_OPT {.name = "--help", .alias = "-h", .kind = QGEN_OPT_HELP, .help = "this text"}
 
 /* "sm_80,sm_90" -> {80, 90}; returns the count or -1. */
 static int parse_archs(const char *s, int *archs, int max) {
@@ -207,19 +200,19 @@ static int load_for_build(const char *spec, const char *variant, const int *arch
 static int cmd_emit(int argc, char **argv) {
   const char *spec = NULL, *out = NULL, *variant = NULL, *arch_list = NULL;
   int print = 0;
-  for (int i = 0; i < argc; i++) {
-    const char *a = argv[i];
-    if (is_help(a)) {
-      fputs(EMIT_USAGE, stdout);
-      return 0;
-    }
-    if (strcmp(a, "--print") == 0) print = 1;
-    else if (i + 1 < argc && strcmp(a, "--spec") == 0) spec = argv[++i];
-    else if (i + 1 < argc && (strcmp(a, "-o") == 0 || strcmp(a, "--out") == 0)) out = argv[++i];
-    else if (i + 1 < argc && strcmp(a, "--variant") == 0) variant = argv[++i];
-    else if (i + 1 < argc && strcmp(a, "--arch") == 0) arch_list = argv[++i];
-    else return die(EXIT_USER, "emit: unknown or incomplete option '%s' (see qgen emit --help)", a);
-  }
+  const qgen_opt opts[] = {
+      SPEC_OPT(&spec),
+      {.name = "--out", .alias = "-o", .arg = "DIR", .kind = QGEN_OPT_STR, .dst = &out,
+       .help = "also write DIR/<uri>.cu, DIR/<uri>_sm<arch>.cubin, DIR/<uri>.ptx"},
+      ARCH_OPT(&arch_list),
+      {.name = "--variant", .arg = "NAME", .kind = QGEN_OPT_STR, .dst = &variant,
+       .help = "only this variant of a multi-variant spec"},
+      {.name = "--print", .kind = QGEN_OPT_FLAG, .dst = &print, .help = "print the emitted source to stdout"},
+      HELP_OPT,
+      {0}};
+  const qgen_cmd cmd = {"emit", EMIT_SYNOPSIS, NULL, 19, opts};
+  const int done = qgen_opts_parse(&cmd, argc, argv, NULL, 0, NULL);
+  if (done >= 0) return done;
   if (!spec) return die(EXIT_USER, "emit: --spec FILE is required (see qgen emit --help)");
   int archs[QGEN_MAX_ARCHS], n_archs = 0;
   if (arch_list && (n_archs = parse_archs(arch_list, archs, QGEN_MAX_ARCHS)) < 0)
@@ -284,18 +277,20 @@ static int is_dir(const char *p) {
 
 static int cmd_bundle(int argc, char **argv) {
   const char *spec = NULL, *out = NULL, *variant = NULL, *arch_list = NULL;
-  for (int i = 0; i < argc; i++) {
-    const char *a = argv[i];
-    if (is_help(a)) {
-      fputs(BUNDLE_USAGE, stdout);
-      return 0;
-    }
-    if (i + 1 < argc && strcmp(a, "--spec") == 0) spec = argv[++i];
-    else if (i + 1 < argc && (strcmp(a, "-o") == 0 || strcmp(a, "--out") == 0)) out = argv[++i];
-    else if (i + 1 < argc && strcmp(a, "--variant") == 0) variant = argv[++i];
-    else if (i + 1 < argc && strcmp(a, "--arch") == 0) arch_list = argv[++i];
-    else return die(EXIT_USER, "bundle: unknown or incomplete option '%s' (see qgen bundle --help)", a);
-  }
+  const qgen_opt opts[] = {
+      SPEC_OPT(&spec),
+      {.name = "--out", .alias = "-o", .arg = "OUT", .kind = QGEN_OPT_STR, .dst = &out,
+       .help = "the bundle to write (atomically). OUT is a directory when it exists\n"
+               "as one or ends in '/': it then receives OUT/<variant>.qgb. A spec\n"
+               "with several variants needs --variant, or a directory OUT to get\n"
+               "one bundle per variant"},
+      {.name = "--variant", .arg = "NAME", .kind = QGEN_OPT_STR, .dst = &variant, .help = "bundle only this variant"},
+      ARCH_OPT(&arch_list),
+      HELP_OPT,
+      {0}};
+  const qgen_cmd cmd = {"bundle", BUNDLE_SYNOPSIS, NULL, 19, opts};
+  const int done = qgen_opts_parse(&cmd, argc, argv, NULL, 0, NULL);
+  if (done >= 0) return done;
   if (!spec) return die(EXIT_USER, "bundle: --spec FILE is required (see qgen bundle --help)");
   if (!out || !*out) return die(EXIT_USER, "bundle: -o OUT is required (see qgen bundle --help)");
   int archs[QGEN_MAX_ARCHS], n_archs = 0;
@@ -346,17 +341,15 @@ static int cmd_bundle(int argc, char **argv) {
 
 static int cmd_info(int argc, char **argv) {
   const char *file = NULL;
-  int lua = 0;
-  for (int i = 0; i < argc; i++) {
-    if (is_help(argv[i])) {
-      fputs(INFO_USAGE, stdout);
-      return 0;
-    }
-    if (strcmp(argv[i], "--lua") == 0) lua = 1;
-    else if (argv[i][0] != '-' && !file) file = argv[i];
-    else return die(EXIT_USER, "info: unexpected argument '%s' (see qgen info --help)", argv[i]);
-  }
-  if (!file) return die(EXIT_USER, "info: a bundle FILE is required (see qgen info --help)");
+  int lua = 0, n_files = 0;
+  const qgen_opt opts[] = {
+      {.name = "--lua", .kind = QGEN_OPT_FLAG, .dst = &lua, .help = "also print the bundle's canonical spec text"},
+      HELP_OPT,
+      {0}};
+  const qgen_cmd cmd = {"info", INFO_SYNOPSIS, NULL, 15, opts};
+  const int done = qgen_opts_parse(&cmd, argc, argv, &file, 1, &n_files);
+  if (done >= 0) return done;
+  if (!n_files) return die(EXIT_USER, "info: a bundle FILE is required (see qgen info --help)");
   static qgen_bundle b;
   char err[1024];
   if (qgen_bundle_read(file, &b, err, sizeof err) != 0) return die(EXIT_USER, "%s", err);
@@ -390,27 +383,37 @@ static void list_cb(void *ud, const char *file, uint64_t size, int ok) {
 }
 
 static int cmd_cache(int argc, char **argv) {
-  if (argc != 1 || is_help(argv[0])) {
-    fputs(CACHE_USAGE, argc == 1 ? stdout : stderr);
-    return argc == 1 ? 0 : EXIT_USER;
+  const char *action = NULL;
+  int n_actions = 0;
+  const qgen_opt opts[] = {{0}};
+  const qgen_cmd cmd = {"cache", CACHE_SYNOPSIS, NULL, 0, opts};
+  const int done = qgen_opts_parse(&cmd, argc, argv, &action, 1, &n_actions);
+  if (done >= 0) return done;
+  if (!n_actions) {
+    qgen_opts_usage(&cmd, stderr);
+    return EXIT_USER;
   }
   qgen_cache *c = qgen_cache_open(NULL);
   if (!c) return die(EXIT_INTERNAL, "out of memory");
   const char *dir = qgen_cache_dir(c);
   int rc = 0;
-  if (strcmp(argv[0], "path") == 0) printf("%s\n", dir ? dir : "memory only (QGEN_CACHE=off or no usable directory)");
-  else if (strcmp(argv[0], "list") == 0) {
+  if (strcmp(action, "path") == 0) printf("%s\n", dir ? dir : "memory only (QGEN_CACHE=off or no usable directory)");
+  else if (strcmp(action, "list") == 0) {
     if (qgen_cache_list(c, list_cb, NULL) < 0) rc = die(EXIT_INTERNAL, "%s: cannot list", dir);
-  } else if (strcmp(argv[0], "clear") == 0) {
+  } else if (strcmp(action, "clear") == 0) {
     int n = qgen_cache_clear(c);
     if (n < 0) rc = die(EXIT_INTERNAL, "%s: cannot clear", dir ? dir : "cache");
     else printf("removed %d entr%s from %s\n", n, n == 1 ? "y" : "ies", dir ? dir : "memory");
-  } else rc = die(EXIT_USER, "cache: unknown action '%s' (path, list or clear)", argv[0]);
+  } else rc = die(EXIT_USER, "cache: unknown action '%s' (path, list or clear)", action);
   qgen_cache_close(c);
   return rc;
 }
 
-static int cmd_version(void) {
+static int cmd_version(int argc, char **argv) {
+  const qgen_opt opts[] = {{0}};
+  const qgen_cmd cmd = {"version", "usage: qgen version\n\nPrints the versions of qgen and of the NVRTC it finds.\n", NULL, 0, opts};
+  const int done = qgen_opts_parse(&cmd, argc, argv, NULL, 0, NULL);
+  if (done >= 0) return done;
   int major, minor;
   char err[512];
   printf("qgen %s\n", QGEN_VERSION);
@@ -437,6 +440,6 @@ int main(int argc, char **argv) {
   if (strcmp(cmd, "eval") == 0) return qgen_eval_main(argc - 2, argv + 2);
   if (strcmp(cmd, "check") == 0) return qgen_check_main(argc - 2, argv + 2);
   if (strcmp(cmd, "cache") == 0) return cmd_cache(argc - 2, argv + 2);
-  if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) return cmd_version();
+  if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) return cmd_version(argc - 2, argv + 2);
   return die(EXIT_USER, "unknown command '%s' (see qgen --help)", cmd);
 }

@@ -16,27 +16,22 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- random numbers --------------------------------------------------------------------- */
+#include "base/rng.h"
 
-uint64_t qgen_wl_mix(uint64_t x) { /* splitmix64 */
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
+/* ---- random numbers --------------------------------------------------------------------- */
 
 /* The key of one stream of one seed; draws are mix(key ^ index). */
 static uint64_t stream_key(uint64_t seed, uint64_t stream) {
-  return qgen_wl_mix(qgen_wl_mix(seed) ^ (stream * 0xd1b54a32d192ed03ull + 0x8cb92ba72f3d8dd7ull));
+  return qgen_mix64(qgen_mix64(seed) ^ (stream * 0xd1b54a32d192ed03ull + 0x8cb92ba72f3d8dd7ull));
 }
 
 /* Irwin–Hall(4) of one 64-bit draw, scaled to unit variance. */
 static inline float gauss_k(uint64_t key, uint64_t i) {
-  const uint64_t a = qgen_wl_mix(key ^ i);
+  const uint64_t a = qgen_mix64(key ^ i);
   const double s = (double)(a & 0xffff) + (double)(a >> 16 & 0xffff) + (double)(a >> 32 & 0xffff) + (double)(a >> 48);
   return (float)((s / 65535.0 - 2.0) * 1.7320508075688772);
 }
-static inline double unif_k(uint64_t key, uint64_t i) { return (double)(qgen_wl_mix(key ^ i) >> 11) * 0x1p-53; }
+static inline double unif_k(uint64_t key, uint64_t i) { return (double)(qgen_mix64(key ^ i) >> 11) * 0x1p-53; }
 
 float qgen_wl_gauss(uint64_t seed, uint64_t stream, uint64_t i) { return gauss_k(stream_key(seed, stream), i); }
 
@@ -157,7 +152,7 @@ static int pick_pairs(uint64_t key, uint64_t salt, int lo, int hi, const uint8_t
     uint64_t best = UINT64_MAX;
     for (int i = lo; i < hi; i++) {
       if (excluded && excluded[i]) continue;
-      uint64_t hsh = qgen_wl_mix(key ^ (salt * 1000003u + (uint64_t)i));
+      uint64_t hsh = qgen_mix64(key ^ (salt * 1000003u + (uint64_t)i));
       if (have_prev && (hsh < best_prev || (hsh == best_prev && i <= out[n - 1]))) continue;
       if (hsh < best || (hsh == best && i < arg)) best = hsh, arg = i;
     }
@@ -244,7 +239,7 @@ static void rope(const qgen_wl *w, double pos, float *x) {
 int64_t qgen_wl_segment(const qgen_wl *w, int64_t t) {
   const int64_t L = w->p.topic_len > 0 ? w->p.topic_len : 1, c = t / L;
   const uint64_t key = stream_key(w->seed, ST_SEGMENT);
-  const int64_t start = c * L + (int64_t)(qgen_wl_mix(key ^ (uint64_t)c) % (uint64_t)L);
+  const int64_t start = c * L + (int64_t)(qgen_mix64(key ^ (uint64_t)c) % (uint64_t)L);
   return t >= start ? c : c - 1; /* segment c runs from cell c's boundary to cell c+1's */
 }
 

@@ -261,6 +261,5 @@ int64_t qgen_wl_segment(const qgen_wl *w, int64_t t);
 
 /* A counter-based N(0,1) draw (the one the haystack uses). */
 float qgen_wl_gauss(uint64_t seed, uint64_t stream, uint64_t i);
-uint64_t qgen_wl_mix(uint64_t x);
 
 #endif

@@ -1,0 +1,150 @@
+/* opts.c — see opts.h. */
+#include "tools/opts.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/util.h"
+
+static int is_help(const char *a) { return strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0; }
+
+/* One number of a list at *s, with an optional K/M suffix; advances *s past it. */
+static int number_km(const char **s, double *x) {
+  char *end;
+  errno = 0;
+  *x = strtod(*s, &end);
+  if (end == *s || errno == ERANGE || !isfinite(*x)) return -1;
+  if (*end == 'K' || *end == 'k') *x *= 1024, end++;
+  else if (*end == 'M' || *end == 'm') *x *= 1048576, end++;
+  *s = end;
+  return 0;
+}
+
+/* A comma-separated list of numbers (one when max is 1 and count NULL) into v (doubles) or
+   t (whole numbers). */
+static int parse_list(const char *s, double *v, long long *t, int max, int *count, char *why, size_t n) {
+  int k = 0;
+  if (!*s) return qgen_fmt(why, n, "no value"), -1;
+  while (*s) {
+    double x;
+    if (k == max && !count) return qgen_fmt(why, n, "one value expected"), -1;
+    if (k == max) return qgen_fmt(why, n, "more than %d values", max), -1;
+    if (number_km(&s, &x) != 0 || (*s && *s != ',')) return qgen_fmt(why, n, "not a number"), -1;
+    if (t) {
+      if (x != floor(x) || fabs(x) > 0x1p62) return qgen_fmt(why, n, "not a whole number"), -1;
+      t[k++] = (long long)x;
+    } else v[k++] = x;
+    if (*s == ',') s++;
+  }
+  if (count) *count = k;
+  return 0;
+}
+
+/* Store value into o's destination; -1 with the reason in why. */
+static int set_value(const qgen_opt *o, const char *value, char *why, size_t n) {
+  char *end;
+  errno = 0;
+  switch (o->kind) {
+  case QGEN_OPT_STR:
+    *(const char **)o->dst = value;
+    return 0;
+  case QGEN_OPT_INT: {
+    long x = strtol(value, &end, 10);
+    if (end == value || *end || errno == ERANGE || x < INT_MIN || x > INT_MAX)
+      return qgen_fmt(why, n, "not a whole number"), -1;
+    *(int *)o->dst = (int)x;
+    return 0;
+  }
+  case QGEN_OPT_U64: {
+    unsigned long long x = strtoull(value, &end, 0);
+    if (end == value || *end || errno == ERANGE || value[strspn(value, " \t")] == '-')
+      return qgen_fmt(why, n, "not a non-negative whole number"), -1;
+    *(uint64_t *)o->dst = (uint64_t)x;
+    return 0;
+  }
+  case QGEN_OPT_DOUBLE: {
+    double x = strtod(value, &end);
+    if (end == value || *end || errno == ERANGE || !isfinite(x)) return qgen_fmt(why, n, "not a number"), -1;
+    *(double *)o->dst = x;
+    return 0;
+  }
+  case QGEN_OPT_NUMS: return parse_list(value, o->dst, NULL, o->max, o->count, why, n);
+  case QGEN_OPT_TOKENS: return parse_list(value, NULL, o->dst, o->count ? o->max : 1, o->count, why, n);
+  case QGEN_OPT_FUNC: return o->set(o->dst, value, why, n);
+  case QGEN_OPT_FLAG:
+  case QGEN_OPT_HELP: break;
+  }
+  return qgen_fmt(why, n, "takes no value"), -1;
+}
+
+static int refuse(const qgen_cmd *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int refuse(const qgen_cmd *c, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fprintf(stderr, "qgen: %s: ", c->name);
+  vfprintf(stderr, fmt, ap);
+  fprintf(stderr, " (see qgen %s --help)\n", c->name);
+  va_end(ap);
+  return 1;
+}
+
+int qgen_opts_parse(const qgen_cmd *c, int argc, char **argv, const char **args, int max_args, int *n_args) {
+  int n_pos = 0;
+  for (int i = 0; i < argc; i++) {
+    const char *a = argv[i];
+    if (is_help(a)) {
+      qgen_opts_usage(c, stdout);
+      return 0;
+    }
+    if (a[0] != '-' || !a[1]) {
+      if (n_pos == max_args) return refuse(c, "unexpected argument '%s'", a);
+      args[n_pos++] = a;
+      continue;
+    }
+    /* --name=VALUE: the name is what precedes the '=' */
+    const char *eq = strncmp(a, "--", 2) == 0 ? strchr(a, '=') : NULL;
+    const size_t len = eq ? (size_t)(eq - a) : strlen(a);
+    const qgen_opt *o = c->opts;
+    for (; o->name; o++)
+      if ((strlen(o->name) == len && strncmp(o->name, a, len) == 0) ||
+          (o->alias && strlen(o->alias) == len && strncmp(o->alias, a, len) == 0))
+        break;
+    if (!o->name) return refuse(c, "unknown option '%s'", a);
+    if (o->kind == QGEN_OPT_FLAG) {
+      if (eq) return refuse(c, "%s takes no value", o->name);
+      *(int *)o->dst = 1;
+      continue;
+    }
+    const char *value = eq ? eq + 1 : i + 1 < argc ? argv[++i] : NULL;
+    if (!value) return refuse(c, "%s %s: missing value", o->name, o->arg ? o->arg : "VALUE");
+    char why[160];
+    if (set_value(o, value, why, sizeof why) != 0) return refuse(c, "%s '%s': %s", o->name, value, why);
+  }
+  if (n_args) *n_args = n_pos;
+  return -1;
+}
+
+void qgen_opts_usage(const qgen_cmd *c, FILE *f) {
+  fputs(c->synopsis, f);
+  for (const qgen_opt *o = c->opts; o->name; o++) {
+    if (!o->help) continue;
+    char label[96];
+    qgen_fmt(label, sizeof label, "%s%s%s%s%s", o->alias ? o->alias : "", o->alias ? ", " : "", o->name,
+             o->arg ? " " : "", o->arg ? o->arg : "");
+    fprintf(f, "  %-*s  ", c->col - 4, label); /* two spaces at least */
+    for (const char *h = o->help; *h;) { /* continuation lines start at the help column */
+      const char *nl = strchr(h, '\n');
+      const int n = nl ? (int)(nl - h) : (int)strlen(h);
+      fprintf(f, "%.*s\n", n, h);
+      if (!nl) break;
+      h = nl + 1;
+      fprintf(f, "%*s", c->col, "");
+    }
+  }
+  if (c->epilog) fputs(c->epilog, f);
+}

@@ -1,0 +1,58 @@
+/* opts.h — the command line of every qgen command: a table of options, one parser.
+ *
+ * A command describes its options once (name, value kind, destination, help line); the
+ * parser accepts `--name VALUE` and `--name=VALUE`, checks every value (numbers must be
+ * whole numbers of their kind, lists must not be empty or too long), refuses unknown options
+ * and missing values with "qgen: CMD: ... (see qgen CMD --help)", and prints the usage:
+ * the command's synopsis, then the listed options with their help aligned, then its epilog.
+ */
+#ifndef QGEN_OPTS_H
+#define QGEN_OPTS_H
+
+#include <stdio.h>
+
+typedef enum qgen_opt_kind {
+  QGEN_OPT_FLAG,   /* int: set to 1; takes no value */
+  QGEN_OPT_STR,    /* const char *: the value itself */
+  QGEN_OPT_INT,    /* int, decimal */
+  QGEN_OPT_U64,    /* uint64_t: decimal, or 0x hex */
+  QGEN_OPT_DOUBLE, /* double */
+  QGEN_OPT_NUMS,   /* double[max] with *count: comma-separated, K/M suffixes (x1024, x1048576) */
+  QGEN_OPT_TOKENS, /* long long[max] with *count (or one long long when count is NULL): whole
+                      numbers with K/M suffixes, comma-separated when count is set */
+  QGEN_OPT_FUNC,   /* set(dst, value, why, n): 0, or -1 with the reason in why */
+  QGEN_OPT_HELP,   /* -h/--help (always recognised): only says where the usage lists it */
+} qgen_opt_kind;
+
+typedef struct qgen_opt {
+  const char *name;  /* "--spec" */
+  const char *alias; /* a second spelling ("-o"), or NULL */
+  const char *arg;   /* the value's placeholder in the usage ("FILE"), or NULL */
+  qgen_opt_kind kind;
+  void *dst;
+  int *count;        /* NUMS, TOKENS: number of values stored */
+  int max;           /* NUMS, TOKENS with count: capacity of dst */
+  int (*set)(void *dst, const char *value, char *why, size_t n); /* FUNC */
+  const char *help;  /* usage text (lines after the first start at the help column); NULL:
+                        not listed (the synopsis shows it) */
+} qgen_opt;
+
+typedef struct qgen_cmd {
+  const char *name;     /* "emit": messages read "qgen: emit: ..." */
+  const char *synopsis; /* the usage before the option list */
+  const char *epilog;   /* after it, or NULL */
+  int col;              /* column of the options' help text */
+  const qgen_opt *opts; /* ends with an entry whose name is NULL */
+} qgen_cmd;
+
+/* Parse argv[0..argc) (the arguments after the command's name). Arguments that are not
+   options go to args[0..max_args) (*n_args of them; args may be NULL when max_args is 0).
+   Returns -1 when the command should run, 0 after printing the usage for -h/--help, and 1
+   after printing why the arguments are wrong: the command returns any value >= 0 as its
+   exit code. */
+int qgen_opts_parse(const qgen_cmd *c, int argc, char **argv, const char **args, int max_args, int *n_args);
+
+/* The usage text of c. */
+void qgen_opts_usage(const qgen_cmd *c, FILE *f);
+
+#endif
