@@ -1,11 +1,11 @@
 // common.cuh — shared device helpers for every qgen kernel.
 //
 // The emitter prepends a block of #defines (QG_HEAD_DIM, QG_GROUP, QG_K_TYPE, the launch
-// plan ...) and then concatenates the templates in order: common.cuh, qtypes.cuh, append.cu,
-// [estimate.cu, select.cu when sparse], attend.cu, combine.cu. This file turns the defines
-// into constexprs and holds what more than one kernel needs: integer types, warp reductions,
-// a block-wide scan, cp.async and mma wrappers, and the per-batch argument structs that the
-// host fills (field order and types mirror runtime/gpu.c; keep the two in step).
+// plan ...) and then concatenates the templates, this one first, in the order of its
+// template list (a template uses only what those before it define). This file turns the
+// defines into constexprs and holds what more than one kernel needs: integer types, warp
+// reductions, a block-wide scan, cp.async, mbarrier and mma wrappers, and the per-batch
+// argument structs that the host fills (checked against base/kargs.h below).
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
 
@@ -145,8 +145,6 @@ __device__ __forceinline__ u32 ld_cluster(const u32 *p, int rank) {
 __device__ __forceinline__ void cp_async16(void *dst, const void *src, int src_bytes) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_u32(dst)), "l"(src), "r"(src_bytes));
 }
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N> __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
 
 // ---- mbarriers (attend's producer/consumer ring) ----------------------------------------
 
@@ -294,7 +292,7 @@ static_assert(sizeof(qg_cache) == QG_SIZEOF_CACHE && sizeof(qg_work) == QG_SIZEO
                   sizeof(qg_budget) == QG_SIZEOF_BUDGET && sizeof(qg_batch) == QG_SIZEOF_BATCH,
               "kernel argument structs differ from base/kargs.h");
 
-// ---- selection rules shared by estimate and select (layout.h) ---------------------------
+// ---- selection rules shared by estimate and select (base/layout.h) ------------------------
 
 // Pages a sequence of len tokens must attend: [0, sp) (sink) and [rf, n) (recent and the
 // last page); the candidates for top-K are [sp, rf).
