@@ -107,6 +107,250 @@ __device__ __forceinline__ void copy_rows(u8 *dst, const u8 *src, int nvalid, in
   }
 }
 
+// This CTA's share of the list: pages [p0, p1) of the list's L, of a sequence of len tokens
+// in n pages.
+struct share {
+  i64 len, n, L, p0, p1;
+  // Valid rows of sub-tile jt of the share: only the sequence's last page is partial, and
+  // it is always the list's last entry (the lists are ascending and always hold it).
+  __device__ __forceinline__ int valid(int jt) const {
+    return (p0 + jt / SPP == L - 1 ? (int)(len - (n - 1) * BLOCK) : BLOCK) - (jt % SPP) * SUB;
+  }
+};
+
+// The producer warp: sub-tile jt of the share into stage jt % STAGES, once the stage's
+// previous round was consumed. Lane k holds the physical page of page (batch*32 + k) of
+// the share; the sub-tile loop reads it with a shuffle.
+__device__ __forceinline__ void produce(const qg_cache &c, const int *list, int seq, int h, const share &sh, int n_sub, u8 *stages,
+                                        u64 *full, u64 *empty, int lane, int bulk) {
+  const int *pt = c.page_table + (i64)seq * c.pages_per_seq;
+  i64 phys_l = 0;
+  int batch = -1;
+  for (int jt = 0; jt < n_sub; jt++) {
+    const int pi = jt / SPP, si = jt % STAGES;
+    if (pi >> 5 != batch) {
+      batch = pi >> 5;
+      const i64 i = sh.p0 + (i64)batch * 32 + lane;
+      if (i < sh.p1) {
+        const i64 lp = list ? list[i] : i;
+        phys_l = pt[lp];
+      }
+    }
+    const i64 phys = __shfl_sync(0xffffffffu, phys_l, pi & 31);
+    const int nvalid = sh.valid(jt);
+    if (jt >= STAGES) mbar_wait(&empty[si], (jt / STAGES + 1) & 1); // its previous round was consumed
+    const i64 head = phys * N_KV + h, slot0 = (jt % SPP) * SUB;
+    const u8 *ksrc = c.k + head * (BLOCK * KT::ROW) + slot0 * KT::ROW;
+    const u8 *vsrc = c.v + head * (BLOCK * VT::ROW) + slot0 * VT::ROW;
+    u8 *st = stages + si * STAGE;
+    // quantized slabs by one bulk copy each (sm_90, bulk set), the rest by cp.async
+    const bool kb = BULK && !KT::Q16 && bulk, vb = BULK && !VT::Q16 && bulk;
+    if ((kb || vb) && lane == 0) {
+      mbar_expect_tx(&full[si], (kb ? SUB * KT::ROW : 0) + (vb ? SUB * VT::ROW : 0));
+      if (kb) bulk_load(st, ksrc, SUB * KT::ROW, &full[si]);
+      if (vb) bulk_load(st + K_TILE, vsrc, SUB * VT::ROW, &full[si]);
+    }
+    if (!kb) copy_rows<KT, K_PB>(st, ksrc, nvalid, lane);
+    if (!vb) copy_rows<VT, V_PB>(st + K_TILE, vsrc, nvalid, lane);
+    cp_async_arrive(&full[si]); // one of the phase's 32 arrivals, when this lane's cp.async land
+  }
+}
+
+// S = Q K^T of one sub-tile (two n-tiles of 8 tokens); qa is this lane's ldmatrix row of
+// the warp's m-tile of q. 16-bit K by ldmatrix: lane l addresses row l&7 of matrix l>>3 =
+// (token half, channel half) of the k-step.
+__device__ __forceinline__ void qk_tile(float (&s)[2][4], const u8 *qa, const u8 *ks, int lane) {
+  const int g = lane >> 2, j = lane & 3;
+  const int krow = ((lane >> 4) << 3) + (lane & 7), khalf = (lane >> 3) & 1;
+  uint4 kq[2]; // quantized K: this lane's 8 elements of a block, per n-tile
+#pragma unroll
+  for (int kk = 0; kk < D / 16; kk++) {
+    u32 a[4];
+    ldmatrix_x4(a, qa + kk * 32);
+    if constexpr (KT::Q16) {
+      u32 kb[4];
+      ldmatrix_x4(kb, ks + sw_off<K_PB>(krow, 2 * kk + khalf));
+      mma16816<KT::BF>(s[0], a, kb[0], kb[1]);
+      mma16816<KT::BF>(s[1], a, kb[2], kb[3]);
+      if constexpr (NQ == 2) {
+        u32 al[4];
+        ldmatrix_x4(al, qa + MT * 16 * Q_SROW + kk * 32);
+        mma16816<true>(s[0], al, kb[0], kb[1]);
+        mma16816<true>(s[1], al, kb[2], kb[3]);
+      }
+    } else { // k-steps 2t and 2t + 1 are one block t: dequantized together at the even one
+#pragma unroll
+      for (int nt = 0; nt < 2; nt++) {
+        if (kk % 2 == 0) kq[nt] = load8<KT>(ks, (nt * 8 + g) * K_SROW, kk * 16 + 4 * j);
+        mma16816<KT::BF>(s[nt], a, kk % 2 ? kq[nt].z : kq[nt].x, kk % 2 ? kq[nt].w : kq[nt].y);
+      }
+    }
+  }
+}
+
+// Online softmax of S (rows past nvalid masked) into the running (m, l, O); row 0 = head g,
+// row 1 = head g + 8 of the m-tile. Leaves P as the A operand of P V (pa, and its residue
+// pl for bf16 V).
+__device__ __forceinline__ void softmax_tile(float (&s)[2][4], float (&o)[D / 8][4], float (&m)[2], float (&l)[2], u32 (&pa)[4],
+                                             u32 (&pl)[4], int nvalid, int lane) {
+  const int tok0 = 2 * (lane & 3);
+  float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+  for (int nt = 0; nt < 2; nt++)
+#pragma unroll
+    for (int e = 0; e < 4; e++) {
+      const bool ok = tok0 + nt * 8 + (e & 1) < nvalid;
+      s[nt][e] = ok ? s[nt][e] * SCALE_LOG2 : -INFINITY;
+      mx[e >> 1] = fmaxf(mx[e >> 1], s[nt][e]);
+    }
+  float ref[2], alpha[2];
+#pragma unroll
+  for (int r = 0; r < 2; r++) {
+    mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+    mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+    const float mnew = fmaxf(m[r], mx[r]);
+    ref[r] = mnew == -INFINITY ? 0.0f : mnew;
+    alpha[r] = mnew == m[r] ? 1.0f : fast_exp2(m[r] - ref[r]); // exactly 1 when the max holds
+    m[r] = mnew;
+    l[r] *= alpha[r];
+  }
+  float p[2][4];
+#pragma unroll
+  for (int nt = 0; nt < 2; nt++)
+#pragma unroll
+    for (int e = 0; e < 4; e++) {
+      p[nt][e] = fast_exp2(s[nt][e] - ref[e >> 1]);
+      l[e >> 1] += p[nt][e];
+    }
+  // (once the maxima settle, most sub-tiles move none: skip D/2 multiplies a lane)
+  if (__any_sync(0xffffffffu, alpha[0] != 1.0f || alpha[1] != 1.0f)) {
+#pragma unroll
+    for (int i = 0; i < D / 8; i++) {
+      o[i][0] *= alpha[0], o[i][1] *= alpha[0];
+      o[i][2] *= alpha[1], o[i][3] *= alpha[1];
+    }
+  }
+  pa[0] = pack2<VT::BF>(p[0][0], p[0][1]);
+  pa[1] = pack2<VT::BF>(p[0][2], p[0][3]);
+  pa[2] = pack2<VT::BF>(p[1][0], p[1][1]);
+  pa[3] = pack2<VT::BF>(p[1][2], p[1][3]);
+  if constexpr (VT::BF) {
+    pl[0] = pack2_residue<true>(p[0][0], p[0][1], pa[0]);
+    pl[1] = pack2_residue<true>(p[0][2], p[0][3], pa[1]);
+    pl[2] = pack2_residue<true>(p[1][0], p[1][1], pa[2]);
+    pl[3] = pack2_residue<true>(p[1][2], p[1][3], pa[3]);
+  }
+}
+
+// O += P V of one sub-tile.
+__device__ __forceinline__ void pv_tile(float (&o)[D / 8][4], const u32 (&pa)[4], const u32 (&pl)[4], const u8 *vs, int lane) {
+  if constexpr (VT::Q16) {
+    const int vrow = (lane & 7) + ((lane >> 3) & 1) * 8;
+#pragma unroll
+    for (int nt = 0; nt < D / 8; nt += 2) {
+      u32 vb[4];
+      ldmatrix_x4_trans(vb, vs + sw_off<V_PB>(vrow, nt + (lane >> 4)));
+      mma16816<VT::BF>(o[nt], pa, vb[0], vb[1]);
+      mma16816<VT::BF>(o[nt + 1], pa, vb[2], vb[3]);
+      if constexpr (VT::BF) {
+        mma16816<true>(o[nt], pl, vb[0], vb[1]);
+        mma16816<true>(o[nt + 1], pl, vb[2], vb[3]);
+      }
+    }
+  } else {
+    const int g = lane >> 2, j = lane & 3;
+#pragma unroll
+    for (int blk = 0; blk < D / 32; blk++) {
+      const uint2 x0 = load4<VT>(vs, (2 * j) * V_SROW, 32 * blk + 4 * g);
+      const uint2 x1 = load4<VT>(vs, (2 * j + 1) * V_SROW, 32 * blk + 4 * g);
+      const uint2 x2 = load4<VT>(vs, (2 * j + 8) * V_SROW, 32 * blk + 4 * g);
+      const uint2 x3 = load4<VT>(vs, (2 * j + 9) * V_SROW, 32 * blk + 4 * g);
+#pragma unroll
+      for (int u = 0; u < 4; u++) {
+        const u32 sel = u & 1 ? 0x7632 : 0x5410; // high or low halves of two words
+        const u32 b0 = __byte_perm(u < 2 ? x0.x : x0.y, u < 2 ? x1.x : x1.y, sel);
+        const u32 b1 = __byte_perm(u < 2 ? x2.x : x2.y, u < 2 ? x3.x : x3.y, sel);
+        mma16816<false>(o[4 * blk + u], pa, b0, b1);
+      }
+    }
+  }
+}
+
+// A consumer warp's step over one sub-tile of nvalid valid rows: K at ks, V at vs.
+__device__ __forceinline__ void consume(float (&o)[D / 8][4], float (&m)[2], float (&l)[2], const u8 *qa, const u8 *ks, const u8 *vs,
+                                        int nvalid, int lane) {
+  float s[2][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}};
+  qk_tile(s, qa, ks, lane);
+  u32 pa[4], pl[4];
+  softmax_tile(s, o, m, l, pa, pl, nvalid, lane);
+  pv_tile(o, pa, pl, vs, lane);
+}
+
+// Merge the WARPS_T token groups of each m-tile: every consumer warp's (m, l, O) into
+// shared memory (reusing the stages: red_o [WARPS_T][MT*16][D], red_m and red_l
+// [WARPS_T][MT*16]), then per (head, channel) the merged value: the output when the share
+// is the whole list (ns == 1), else this split's f32 partial. g, j, wm, wt: the lane's and
+// the warp's places, as the kernel computed them.
+__device__ __forceinline__ void merge_groups(const qg_work &wk, const float (&o)[D / 8][4], const float (&m)[2], const float (&l)[2],
+                                             float *red_o, float *red_m, float *red_l, int b, int h, int split, int ns, void *out, int g,
+                                             int j, int wm, int wt, int warp) {
+  __syncthreads(); // the ring is drained
+#pragma unroll
+  for (int r = 0; r < 2 && warp < NC; r++) {
+    const int row = wm * 16 + g + 8 * r;
+    float *dst = red_o + ((i64)wt * MT * 16 + row) * D;
+#pragma unroll
+    for (int nt = 0; nt < D / 8; nt++) {
+      dst[vcol(nt, 2 * j)] = o[nt][2 * r];
+      dst[vcol(nt, 2 * j + 1)] = o[nt][2 * r + 1];
+    }
+    if (j == 0) red_m[wt * MT * 16 + row] = m[r], red_l[wt * MT * 16 + row] = l[r];
+  }
+  __syncthreads();
+
+  for (int i = threadIdx.x; i < G * D; i += THREADS) {
+    const int r = i / D, d = i % D;
+    float ms = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < WARPS_T; w++) ms = fmaxf(ms, red_m[w * MT * 16 + r]);
+    const float mref = ms == -INFINITY ? 0.0f : ms;
+    float acc = 0.0f, lsum = 0.0f;
+#pragma unroll
+    for (int w = 0; w < WARPS_T; w++) {
+      const float f = fast_exp2(red_m[w * MT * 16 + r] - mref);
+      acc += f * red_o[((i64)w * MT * 16 + r) * D + d];
+      lsum += f * red_l[w * MT * 16 + r];
+    }
+    const i64 row = (i64)b * N_HEAD + h * G + r;
+    if (ns == 1) {
+      OT::store(out, row * D + d, lsum > 0.0f ? acc / lsum : 0.0f);
+    } else {
+      wk.part_o[(row * wk.max_splits + split) * D + d] = acc;
+      if (d == 0) {
+        wk.part_ml[(row * wk.max_splits + split) * 2] = ms;
+        wk.part_ml[(row * wk.max_splits + split) * 2 + 1] = lsum;
+      }
+    }
+  }
+}
+
+// The last split of this (row, KV head) to finish merges all of them (combine.cu), with
+// scratch shared memory wsm; s_last is the CTA's shared verdict.
+__device__ __forceinline__ void merge_splits(const qg_work &wk, int b, int h, int ns, void *out, float *wsm, int &s_last) {
+  __threadfence(); // this CTA's partial is visible device-wide before its ticket
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    int *t = wk.ticket + (i64)b * N_KV + h;
+    s_last = atomicAdd(t, 1) == ns - 1;
+    if (s_last) *t = 0;
+  }
+  __syncthreads();
+  if (s_last) {
+    __threadfence();
+    combine_group<THREADS>(wk, b, h, ns, out, wsm);
+  }
+}
+
 extern "C" __global__ void __launch_bounds__(QG_ATTEND_THREADS) qg_attend(qg_cache c, qg_work wk, qg_batch bt, const void *q, void *out, int dense,
                                                                           int bulk) {
   extern __shared__ __align__(16) u8 smem[];
@@ -146,11 +390,8 @@ extern "C" __global__ void __launch_bounds__(QG_ATTEND_THREADS) qg_attend(qg_cac
   const i64 L = dense ? n : wk.count[(i64)seq * N_KV + h];
   const int ns = n_splits(L, wk.max_splits);
   if (split >= ns) return; // the whole CTA: ns is the same for every thread
-  const i64 p0 = L * split / ns, p1 = L * (split + 1) / ns;
-  const int n_sub = (int)(p1 - p0) * SPP;
-  // Valid rows of sub-tile jt of the share: only the sequence's last page is partial, and
-  // it is always the list's last entry (the lists are ascending and always hold it).
-  auto sub_valid = [&](int jt) { return (p0 + jt / SPP == L - 1 ? (int)(len - (n - 1) * BLOCK) : BLOCK) - (jt % SPP) * SUB; };
+  const share sh = {len, n, L, L * split / ns, L * (split + 1) / ns};
+  const int n_sub = (int)(sh.p1 - sh.p0) * SPP;
 
   float o[D / 8][4];
 #pragma unroll
@@ -159,157 +400,15 @@ extern "C" __global__ void __launch_bounds__(QG_ATTEND_THREADS) qg_attend(qg_cac
   const int wm = warp % WARPS_M, wt = warp / WARPS_M;
 
   if (warp == NC) {
-    // Producer. Lane k holds the physical page of page (batch*32 + k) of the share; the
-    // sub-tile loop reads it with a shuffle.
-    const int *pt = c.page_table + (i64)seq * c.pages_per_seq;
-    i64 phys_l = 0;
-    int batch = -1;
-    for (int jt = 0; jt < n_sub; jt++) {
-      const int pi = jt / SPP, si = jt % STAGES;
-      if (pi >> 5 != batch) {
-        batch = pi >> 5;
-        const i64 i = p0 + (i64)batch * 32 + lane;
-        if (i < p1) {
-          const i64 lp = list ? list[i] : i;
-          phys_l = pt[lp];
-        }
-      }
-      const i64 phys = __shfl_sync(0xffffffffu, phys_l, pi & 31);
-      const int nvalid = sub_valid(jt);
-      if (jt >= STAGES) mbar_wait(&empty[si], (jt / STAGES + 1) & 1); // its previous round was consumed
-      const i64 head = phys * N_KV + h, slot0 = (jt % SPP) * SUB;
-      const u8 *ksrc = c.k + head * (BLOCK * KT::ROW) + slot0 * KT::ROW;
-      const u8 *vsrc = c.v + head * (BLOCK * VT::ROW) + slot0 * VT::ROW;
-      u8 *st = stages + si * STAGE;
-      // quantized slabs by one bulk copy each (sm_90, bulk set), the rest by cp.async
-      const bool kb = BULK && !KT::Q16 && bulk, vb = BULK && !VT::Q16 && bulk;
-      if ((kb || vb) && lane == 0) {
-        mbar_expect_tx(&full[si], (kb ? SUB * KT::ROW : 0) + (vb ? SUB * VT::ROW : 0));
-        if (kb) bulk_load(st, ksrc, SUB * KT::ROW, &full[si]);
-        if (vb) bulk_load(st + K_TILE, vsrc, SUB * VT::ROW, &full[si]);
-      }
-      if (!kb) copy_rows<KT, K_PB>(st, ksrc, nvalid, lane);
-      if (!vb) copy_rows<VT, V_PB>(st + K_TILE, vsrc, nvalid, lane);
-      cp_async_arrive(&full[si]); // one of the phase's 32 arrivals, when this lane's cp.async land
-    }
+    produce(c, list, seq, h, sh, n_sub, stages, full, empty, lane, bulk);
   } else {
     for (int jt = wt; jt < n_sub; jt += WARPS_T) { // consumers of token group wt
       const int si = jt % STAGES;
       mbar_wait(&full[si], (jt / STAGES) & 1);
-      const int nvalid = sub_valid(jt);
-      const u8 *ks = stages + si * STAGE, *vs = ks + K_TILE;
+      const int nvalid = sh.valid(jt);
+      const u8 *ks = stages + si * STAGE;
       const u8 *qa = qsm + (wm * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * Q_SROW + ((lane >> 4) * 8) * 2;
-
-      // S = Q K^T for this warp's 16 tokens (two n-tiles of 8). 16-bit K by ldmatrix: lane
-      // l addresses row l&7 of matrix l>>3 = (token half, channel half) of the k-step.
-      float s[2][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}};
-      const int krow = ((lane >> 4) << 3) + (lane & 7), khalf = (lane >> 3) & 1;
-      uint4 kq[2]; // quantized K: this lane's 8 elements of a block, per n-tile
-#pragma unroll
-      for (int kk = 0; kk < D / 16; kk++) {
-        u32 a[4];
-        ldmatrix_x4(a, qa + kk * 32);
-        if constexpr (KT::Q16) {
-          u32 kb[4];
-          ldmatrix_x4(kb, ks + sw_off<K_PB>(krow, 2 * kk + khalf));
-          mma16816<KT::BF>(s[0], a, kb[0], kb[1]);
-          mma16816<KT::BF>(s[1], a, kb[2], kb[3]);
-          if constexpr (NQ == 2) {
-            u32 al[4];
-            ldmatrix_x4(al, qa + MT * 16 * Q_SROW + kk * 32);
-            mma16816<true>(s[0], al, kb[0], kb[1]);
-            mma16816<true>(s[1], al, kb[2], kb[3]);
-          }
-        } else { // k-steps 2t and 2t + 1 are one block t: dequantized together at the even one
-#pragma unroll
-          for (int nt = 0; nt < 2; nt++) {
-            if (kk % 2 == 0) kq[nt] = load8<KT>(ks, (nt * 8 + g) * K_SROW, kk * 16 + 4 * j);
-            mma16816<KT::BF>(s[nt], a, kk % 2 ? kq[nt].z : kq[nt].x, kk % 2 ? kq[nt].w : kq[nt].y);
-          }
-        }
-      }
-
-      // Online softmax; row 0 = head g, row 1 = head g + 8 of the m-tile.
-      const int tok0 = 2 * j;
-      float mx[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-      for (int nt = 0; nt < 2; nt++)
-#pragma unroll
-        for (int e = 0; e < 4; e++) {
-          const bool ok = tok0 + nt * 8 + (e & 1) < nvalid;
-          s[nt][e] = ok ? s[nt][e] * SCALE_LOG2 : -INFINITY;
-          mx[e >> 1] = fmaxf(mx[e >> 1], s[nt][e]);
-        }
-      float ref[2], alpha[2];
-#pragma unroll
-      for (int r = 0; r < 2; r++) {
-        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
-        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-        const float mnew = fmaxf(m[r], mx[r]);
-        ref[r] = mnew == -INFINITY ? 0.0f : mnew;
-        alpha[r] = mnew == m[r] ? 1.0f : fast_exp2(m[r] - ref[r]); // exactly 1 when the max holds
-        m[r] = mnew;
-        l[r] *= alpha[r];
-      }
-      float p[2][4];
-#pragma unroll
-      for (int nt = 0; nt < 2; nt++)
-#pragma unroll
-        for (int e = 0; e < 4; e++) {
-          p[nt][e] = fast_exp2(s[nt][e] - ref[e >> 1]);
-          l[e >> 1] += p[nt][e];
-        }
-      // (once the maxima settle, most sub-tiles move none: skip D/2 multiplies a lane)
-      if (__any_sync(0xffffffffu, alpha[0] != 1.0f || alpha[1] != 1.0f)) {
-#pragma unroll
-        for (int i = 0; i < D / 8; i++) {
-          o[i][0] *= alpha[0], o[i][1] *= alpha[0];
-          o[i][2] *= alpha[1], o[i][3] *= alpha[1];
-        }
-      }
-      u32 pa[4];
-      pa[0] = pack2<VT::BF>(p[0][0], p[0][1]);
-      pa[1] = pack2<VT::BF>(p[0][2], p[0][3]);
-      pa[2] = pack2<VT::BF>(p[1][0], p[1][1]);
-      pa[3] = pack2<VT::BF>(p[1][2], p[1][3]);
-      u32 pl[4];
-      if constexpr (VT::BF) {
-        pl[0] = pack2_residue<true>(p[0][0], p[0][1], pa[0]);
-        pl[1] = pack2_residue<true>(p[0][2], p[0][3], pa[1]);
-        pl[2] = pack2_residue<true>(p[1][0], p[1][1], pa[2]);
-        pl[3] = pack2_residue<true>(p[1][2], p[1][3], pa[3]);
-      }
-
-      // O += P V.
-      if constexpr (VT::Q16) {
-        const int vrow = (lane & 7) + ((lane >> 3) & 1) * 8;
-#pragma unroll
-        for (int nt = 0; nt < D / 8; nt += 2) {
-          u32 vb[4];
-          ldmatrix_x4_trans(vb, vs + sw_off<V_PB>(vrow, nt + (lane >> 4)));
-          mma16816<VT::BF>(o[nt], pa, vb[0], vb[1]);
-          mma16816<VT::BF>(o[nt + 1], pa, vb[2], vb[3]);
-          if constexpr (VT::BF) {
-            mma16816<true>(o[nt], pl, vb[0], vb[1]);
-            mma16816<true>(o[nt + 1], pl, vb[2], vb[3]);
-          }
-        }
-      } else {
-#pragma unroll
-        for (int blk = 0; blk < D / 32; blk++) {
-          const uint2 x0 = load4<VT>(vs, (2 * j) * V_SROW, 32 * blk + 4 * g);
-          const uint2 x1 = load4<VT>(vs, (2 * j + 1) * V_SROW, 32 * blk + 4 * g);
-          const uint2 x2 = load4<VT>(vs, (2 * j + 8) * V_SROW, 32 * blk + 4 * g);
-          const uint2 x3 = load4<VT>(vs, (2 * j + 9) * V_SROW, 32 * blk + 4 * g);
-#pragma unroll
-          for (int u = 0; u < 4; u++) {
-            const u32 sel = u & 1 ? 0x7632 : 0x5410; // high or low halves of two words
-            const u32 b0 = __byte_perm(u < 2 ? x0.x : x0.y, u < 2 ? x1.x : x1.y, sel);
-            const u32 b1 = __byte_perm(u < 2 ? x2.x : x2.y, u < 2 ? x3.x : x3.y, sel);
-            mma16816<false>(o[4 * blk + u], pa, b0, b1);
-          }
-        }
-      }
+      consume(o, m, l, qa, ks, ks + K_TILE, nvalid, lane);
       mbar_arrive(&empty[si]); // every lane, after its own reads of the stage (release)
     }
   }
@@ -320,63 +419,11 @@ extern "C" __global__ void __launch_bounds__(QG_ATTEND_THREADS) qg_attend(qg_cac
     l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
     l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
   }
-
-  // Merge the WARPS_T token groups of each m-tile in shared memory (reusing the stages).
-  __syncthreads();
   float *red_o = (float *)stages;                         // [WARPS_T][MT*16][D]
   float *red_m = red_o + WARPS_T * MT * 16 * D;           // [WARPS_T][MT*16]
   float *red_l = red_m + WARPS_T * MT * 16;               // [WARPS_T][MT*16]
-#pragma unroll
-  for (int r = 0; r < 2 && warp < NC; r++) {
-    const int row = wm * 16 + g + 8 * r;
-    float *dst = red_o + ((i64)wt * MT * 16 + row) * D;
-#pragma unroll
-    for (int nt = 0; nt < D / 8; nt++) {
-      dst[vcol(nt, 2 * j)] = o[nt][2 * r];
-      dst[vcol(nt, 2 * j + 1)] = o[nt][2 * r + 1];
-    }
-    if (j == 0) red_m[wt * MT * 16 + row] = m[r], red_l[wt * MT * 16 + row] = l[r];
-  }
-  __syncthreads();
-
-  for (int i = threadIdx.x; i < G * D; i += THREADS) {
-    const int r = i / D, d = i % D;
-    float ms = -INFINITY;
-#pragma unroll
-    for (int w = 0; w < WARPS_T; w++) ms = fmaxf(ms, red_m[w * MT * 16 + r]);
-    const float mref = ms == -INFINITY ? 0.0f : ms;
-    float acc = 0.0f, lsum = 0.0f;
-#pragma unroll
-    for (int w = 0; w < WARPS_T; w++) {
-      const float f = fast_exp2(red_m[w * MT * 16 + r] - mref);
-      acc += f * red_o[((i64)w * MT * 16 + r) * D + d];
-      lsum += f * red_l[w * MT * 16 + r];
-    }
-    const i64 row = (i64)b * N_HEAD + h * G + r;
-    if (ns == 1) {
-      OT::store(out, row * D + d, lsum > 0.0f ? acc / lsum : 0.0f);
-    } else {
-      wk.part_o[(row * wk.max_splits + split) * D + d] = acc;
-      if (d == 0) {
-        wk.part_ml[(row * wk.max_splits + split) * 2] = ms;
-        wk.part_ml[(row * wk.max_splits + split) * 2 + 1] = lsum;
-      }
-    }
-  }
+  merge_groups(wk, o, m, l, red_o, red_m, red_l, b, h, split, ns, out, g, j, wm, wt, warp);
   if (ns == 1) return;
-
-  // The last split of this (row, KV head) to finish merges all of them (combine.cu).
   __shared__ int s_last;
-  __threadfence(); // this CTA's partial is visible device-wide before its ticket
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    int *t = wk.ticket + (i64)b * N_KV + h;
-    s_last = atomicAdd(t, 1) == ns - 1;
-    if (s_last) *t = 0;
-  }
-  __syncthreads();
-  if (s_last) {
-    __threadfence();
-    combine_group<THREADS>(wk, b, h, ns, out, (float *)stages);
-  }
+  merge_splits(wk, b, h, ns, out, (float *)stages, s_last);
 }

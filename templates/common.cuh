@@ -4,7 +4,7 @@
 // plan ...) and base/kargs.h (the kernels' argument structs, shared with the host), then
 // concatenates the templates in the order of templates/LIST. This file turns the defines
 // into constexprs and holds what more than one kernel needs: integer types, warp reductions,
-// a block-wide scan, cp.async and mma wrappers.
+// a block-wide scan, cp.async, mbarrier and mma wrappers.
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
 
@@ -144,8 +144,6 @@ __device__ __forceinline__ u32 ld_cluster(const u32 *p, int rank) {
 __device__ __forceinline__ void cp_async16(void *dst, const void *src, int src_bytes) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_u32(dst)), "l"(src), "r"(src_bytes));
 }
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N> __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
 
 // ---- mbarriers (attend's producer/consumer ring) ----------------------------------------
 
@@ -254,7 +252,7 @@ __device__ __forceinline__ int n_splits(i64 L, int max_splits) {
   return n < 1 ? 1 : (int)n;
 }
 
-// ---- selection rules shared by estimate and select (layout.h) ---------------------------
+// ---- selection rules shared by estimate and select (base/layout.h) ------------------------
 
 // Pages a sequence of len tokens must attend: [0, sp) (sink) and [rf, n) (recent and the
 // last page); the candidates for top-K are [sp, rf).

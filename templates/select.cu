@@ -1,6 +1,6 @@
 // select.cu — top-K pages of one (sequence, KV head) ∪ sink ∪ recent → compact list.
 //
-// Rules (layout.h): forced = pages of tokens [0, sink) ∪ pages of the last `recent` tokens
+// Rules (base/layout.h): forced = pages of tokens [0, sink) ∪ pages of the last `recent` tokens
 // ∪ the last page, which is the interval pair [0, sp) ∪ [rf, n); the non-forced pages are
 // [sp, rf). K_eff = min(n, max(K, |forced|)); the list is forced ∪ the best K_eff - |forced|
 // pages of [sp, rf) by score (ties to the lower index, NaN above every number), ascending.
@@ -39,7 +39,7 @@
 // cluster code lives in its own instantiation (select_list<true>): inline in the one body
 // it cost every short list 2-3 us (bench/NOTES.md 32).
 
-// The budget in pages (layout.c qgen_budget_pages).
+// The budget in pages (base/layout.c qgen_budget_pages).
 __device__ __forceinline__ i64 budget_pages(const qg_budget &bg, i64 n, i64 nf) {
   i64 k = n;
   if (bg.mode == QGEN_BUDGET_COVERAGE) k = (i64)ceil(bg.coverage * (double)n);
@@ -69,18 +69,215 @@ struct sel_smem {
   int scan[64]; // two block scans' scratch
 };
 
+constexpr int SEL_T = QG_SEL_THREADS, SEL_NH = 2048 / SEL_T; // threads, pass 0's bins a thread
+// Pages per thread per batch of loads (staging, passes): the most that keep 32 registers
+// (two CTAs of 1024 per SM) without spills, for every sel= (ptxas 13.0, sm_80 and sm_90).
+constexpr int SEL_STAGE = 12, SEL_PER = 4, SEL_SMALL = QG_SEL_REGS, SEL_NKR = SEL_SMALL > 0 ? SEL_SMALL : 1;
+static_assert(SEL_T % 32 == 0 && SEL_T <= 1024 && 1024 % SEL_T == 0 && QG_SEL_BINS == 2048, "select: a CTA of 2^k warps, an 11-bit first digit");
+
+// Keys of the candidates [sp, rf) of the general path: from shared memory (staged) or
+// global memory.
+struct cand_keys {
+  const float *sc;
+  const u32 *keys;
+  int sp, rf;
+  bool smem;
+  // Keys of pages p + u * stride (u < SEL_PER), clamped into [sp, rf) (not empty past the
+  // k >= n return); the loops test which pages are candidates.
+  __device__ __forceinline__ void load(u32 (&key)[SEL_PER], int p, int stride) const {
+    if (smem) {
+#pragma unroll
+      for (int u = 0; u < SEL_PER; u++) key[u] = keys[min(max(p + u * stride, sp), rf - 1)];
+    } else {
+      fetch_keys(key, sc, p, stride, sp, rf);
+    }
+  }
+};
+
+// Pass 0: estimate counted the first digit; each thread takes the NH bins it owns
+// (own0[i]: bin top0 - i) straight into registers and leaves zeros for the next step (all
+// loads first, a register path's keys kr with them: a store between them would serialize
+// the round trips), and zeroes the histograms of passes 1 and 2.
+__device__ __forceinline__ void take_pass0(u32 (&own0)[SEL_NH], u32 (&kr)[SEL_NKR], u32 *ghist, const float *sc, int top0, bool regs,
+                                           bool multi, int n, int g0, int rp, int rank, int tid, sel_smem &sm) {
+#pragma unroll
+  for (int u = 0; u < SEL_NH; u++) own0[u] = __ldcg(ghist + top0 - u);
+  if (regs) fetch_keys(kr, sc, g0 * rp, 1, 0, max(n, 1)); // clamped past n; sc[0] always exists
+#pragma unroll
+  for (int u = 0; u < SEL_NH; u++) sm.hist[u * SEL_T + tid] = 0;
+  for (int i = tid; i < 1024; i += SEL_T) sm.hist2[i] = 0;
+  if (multi) cluster_sync(); // every rank holds its bins before rank 0 clears them
+  if (rank == 0)
+#pragma unroll
+    for (int u = 0; u < SEL_NH; u++) ghist[top0 - u] = 0;
+}
+
+// One pass of the radix select of the rem-th largest key among [sp, rf): narrows (prefix,
+// mask) by the pass's digit and rem to the keys left to take in the crossing bin.
+__device__ __forceinline__ void radix_pass(int pass, u32 &prefix, u32 &mask, u32 &rem, const u32 (&own0)[SEL_NH], const u32 (&kr)[SEL_NKR],
+                                           const cand_keys &ck, bool regs, bool multi, int CL, int g0, int rp, int tid, sel_smem &sm) {
+  const int sp = ck.sp, rf = ck.rf;
+  const int shift = pass == 0 ? 21 : pass == 1 ? 10 : 0, bits = pass == 2 ? 10 : 11, nbins = 1 << bits;
+  // Each pass counts into its own zeroed histogram: no barrier between a pass's reads
+  // and the next one's counts (in a cluster, other CTAs' reads of this one's).
+  u32 *hp = pass == 1 ? sm.hist : sm.hist2;
+  if (pass > 0) { // pass 0's histogram came from estimate
+    if (regs) {
+#pragma unroll
+      for (int u = 0; u < SEL_SMALL; u++)
+        if (u < rp) { // uniform: rp is the cluster's
+          const int p = g0 * rp + u;
+          hist_add(hp, p >= sp && p < rf && (kr[u] & mask) == prefix, (kr[u] >> shift) & (u32)(nbins - 1));
+        }
+    } else {
+      for (int p0 = sp; p0 < rf; p0 += SEL_T * SEL_PER) { // the same trip count for every thread
+        u32 key[SEL_PER];
+        ck.load(key, p0 + tid, SEL_T);
+#pragma unroll
+        for (int u = 0; u < SEL_PER; u++)
+          if (p0 + u * SEL_T < rf) { // uniform; a row past rf would count nothing
+            const int p = p0 + u * SEL_T + tid;
+            hist_add(hp, p < rf && (key[u] & mask) == prefix, (key[u] >> shift) & (u32)(nbins - 1));
+          }
+      }
+    }
+    if (multi) cluster_sync(); // the cluster's counts of this pass are complete
+    else __syncthreads();
+  }
+  // Thread t owns nbins/T bins counted from the top (own[i] = bin top - i: this CTA's
+  // count, or in a cluster's pass > 0 the sum over its CTAs); one block scan of the owned
+  // sums finds the thread whose range holds the rem-th key.
+  const int per = nbins / SEL_T, top = nbins - 1 - tid * per;
+  const bool remote = multi && pass > 0;
+  u32 own[SEL_NH], sum = 0;
+#pragma unroll
+  for (int i = 0; i < SEL_NH; i++) {
+    if (pass == 0) {
+      own[i] = own0[i]; // per == NH
+    } else {
+      u32 v[8];
+#pragma unroll
+      for (int r = 0; r < 8; r++) v[r] = i < per && (r == 0 || (remote && r < CL)) ? (remote ? ld_cluster(hp + top - i, r) : hp[top - i]) : 0u;
+      own[i] = 0;
+#pragma unroll
+      for (int r = 0; r < 8; r++) own[i] += v[r];
+    }
+    sum += own[i];
+  }
+  int total;
+  const u32 before = (u32)block_exclusive_scan((int)sum, sm.scan, &total);
+  if (before < rem && before + sum >= rem) {
+    u32 acc = before;
+#pragma unroll
+    for (int i = 0; i < SEL_NH; i++) {
+      const u32 cnt = own[i]; // 0 past per: never the crossing bin, as acc < rem
+      if (acc + cnt >= rem) { sm.s_bin[pass] = (u32)(top - i); sm.s_rem[pass] = rem - acc; sm.s_all[pass] = rem - acc == cnt; break; }
+      acc += cnt;
+    }
+  }
+  __syncthreads();
+  prefix |= sm.s_bin[pass] << shift;
+  mask |= (u32)(nbins - 1) << shift;
+  rem = sm.s_rem[pass];
+  const bool all = sm.s_all[pass];
+  // The crossing bin is taken whole: the answer is every key >= its lowest value, with
+  // no pass left to run (after pass 1 almost always, as a 22-bit bin holds one key).
+  // Keys below 2^21 do not occur (score_key), so prefix > 0 here.
+  if (all && prefix > 0) {
+    prefix -= 1;
+    rem = 0;
+  }
+}
+
+// The register path's list: one block scan of the packed counts (taken: forced or above
+// thr; tied: candidates at thr; each < 2^15 as n < 32768) places the thread's pages after
+// those before it; in a cluster the CTA's totals add those of the lower ranks. rem = how
+// many keys equal to thr to take, lowest pages first.
+__device__ __forceinline__ void place(int *list, const u32 (&kr)[SEL_NKR], u32 thr, u32 rem, int n, int sp, int rf, int g0, int rp,
+                                      bool multi, int rank, int tid, sel_smem &sm) {
+  int taken = 0, tied = 0;
+#pragma unroll
+  for (int u = 0; u < SEL_SMALL; u++) {
+    const int p = g0 * rp + u;
+    if (u < rp && p < n) {
+      const bool cand = p >= sp && p < rf;
+      taken += !cand || kr[u] > thr;
+      tied += cand && kr[u] == thr;
+    }
+  }
+  static_assert(SEL_T * SEL_SMALL < 32768, "packed counts");
+  int tot;
+  int before = block_exclusive_scan(taken << 16 | tied, sm.scan, &tot);
+  if (multi) {
+    if (tid == 0) sm.s_tot = (u32)tot;
+    cluster_sync();
+    for (int r = 0; r < rank; r++) before += (int)ld_cluster(&sm.s_tot, r);
+  }
+  u32 e = (u32)(before & 0xffff);
+  int pos = (before >> 16) + (int)min(e, rem);
+#pragma unroll
+  for (int u = 0; u < SEL_SMALL; u++) {
+    const int p = g0 * rp + u;
+    if (u < rp && p < n) {
+      const bool cand = p >= sp && p < rf, eq = cand && kr[u] == thr;
+      if (!cand || kr[u] > thr || (eq && e < rem)) list[pos++] = p;
+      e += eq;
+    }
+  }
+  if (multi) cluster_sync(); // no CTA leaves while another may read its shared memory
+}
+
+// The general path's list. Warp w owns pages [lo, hi), walked 32 at a time. Pass A counts
+// the keys above and equal to the threshold; the pages selected before the segment follow
+// from the block scans of those counts and the forced intervals. Pass B writes.
+__device__ __forceinline__ void compact(int *list, const cand_keys &ck, u32 thr, u32 rem, int n, int lane, int warp, sel_smem &sm) {
+  constexpr int NWARP = SEL_T / 32;
+  const int sp = ck.sp, rf = ck.rf;
+  const int seg = ((n + NWARP - 1) / NWARP + 31) / 32 * 32, lo = min(n, warp * seg), hi = min(n, lo + seg);
+  const u32 below = (1u << lane) - 1;
+  int n_gt = 0, n_eq = 0;
+  for (int p0 = lo; p0 < hi; p0 += 32 * SEL_PER) {
+    u32 key[SEL_PER];
+    ck.load(key, p0 + lane, 32);
+#pragma unroll
+    for (int u = 0; u < SEL_PER; u++)
+      if (p0 + u * 32 < hi) { // uniform over the warp
+        const int p = p0 + u * 32 + lane;
+        const bool cand = p < hi && p >= sp && p < rf;
+        n_gt += __popc(__ballot_sync(0xffffffffu, cand && key[u] > thr));
+        n_eq += __popc(__ballot_sync(0xffffffffu, cand && key[u] == thr));
+      }
+  }
+  int tot;
+  const int gt_before = __shfl_sync(0xffffffffu, block_exclusive_scan(lane == 0 ? n_gt : 0, sm.scan, &tot), 0);
+  const int eq_before = __shfl_sync(0xffffffffu, block_exclusive_scan(lane == 0 ? n_eq : 0, sm.scan + 32, &tot), 0);
+  int pos = min(lo, sp) + max(0, lo - rf) + gt_before + (int)min((u32)eq_before, rem);
+  u32 e = (u32)eq_before;
+  for (int p0 = lo; p0 < hi; p0 += 32 * SEL_PER) {
+    u32 key[SEL_PER];
+    ck.load(key, p0 + lane, 32);
+#pragma unroll
+    for (int u = 0; u < SEL_PER; u++)
+      if (p0 + u * 32 < hi) {
+        const int p = p0 + u * 32 + lane;
+        const bool cand = p < hi && p >= sp && p < rf;
+        const bool eq = cand && key[u] == thr;
+        const u32 eqm = __ballot_sync(0xffffffffu, eq);
+        const bool sel = p < hi && (!cand || key[u] > thr || (eq && e + __popc(eqm & below) < rem));
+        const u32 selm = __ballot_sync(0xffffffffu, sel);
+        if (sel) list[pos + __popc(selm & below)] = p;
+        e += __popc(eqm);
+        pos += __popc(selm);
+      }
+  }
+}
+
 // The list of one (row, KV head): CLUSTER = launched in clusters of CL > 1 CTAs, this one
 // of rank `rank` (the single-CTA instantiation carries none of the cluster's code).
 template <bool CLUSTER>
 __device__ __forceinline__ void select_list(const qg_cache &c, const qg_work &wk, const qg_batch &bt, const qg_budget &bg, int CL,
                                             int rank, sel_smem &sm, u32 *keys) {
-  constexpr int T = QG_SEL_THREADS, NWARP = T / 32, NH = 2048 / T;
-  // Pages per thread per batch of loads (staging, passes): the most that keep 32 registers
-  // (two CTAs of 1024 per SM) without spills, for every sel= (ptxas 13.0, sm_80 and sm_90).
-  constexpr int STAGE = 12, PER = 4, SMALL = QG_SEL_REGS, NKR = SMALL > 0 ? SMALL : 1;
-  static_assert(T % 32 == 0 && T <= 1024 && 1024 % T == 0 && QG_SEL_BINS == 2048, "select: a CTA of 2^k warps, an 11-bit first digit");
-  u32 &s_tot = sm.s_tot;
-  int *scan = sm.scan;
+  constexpr int T = SEL_T, SMALL = SEL_SMALL;
   const int h = blockIdx.x / CL, b = blockIdx.y, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int seq = bt.seq[b];
   const int len = c.seq_len[seq], n = (int)pages_of(len); // page indices fit in int
@@ -90,9 +287,6 @@ __device__ __forceinline__ void select_list(const qg_cache &c, const qg_work &wk
 
   grid_dep_launch(); // attend may start: it stages its queries, then waits for this grid
   grid_dep_wait();   // the scores and the histogram are estimate's
-  // estimate counted the first digit: each thread takes the NH bins it owns in pass 0
-  // straight into registers and leaves zeros for the next step (all loads first, a short
-  // list's keys with them: a store between them would serialize the round trips)
   u32 *ghist = wk.hist + ((i64)b * N_KV + h) * QG_SEL_BINS;
   // The same for every CTA of the cluster: registers of one CTA, of the cluster (the packed
   // counts below need n < 2^15), or rank 0's general path.
@@ -102,20 +296,8 @@ __device__ __forceinline__ void select_list(const qg_cache &c, const qg_work &wk
   const int R = multi ? CL : 1, g0 = multi ? rank * T + tid : tid; // CTAs sharing the list, this thread's place
   const bool regs = small || multi;
   const int rp = (n + R * T - 1) / (R * T); // pages a thread holds: [g0 * rp, g0 * rp + rp)
-  u32 kr[NKR], own0[NH]; // own0[i]: bin top0 - i
-  const int top0 = 2047 - tid * NH;
-  {
-#pragma unroll
-    for (int u = 0; u < NH; u++) own0[u] = __ldcg(ghist + top0 - u);
-    if (regs) fetch_keys(kr, sc, g0 * rp, 1, 0, max(n, 1)); // clamped past n; sc[0] always exists
-#pragma unroll
-    for (int u = 0; u < NH; u++) sm.hist[u * T + tid] = 0;
-    for (int i = tid; i < 1024; i += T) sm.hist2[i] = 0;
-    if (multi) cluster_sync(); // every rank holds its bins before rank 0 clears them
-    if (rank == 0)
-#pragma unroll
-      for (int u = 0; u < NH; u++) ghist[top0 - u] = 0;
-  }
+  u32 kr[SEL_NKR], own0[SEL_NH];
+  take_pass0(own0, kr, ghist, sc, 2047 - tid * SEL_NH, regs, multi, n, g0, rp, rank, tid, sm);
 
   i64 sp64, rf64;
   forced_ranges(bg, len, sp64, rf64);
@@ -131,179 +313,24 @@ __device__ __forceinline__ void select_list(const qg_cache &c, const qg_work &wk
   if (rank == 0 && tid == 0) wk.count[(i64)seq * N_KV + h] = k;
   const bool smem_keys = !regs && n <= QG_SEL_SMEM_KEYS;
   if (smem_keys)
-    for (int p0 = sp; p0 < rf; p0 += T * STAGE) {
-      u32 key[STAGE];
+    for (int p0 = sp; p0 < rf; p0 += T * SEL_STAGE) {
+      u32 key[SEL_STAGE];
       fetch_keys(key, sc, p0 + tid, T, sp, rf);
 #pragma unroll
-      for (int u = 0; u < STAGE; u++) // then the stores
+      for (int u = 0; u < SEL_STAGE; u++) // then the stores
         if (p0 + u * T + tid < rf) keys[p0 + u * T + tid] = key[u];
     }
   if (smem_keys) __syncthreads(); // (the histograms' zeros are ordered by later barriers)
-  // Keys of pages p + u * stride (u < PER), clamped into the candidates [sp, rf) (not empty
-  // past the k >= n return); the loops test which pages are candidates.
-  auto load_keys = [&](u32 (&key)[PER], int p, int stride) {
-    if (smem_keys) {
-#pragma unroll
-      for (int u = 0; u < PER; u++) key[u] = keys[min(max(p + u * stride, sp), rf - 1)];
-    } else {
-      fetch_keys(key, sc, p, stride, sp, rf);
-    }
-  };
+  const cand_keys ck = {sc, keys, sp, rf, smem_keys};
 
   // Radix select of the (k - nf)-th largest key among [sp, rf): 11 + 11 + 10 bits.
   u32 prefix = 0, mask = 0, rem = (u32)(k - nf);
   if (rem == 0) prefix = 0xffffffffu; // nothing to pick: no key exceeds it, take none equal
-  for (int pass = 0; rem > 0 && pass < 3; pass++) {
-    const int shift = pass == 0 ? 21 : pass == 1 ? 10 : 0, bits = pass == 2 ? 10 : 11, nbins = 1 << bits;
-    // Each pass counts into its own zeroed histogram: no barrier between a pass's reads
-    // and the next one's counts (in a cluster, other CTAs' reads of this one's).
-    u32 *hp = pass == 1 ? sm.hist : sm.hist2;
-    if (pass > 0) { // pass 0's histogram came from estimate
-      if (regs) {
-#pragma unroll
-        for (int u = 0; u < SMALL; u++)
-          if (u < rp) { // uniform: rp is the cluster's
-            const int p = g0 * rp + u;
-            hist_add(hp, p >= sp && p < rf && (kr[u] & mask) == prefix, (kr[u] >> shift) & (u32)(nbins - 1));
-          }
-      } else {
-        for (int p0 = sp; p0 < rf; p0 += T * PER) { // the same trip count for every thread
-          u32 key[PER];
-          load_keys(key, p0 + tid, T);
-#pragma unroll
-          for (int u = 0; u < PER; u++)
-            if (p0 + u * T < rf) { // uniform; a row past rf would count nothing
-              const int p = p0 + u * T + tid;
-              hist_add(hp, p < rf && (key[u] & mask) == prefix, (key[u] >> shift) & (u32)(nbins - 1));
-            }
-        }
-      }
-      if (multi) cluster_sync(); // the cluster's counts of this pass are complete
-      else __syncthreads();
-    }
-    // Thread t owns nbins/T bins counted from the top (own[i] = bin top - i: this CTA's
-    // count, or in a cluster's pass > 0 the sum over its CTAs); one block scan of the owned
-    // sums finds the thread whose range holds the rem-th key.
-    const int per = nbins / T, top = nbins - 1 - tid * per;
-    const bool remote = multi && pass > 0;
-    u32 own[NH], sum = 0;
-#pragma unroll
-    for (int i = 0; i < NH; i++) {
-      if (pass == 0) {
-        own[i] = own0[i]; // per == NH
-      } else {
-        u32 v[8];
-#pragma unroll
-        for (int r = 0; r < 8; r++) v[r] = i < per && (r == 0 || (remote && r < CL)) ? (remote ? ld_cluster(hp + top - i, r) : hp[top - i]) : 0u;
-        own[i] = 0;
-#pragma unroll
-        for (int r = 0; r < 8; r++) own[i] += v[r];
-      }
-      sum += own[i];
-    }
-    int total;
-    const u32 before = (u32)block_exclusive_scan((int)sum, scan, &total);
-    if (before < rem && before + sum >= rem) {
-      u32 acc = before;
-#pragma unroll
-      for (int i = 0; i < NH; i++) {
-        const u32 cnt = own[i]; // 0 past per: never the crossing bin, as acc < rem
-        if (acc + cnt >= rem) { sm.s_bin[pass] = (u32)(top - i); sm.s_rem[pass] = rem - acc; sm.s_all[pass] = rem - acc == cnt; break; }
-        acc += cnt;
-      }
-    }
-    __syncthreads();
-    prefix |= sm.s_bin[pass] << shift;
-    mask |= (u32)(nbins - 1) << shift;
-    rem = sm.s_rem[pass];
-    const bool all = sm.s_all[pass];
-    // The crossing bin is taken whole: the answer is every key >= its lowest value, with
-    // no pass left to run (after pass 1 almost always, as a 22-bit bin holds one key).
-    // Keys below 2^21 do not occur (score_key), so prefix > 0 here.
-    if (all && prefix > 0) {
-      prefix -= 1;
-      rem = 0;
-    }
-  }
+  for (int pass = 0; rem > 0 && pass < 3; pass++) radix_pass(pass, prefix, mask, rem, own0, kr, ck, regs, multi, CL, g0, rp, tid, sm);
   const u32 thr = prefix; // rem = how many keys equal to thr to take, lowest pages first (0: keys > thr)
 
-  if (regs) {
-    // One block scan of the packed counts (taken: forced or above thr; tied: candidates at
-    // thr; each < 2^15 as n < 32768) places the thread's pages after those before it; in a
-    // cluster the CTA's totals add those of the lower ranks.
-    int taken = 0, tied = 0;
-#pragma unroll
-    for (int u = 0; u < SMALL; u++) {
-      const int p = g0 * rp + u;
-      if (u < rp && p < n) {
-        const bool cand = p >= sp && p < rf;
-        taken += !cand || kr[u] > thr;
-        tied += cand && kr[u] == thr;
-      }
-    }
-    static_assert(T * SMALL < 32768, "packed counts");
-    int tot;
-    int before = block_exclusive_scan(taken << 16 | tied, scan, &tot);
-    if (multi) {
-      if (tid == 0) s_tot = (u32)tot;
-      cluster_sync();
-      for (int r = 0; r < rank; r++) before += (int)ld_cluster(&s_tot, r);
-    }
-    u32 e = (u32)(before & 0xffff);
-    int pos = (before >> 16) + (int)min(e, rem);
-#pragma unroll
-    for (int u = 0; u < SMALL; u++) {
-      const int p = g0 * rp + u;
-      if (u < rp && p < n) {
-        const bool cand = p >= sp && p < rf, eq = cand && kr[u] == thr;
-        if (!cand || kr[u] > thr || (eq && e < rem)) list[pos++] = p;
-        e += eq;
-      }
-    }
-    if (multi) cluster_sync(); // no CTA leaves while another may read its shared memory
-    return;
-  }
-
-  // Compaction: warp w owns pages [lo, hi), walked 32 at a time. Pass A counts the keys
-  // above and equal to the threshold; the pages selected before the segment follow from
-  // the block scans of those counts and the forced intervals. Pass B writes.
-  const int seg = ((n + NWARP - 1) / NWARP + 31) / 32 * 32, lo = min(n, warp * seg), hi = min(n, lo + seg);
-  const u32 below = (1u << lane) - 1;
-  int n_gt = 0, n_eq = 0;
-  for (int p0 = lo; p0 < hi; p0 += 32 * PER) {
-    u32 key[PER];
-    load_keys(key, p0 + lane, 32);
-#pragma unroll
-    for (int u = 0; u < PER; u++)
-      if (p0 + u * 32 < hi) { // uniform over the warp
-        const int p = p0 + u * 32 + lane;
-        const bool cand = p < hi && p >= sp && p < rf;
-        n_gt += __popc(__ballot_sync(0xffffffffu, cand && key[u] > thr));
-        n_eq += __popc(__ballot_sync(0xffffffffu, cand && key[u] == thr));
-      }
-  }
-  int tot;
-  const int gt_before = __shfl_sync(0xffffffffu, block_exclusive_scan(lane == 0 ? n_gt : 0, scan, &tot), 0);
-  const int eq_before = __shfl_sync(0xffffffffu, block_exclusive_scan(lane == 0 ? n_eq : 0, scan + 32, &tot), 0);
-  int pos = min(lo, sp) + max(0, lo - rf) + gt_before + (int)min((u32)eq_before, rem);
-  u32 e = (u32)eq_before;
-  for (int p0 = lo; p0 < hi; p0 += 32 * PER) {
-    u32 key[PER];
-    load_keys(key, p0 + lane, 32);
-#pragma unroll
-    for (int u = 0; u < PER; u++)
-      if (p0 + u * 32 < hi) {
-        const int p = p0 + u * 32 + lane;
-        const bool cand = p < hi && p >= sp && p < rf;
-        const bool eq = cand && key[u] == thr;
-        const u32 eqm = __ballot_sync(0xffffffffu, eq);
-        const bool sel = p < hi && (!cand || key[u] > thr || (eq && e + __popc(eqm & below) < rem));
-        const u32 sm = __ballot_sync(0xffffffffu, sel);
-        if (sel) list[pos + __popc(sm & below)] = p;
-        e += __popc(eqm);
-        pos += __popc(sm);
-      }
-  }
+  if (regs) place(list, kr, thr, rem, n, sp, rf, g0, rp, multi, rank, tid, sm);
+  else compact(list, ck, thr, rem, n, lane, warp, sm);
 }
 
 extern "C" __global__ void __launch_bounds__(QG_SEL_THREADS) qg_select(qg_cache c, qg_work wk, qg_batch bt, qg_budget bg) {
