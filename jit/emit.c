@@ -16,11 +16,6 @@ struct qgen_embedded {
 };
 extern const struct qgen_embedded qgen_templates[]; /* templates_embed.c, from jit/embed.cmake */
 
-void qgen_spec_layout(const qgen_spec *s, qgen_layout *L) {
-  qgen_layout_init(L, s->head_dim, s->n_head, s->n_head_kv, s->block, s->k_type, s->v_type,
-                   s->in_type, s->out_type, s->scale, s->sparse);
-}
-
 static const char *const KERNELS_SPARSE[] = {"qg_append", "qg_estimate", "qg_select", "qg_attend", NULL};
 static const char *const KERNELS_DENSE[] = {"qg_append", "qg_attend", NULL};
 

@@ -11,11 +11,7 @@
 
 #include <stddef.h>
 
-#include "base/layout.h"
 #include "spec/spec.h"
-
-/* The layout a spec describes. */
-void qgen_spec_layout(const qgen_spec *s, qgen_layout *L);
 
 /* The kernels a spec's unit defines (NULL-terminated list of extern "C" names). */
 const char *const *qgen_kernel_names(const qgen_spec *s);
