@@ -7,10 +7,15 @@
  * collectgarbage, setmetatable, warn or string.dump; no io, os, package, debug, coroutine,
  * utf8. Reading an undefined global is an error (it catches `k_type = q8_0`). print writes
  * to stderr (64 KiB at most). Source text only (1 MiB at most): a precompiled chunk is
- * refused. At most 50 million VM instructions and 5 s of wall time, checked by a count
- * hook, a call hook (so slow library calls in a short loop meet the clock) and the
- * allocator; once a limit trips, every instruction and call raises again, so pcall cannot
- * swallow it, and xpcall skips its handler (which would run with hooks off).
+ * refused. At most 50 million VM instructions, where work done inside one instruction
+ * counts too: 16 bytes allocated count as one, and table.move/insert/remove/sort count
+ * the elements they move or compare. A spec that keeps running into the 64 MiB (each
+ * refusal forces a full collection) is out of memory once those collections have walked
+ * 16 times the limit. So the outcome depends on the spec, not on how loaded the machine
+ * is; 30 s of wall time is a last resort for work nothing counts (comparing long strings).
+ * The limits are checked by a count hook, a call hook and the allocator; once one trips,
+ * every instruction and call raises again, so pcall cannot swallow it, and xpcall skips
+ * its handler (which would run with hooks off).
  *
  * A single library call must not run long without allocating, since no hook runs inside
  * it. So string.find/match/gmatch/gsub are not available (backtracking patterns, and even
@@ -40,7 +45,7 @@
 #ifndef QGEN_SPEC_FUZZ_LIMITS
 #define SPEC_MEM_LIMIT ((size_t)64 << 20)   /* bytes held by the Lua state */
 #define SPEC_STEP_LIMIT 50000000LL          /* VM instructions */
-#define SPEC_TIME_LIMIT_MS 5000.0           /* wall time of one load */
+#define SPEC_TIME_LIMIT_MS 30000.0          /* wall time of one load: a last resort */
 #else /* fuzz/ builds: the same checks with smaller budgets, so a slow input stays cheap */
 #define SPEC_MEM_LIMIT ((size_t)16 << 20)
 #define SPEC_STEP_LIMIT 2000000LL
@@ -50,17 +55,21 @@
 #define SPEC_HOOK_MASK (LUA_MASKCOUNT | LUA_MASKCALL)
 #define SPEC_PRINT_MAX ((size_t)64 << 10)   /* bytes print may write */
 #define SPEC_ELEMS_MAX ((lua_Integer)1 << 24) /* elements one table function may touch */
+#define SPEC_BYTES_PER_STEP 16              /* bytes allocated that count as one instruction */
+#define SPEC_GC_WALK_MAX (16 * (long long)SPEC_MEM_LIMIT) /* heap bytes forced collections walk */
+#define MEM_LIMIT_TEXT "memory limit exceeded (the spec used more than %zu MiB)"
 
 /* ---------------------------------------------------------------------------------
  * The sandbox state: reached from any lua_State through lua_getallocf.
  * ------------------------------------------------------------------------------- */
 
-enum { TRIP_NONE, TRIP_STEPS, TRIP_TIME };
+enum { TRIP_NONE, TRIP_STEPS, TRIP_MEM, TRIP_TIME };
 
 typedef struct sandbox {
   size_t mem, mem_limit;
   int mem_refused;          /* the allocator said no at least once */
-  long long steps;          /* VM instructions so far (in SPEC_HOOK_EVERY units) */
+  long long steps;          /* VM instructions so far, and work charged as instructions */
+  long long gc_walked;      /* heap bytes that collections forced by a refusal walked */
   double t0;                /* qgen_now_ms() at the start */
   int tripped;              /* TRIP_*: sticky */
   lua_State *L;             /* set while the chunk runs (hook installed) */
@@ -77,14 +86,38 @@ static sandbox *box_of(lua_State *L) {
 
 static void box_hook(lua_State *L, lua_Debug *ar);
 
-/* The wall-clock check of the allocator: slow library calls allocate, and near the
-   memory limit every allocation runs an emergency collection, so a loop of a few
-   instructions can take long between two calls of the count hook. Once the time is up,
-   the hook is set to run at every instruction (lua_sethook is safe anywhere). */
+/* Trip a limit (sticky): from now on the hook runs at every instruction and call, and
+   raises (lua_sethook is safe anywhere, the allocator included). */
+static void box_trip(sandbox *box, lua_State *L, int why) {
+  box->tripped = why;
+  lua_sethook(L, box_hook, SPEC_HOOK_MASK, 1);
+}
+
+/* Work done inside one instruction (a library call allocating or walking a table) counts
+   against the instruction budget, so a loop of a few slow instructions stops after as
+   much work as a long loop of fast ones, however loaded the machine is. */
+static void box_charge(sandbox *box, long long steps) {
+  if (box->tripped || !box->L) return;
+  box->steps += steps;
+  if (box->steps > SPEC_STEP_LIMIT) box_trip(box, box->L, TRIP_STEPS);
+}
+
+/* The wall-clock check of the allocator, a last resort: a slow library call allocates,
+   so a loop of a few instructions meets the clock between two count hooks. */
 static void box_check_time(sandbox *box) {
   if (box->tripped || !box->L || qgen_now_ms() - box->t0 <= SPEC_TIME_LIMIT_MS) return;
-  box->tripped = TRIP_TIME;
-  lua_sethook(box->L, box_hook, SPEC_HOOK_MASK, 1);
+  box_trip(box, box->L, TRIP_TIME);
+}
+
+/* A refused allocation makes Lua run a full collection and try again. A spec that lives
+   at the memory limit (freeing a little, refused again) would spend its time there, so
+   once those collections have walked SPEC_GC_WALK_MAX bytes the memory limit counts as
+   exceeded, even where a caller (pcall, the string table's resize) survived each one. */
+static void box_refused(sandbox *box) {
+  box->mem_refused = 1;
+  if (box->tripped || !box->L) return;
+  box->gc_walked += (long long)box->mem;
+  if (box->gc_walked > SPEC_GC_WALK_MAX) box_trip(box, box->L, TRIP_MEM);
 }
 
 static void *box_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
@@ -96,15 +129,16 @@ static void *box_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
     return NULL;
   }
   if (nsize > old && nsize - old > box->mem_limit - box->mem) {
-    box->mem_refused = 1;
+    box_refused(box);
     box_check_time(box);
     return NULL;
   }
+  if (nsize > old) box_charge(box, (long long)((nsize - old) / SPEC_BYTES_PER_STEP));
   if (nsize >= ((size_t)64 << 10)) box_check_time(box);
   void *p = realloc(ptr, nsize);
   if (!p && nsize <= old) p = ptr; /* Lua assumes shrinking never fails: keep the block */
   if (!p) {
-    box->mem_refused = 1;
+    box_refused(box);
     return NULL;
   }
   box->mem = box->mem - old + nsize;
@@ -141,28 +175,33 @@ static const char *trip_message(const sandbox *box, char *buf, size_t n) {
   if (box->tripped == TRIP_STEPS)
     return qgen_fmt(buf, n, "instruction limit exceeded (%lld VM instructions; infinite loop?)",
                     (long long)SPEC_STEP_LIMIT);
+  if (box->tripped == TRIP_MEM) return qgen_fmt(buf, n, MEM_LIMIT_TEXT, (size_t)(SPEC_MEM_LIMIT >> 20));
   return qgen_fmt(buf, n, "time limit exceeded (%.0f s; infinite loop?)", SPEC_TIME_LIMIT_MS / 1000);
 }
 
+/* Raise the tripped limit's error at the running Lua function's line. */
+static _Noreturn void raise_trip(lua_State *L, const sandbox *box) {
+  char msg[128];
+  int line = spec_line_at(L, 0); /* the running function; for a call event, maybe a C one */
+  spec_raise_at(L, line ? line : spec_line_at(L, 1), "%s", trip_message(box, msg, sizeof msg));
+}
+
 /* The limits. The count hook runs every SPEC_HOOK_EVERY instructions; the call hook on
-   every call, so a loop of a few instructions around a slow library call (table.sort of
-   a large table, say) still meets the clock often. Once a limit trips, every instruction
-   and every call raises again: pcall cannot swallow it. */
+   every call, so a loop of a few instructions around a slow library call still meets the
+   limits often. Once a limit trips, every instruction and every call raises again: pcall
+   cannot swallow it. */
 static void box_hook(lua_State *L, lua_Debug *ar) {
   sandbox *box = box_of(L);
   if (!box->tripped) {
     if (ar->event == LUA_HOOKCOUNT) box->steps += SPEC_HOOK_EVERY;
     if (box->steps > SPEC_STEP_LIMIT)
-      box->tripped = TRIP_STEPS;
+      box_trip(box, L, TRIP_STEPS);
     else if (qgen_now_ms() - box->t0 > SPEC_TIME_LIMIT_MS)
-      box->tripped = TRIP_TIME;
+      box_trip(box, L, TRIP_TIME);
     else
       return;
-    lua_sethook(L, box_hook, SPEC_HOOK_MASK, 1);
   }
-  char msg[128];
-  int line = spec_line_at(L, 0); /* the running function; for a call event, maybe a C one */
-  spec_raise_at(L, line ? line : spec_line_at(L, 1), "%s", trip_message(box, msg, sizeof msg));
+  raise_trip(L, box);
 }
 
 /* ---------------------------------------------------------------------------------
@@ -214,13 +253,38 @@ static int call_original(lua_State *L) {
    - table.move moves nils between plain tables for free, over any range;
    - table.insert/remove/sort walk #t, and a table holding only t[1], t[2], t[4], ...,
      t[2^62] has a border #t near 2^62;
-   - string.rep of an empty string (and separator) loops n times making nothing. */
+   - string.rep of an empty string (and separator) loops n times making nothing.
+   Within the bound, the elements they touch are charged as instructions (box_charge). */
+static void charge_call(lua_State *L, long long steps) {
+  sandbox *box = box_of(L);
+  box_charge(box, steps);
+  if (box->tripped) raise_trip(L, box);
+}
+
 static int l_move(lua_State *L) {
   lua_Integer f = luaL_checkinteger(L, 2), e = luaL_checkinteger(L, 3);
   if (e >= f && (lua_Unsigned)e - (lua_Unsigned)f >= (lua_Unsigned)SPEC_ELEMS_MAX)
     spec_raise_at(L, spec_line_at(L, 1), "table.move of elements %lld..%lld is too many; allowed: at most %lld",
              (long long)f, (long long)e, (long long)SPEC_ELEMS_MAX);
+  if (e >= f) charge_call(L, (long long)(e - f) + 1);
   return call_original(L);
+}
+
+enum { WALK_INSERT, WALK_REMOVE, WALK_SORT };
+static const char *const WALKERS[] = {"insert", "remove", "sort"};
+
+/* The elements a walker of a list of length n touches: insert(t, pos, v) and
+   remove(t, pos) shift the entries from pos up; sort compares about n log2 n pairs. */
+static long long walk_cost(lua_State *L, int kind, lua_Unsigned n) {
+  long long cost = 0;
+  if (kind == WALK_SORT) {
+    for (lua_Unsigned m = n; m > 1; m >>= 1) cost += (long long)n;
+    return cost;
+  }
+  int isnum = 0;
+  lua_Integer pos = lua_gettop(L) >= (kind == WALK_INSERT ? 3 : 2) ? lua_tointegerx(L, 2, &isnum) : 0;
+  if (isnum && pos >= 1 && (lua_Unsigned)pos <= n) cost = (long long)(n - (lua_Unsigned)pos) + 1;
+  return cost;
 }
 
 static int l_walk_list(lua_State *L) {
@@ -229,6 +293,7 @@ static int l_walk_list(lua_State *L) {
   if (n > (lua_Unsigned)SPEC_ELEMS_MAX)
     spec_raise_at(L, spec_line_at(L, 1), "%s on a table of length %llu; allowed: a length of at most %lld",
              lua_tostring(L, lua_upvalueindex(2)), (unsigned long long)n, (long long)SPEC_ELEMS_MAX);
+  charge_call(L, walk_cost(L, (int)lua_tointeger(L, lua_upvalueindex(3)), n));
   return call_original(L);
 }
 
@@ -337,12 +402,12 @@ static void open_sandbox(lua_State *L) {
   lua_getfield(L, -1, "move");
   lua_pushcclosure(L, l_move, 1);
   lua_setfield(L, -2, "move");
-  static const char *const walkers[] = {"insert", "remove", "sort"};
-  for (int i = 0; i < 3; i++) {
-    lua_getfield(L, -1, walkers[i]);
-    lua_pushfstring(L, "table.%s", walkers[i]);
-    lua_pushcclosure(L, l_walk_list, 2);
-    lua_setfield(L, -2, walkers[i]);
+  for (int i = 0; i < (int)(sizeof WALKERS / sizeof *WALKERS); i++) {
+    lua_getfield(L, -1, WALKERS[i]);
+    lua_pushfstring(L, "table.%s", WALKERS[i]);
+    lua_pushinteger(L, i);
+    lua_pushcclosure(L, l_walk_list, 3);
+    lua_setfield(L, -2, WALKERS[i]);
   }
   lua_pop(L, 1);
 
@@ -477,11 +542,9 @@ int qgen_spec_load_string(const char *chunkname, const char *src, size_t len, qg
     char buf[512];
     const char *msg = buf;
     size_t mlen;
-    if (st == LUA_ERRMEM && box.tripped) { /* could not even raise the limit error */
+    if (st == LUA_ERRMEM) { /* out of memory, or could not even raise the limit error */
+      if (!box.tripped) box.tripped = TRIP_MEM;
       trip_message(&box, buf, sizeof buf);
-    } else if (st == LUA_ERRMEM) {
-      qgen_fmt(buf, sizeof buf, "memory limit exceeded (the spec used more than %zu MiB)",
-               (size_t)(SPEC_MEM_LIMIT >> 20));
     } else if (lua_type(L, -1) == LUA_TSTRING) {
       msg = lua_tolstring(L, -1, &mlen);
     } else if (lua_type(L, -1) == LUA_TNUMBER) { /* no lua_tostring: it would allocate */
@@ -496,7 +559,7 @@ int qgen_spec_load_string(const char *chunkname, const char *src, size_t len, qg
     static const char nem[] = "not enough memory"; /* a memory error raised again by error() */
     const size_t nl = sizeof nem - 1;
     if (box.mem_refused && msg != buf && mlen >= nl && !memcmp(msg + mlen - nl, nem, nl)) {
-      qgen_fmt(buf, sizeof buf, "%.*smemory limit exceeded (the spec used more than %zu MiB)",
+      qgen_fmt(buf, sizeof buf, "%.*s" MEM_LIMIT_TEXT,
                (int)(mlen - nl < 400 ? mlen - nl : 0), msg, (size_t)(SPEC_MEM_LIMIT >> 20));
       msg = buf;
       mlen = strlen(buf);
