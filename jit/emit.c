@@ -20,11 +20,6 @@ struct qgen_embedded {
 };
 extern const struct qgen_embedded qgen_kargs_h, qgen_templates[];
 
-void qgen_spec_layout(const qgen_spec *s, qgen_layout *L) {
-  qgen_layout_init(L, s->head_dim, s->n_head, s->n_head_kv, s->block, s->k_type, s->v_type,
-                   s->in_type, s->out_type, s->scale, s->sparse);
-}
-
 #define IN_SPARSE_UNIT(k, units) QGEN_KERNEL_NAME(k),
 #define IN_DENSE_UNIT(k, units) IN_DENSE_##units(k)
 #define IN_DENSE_ALL(k) QGEN_KERNEL_NAME(k),

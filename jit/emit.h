@@ -12,11 +12,7 @@
 
 #include <stddef.h>
 
-#include "base/layout.h"
 #include "spec/spec.h"
-
-/* The layout a spec describes. */
-void qgen_spec_layout(const qgen_spec *s, qgen_layout *L);
 
 /* The module's name: its compile-time parameters (shape, types, block, scale, sparse), and
    nothing else, so it names the cache entry and the NVRTC program. The spec's name is no

@@ -16,6 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/layout.h"
 #include "base/qtypes.h"
 
 #define QGEN_NAME_MAX 64
@@ -62,6 +63,9 @@ const qgen_spec *qgen_spec_find(const qgen_spec_set *set, const char *name);
    gives an identical struct. Used in cache keys and bundles. Returns the length written
    (excluding NUL), or -1 if buf is too small. */
 int qgen_spec_to_lua(const qgen_spec *s, char *buf, size_t n);
+
+/* The layout a spec describes. */
+void qgen_spec_layout(const qgen_spec *s, qgen_layout *L);
 
 /* Readable specialization name (FlashInfer-style), e.g.
    "qwen3-4b_d128_h32_g4_kf16_vf16_if16_of16_b64_sparse". */

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "spec/spec.h"
@@ -28,12 +29,16 @@
 #endif
 
 
-/* Under valgrind (or with QGEN_TEST_SLOW set) the 5 s wall-clock limit may stop a spec
+/* Under valgrind (or with QGEN_TEST_SLOW set) the 30 s wall-clock limit may stop a spec
    before it has filled the 64 MiB memory limit; then that message is accepted too. */
 static int slow_run(void) {
   const char *p = getenv("LD_PRELOAD");
   return (p && strstr(p, "vgpreload")) || getenv("QGEN_TEST_SLOW");
 }
+
+/* CPU time of this process in ms. The limits bound the work a spec does, so the checks
+   that a limit stops it soon measure work too, which a loaded machine does not stretch. */
+static double cpu_ms(void) { return 1000.0 * (double)clock() / CLOCKS_PER_SEC; }
 
 /* err says the memory limit tripped (or, on a slow run, the time limit) */
 static int memory_limit_hit(const char *e) {
@@ -227,14 +232,14 @@ static void test_bad_specs(void) {
       free(list[i]);
       continue;
     }
-    double t0 = qgen_now_ms();
+    double t0 = cpu_ms();
     int rc = qgen_spec_load(path, &set, err, sizeof err);
-    double ms = qgen_now_ms() - t0;
+    double ms = cpu_ms() - t0;
     int m = rc ? matches(re, err) : 0;
     if (m == 0 && strstr(re, "memory limit exceeded") && memory_limit_hit(err)) m = 1;
     check(rc == -1 && set.n == 0 && m == 1 && strstr(err, path) && !strchr(err, '\n') &&
               (ms < 15000 || slow_run()),
-          "specs_bad/%s: rejected in %.0f ms: %s%s%s", list[i]->d_name, ms, rc ? err : "(loaded!)",
+          "specs_bad/%s: rejected in %.0f ms of CPU: %s%s%s", list[i]->d_name, ms, rc ? err : "(loaded!)",
           m == 1 ? "" : "  [want /", m == 1 ? "" : re);
     if (m != 1) printf("       want: /%s/%s\n", re, m < 0 ? " (bad regex)" : "");
     free(list[i]);
@@ -516,38 +521,38 @@ static void test_sandbox(void) {
 /* ---------------------------------------------------------------- limits */
 
 static void test_limits(const char *argv0) {
-  double t0 = qgen_now_ms();
+  double t0 = cpu_ms();
   int rc = load("local i = 0\nwhile true do i = i + 1 end");
-  double ms = qgen_now_ms() - t0;
+  double ms = cpu_ms() - t0;
   check(rc == -1 && strstr(err, "t.lua:2: ") && strstr(err, "limit exceeded") && ms < 8000,
-        "an endless loop stops in %.0f ms: %s", ms, err);
-  t0 = qgen_now_ms();
+        "an endless loop stops in %.0f ms of CPU: %s", ms, err);
+  t0 = cpu_ms();
   rc = load("local t = {}\nwhile true do t[#t + 1] = 'x' .. #t end");
-  ms = qgen_now_ms() - t0;
-  check(rc == -1 && memory_limit_hit(err) && ms < 8000, "a growing table stops in %.0f ms: %s", ms, err);
-  t0 = qgen_now_ms();
+  ms = cpu_ms() - t0;
+  check(rc == -1 && memory_limit_hit(err) && ms < 8000, "a growing table stops in %.0f ms of CPU: %s", ms, err);
+  t0 = cpu_ms();
   rc = load("local s = string.rep('x', 40 << 20)\nlocal u = s .. s");
-  ms = qgen_now_ms() - t0;
-  check(rc == -1 && memory_limit_hit(err) && ms < 8000, "a large string stops in %.0f ms: %s", ms, err);
-  t0 = qgen_now_ms();
+  ms = cpu_ms() - t0;
+  check(rc == -1 && memory_limit_hit(err) && ms < 8000, "a large string stops in %.0f ms of CPU: %s", ms, err);
+  t0 = cpu_ms();
   rc = load("local ok, e = pcall(string.rep, 'x', 1 << 30)\nassert(not ok)\n"
             "local t = {}\nfor i = 1, 1000000 do t[i] = i end\nreturn { " OK4 " }");
-  ms = qgen_now_ms() - t0;
-  check(rc == 0, "a caught memory error and a million-element table are fine (%.0f ms)", ms);
-  t0 = qgen_now_ms();
+  ms = cpu_ms() - t0;
+  check(rc == 0, "a caught memory error and a million-element table are fine (%.0f ms of CPU)", ms);
+  t0 = cpu_ms();
   rc = load("local function f() return f() end\nreturn f()");
-  ms = qgen_now_ms() - t0;
-  check(rc == -1 && strstr(err, "limit exceeded") && ms < 8000, "endless tail calls stop in %.0f ms: %s", ms, err);
-  t0 = qgen_now_ms();
+  ms = cpu_ms() - t0;
+  check(rc == -1 && strstr(err, "limit exceeded") && ms < 8000, "endless tail calls stop in %.0f ms of CPU: %s", ms, err);
+  t0 = cpu_ms();
   rc = load("local ok = xpcall(function() while true do end end, function() while true do end end)\n"
             "while true do end");
-  ms = qgen_now_ms() - t0;
-  check(rc == -1 && strstr(err, "limit exceeded") && ms < 8000, "a looping message handler stops in %.0f ms: %s", ms, err);
-  t0 = qgen_now_ms();
+  ms = cpu_ms() - t0;
+  check(rc == -1 && strstr(err, "limit exceeded") && ms < 8000, "a looping message handler stops in %.0f ms of CPU: %s", ms, err);
+  t0 = cpu_ms();
   rc = load("local n = 0\nlocal function h(e) n = n + 1; if n > 3 then while true do end end; return e end\n"
             "while true do xpcall(function() while true do end end, h) end");
-  ms = qgen_now_ms() - t0;
-  check(rc == -1 && strstr(err, "limit exceeded") && ms < 8000, "xpcall in a loop stops in %.0f ms: %s", ms, err);
+  ms = cpu_ms() - t0;
+  check(rc == -1 && strstr(err, "limit exceeded") && ms < 8000, "xpcall in a loop stops in %.0f ms of CPU: %s", ms, err);
   rc = load("local ok, e, x = xpcall(function(a, b) return a + b, 'r' end, function(m) return 'h:' .. m end, 2, 3)\n"
             "assert(ok == true and e == 5 and x == 'r')\n"
             "ok, e = xpcall(error, function(m) return 'h:' .. m end, 'boom', 0)\n"

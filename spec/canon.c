@@ -1,0 +1,56 @@
+/* canon.c — a spec written back as text: canonical Lua source and the readable URI
+ * (see spec.h). */
+#include "spec/spec.h"
+
+#include <stdio.h>
+
+#include "base/util.h"
+#include "spec/spec_int.h"
+
+static const char *type_name(qgen_type t) {
+  const qgen_type_traits *tr = qgen_type_traits_of(t);
+  return tr ? tr->name : "?";
+}
+
+int qgen_spec_to_lua(const qgen_spec *s, char *buf, size_t n) {
+  char scale[40], cov[40], tail[96];
+  size_t o = 0;
+  int w;
+  if (!s || !buf) return -1;
+#define PUT(...)                                                   \
+  do {                                                             \
+    w = snprintf(buf + o, o < n ? n - o : 0, __VA_ARGS__);         \
+    if (w < 0) return -1;                                          \
+    o += (size_t)w;                                                \
+  } while (0)
+  spec_fmt_double(scale, sizeof scale, s->scale);
+  PUT("return spec{\n  name = \"%s\",\n  head_dim = %d,\n  n_head = %d,\n  n_head_kv = %d,\n",
+      s->name, s->head_dim, s->n_head, s->n_head_kv);
+  PUT("  k_type = \"%s\",\n  v_type = \"%s\",\n  in_type = \"%s\",\n  out_type = \"%s\",\n",
+      type_name(s->k_type), type_name(s->v_type), type_name(s->in_type), type_name(s->out_type));
+  PUT("  scale = %s,\n", scale);
+  if (!s->sparse) {
+    PUT("  sparse = { enabled = false, block = %d },\n", s->block);
+  } else {
+    if (s->budget > 0) {
+      qgen_fmt(tail, sizeof tail, "budget = %lld", (long long)s->budget);
+    } else {
+      spec_fmt_double(cov, sizeof cov, s->coverage);
+      qgen_fmt(tail, sizeof tail, "coverage = %s", cov);
+    }
+    PUT("  sparse = { enabled = true, block = %d, %s, sink = %d, recent = %d },\n", s->block, tail,
+        s->sink, s->recent);
+  }
+  PUT("  archs = {");
+  for (int i = 0; i < s->n_archs && i < QGEN_MAX_ARCHS; i++) PUT("%s\"%s\"", i ? ", " : " ", spec_arch_name(s->archs[i]));
+  PUT(" },\n}\n");
+#undef PUT
+  return o < n ? (int)o : -1;
+}
+
+void qgen_spec_uri(const qgen_spec *s, char *buf, size_t n) {
+  if (!buf || !n) return;
+  qgen_fmt(buf, n, "%s_d%d_h%d_g%d_k%s_v%s_i%s_o%s_b%d_%s", s->name, s->head_dim, s->n_head,
+           s->n_head_kv > 0 ? s->n_head / s->n_head_kv : 0, type_name(s->k_type), type_name(s->v_type),
+           type_name(s->in_type), type_name(s->out_type), s->block, s->sparse ? "sparse" : "dense");
+}
