@@ -131,7 +131,7 @@ def bandwidth():
         return statistics.median(times)
 
     copy = 2 * src.numel() * 2 / med(lambda: dst.copy_(src)) / 1e9
-    read = src.numel() * 2 / med(lambda: torch.sum(src, dtype=torch.float32, out=acc)) / 1e9
+    read = src.numel() * 2 / med(lambda: torch.sum(src, dim=0, dtype=torch.float32, out=acc)) / 1e9
     return copy, read  # the buffers go with this frame; need() empties the allocator's cache
 
 
@@ -384,9 +384,10 @@ def hf_generate(model, batch, ctx, new_tokens):
                        stopping_criteria=StoppingCriteriaList([Stamp()]))
     held = cache.get_seq_length()
     del cache, ids
-    if held != ctx + new_tokens - 1:
+    # the prompt's last token and new_tokens - 1 decode steps each add one
+    if held != ctx + new_tokens:
         raise RuntimeError(f"generate did not decode on the pre-filled cache: it holds {held} tokens, "
-                           f"expected {ctx + new_tokens - 1}")
+                           f"expected {ctx + new_tokens}")
     steps = [b - a for a, b in zip(stamps, stamps[1:])]
     return statistics.median(steps) * 1e3
 
