@@ -60,7 +60,7 @@ FILL_CHUNK = 32 * K  # tokens per sequence per fill append
 DTYPE = torch.bfloat16
 
 QGEN_DEFAULT = ["qgen-f16-dense", "qgen-f16-25", "qgen-f16-6.25", "qgen-q8_0-dense", "qgen-q8_0-25",
-                "qgen-q4_0-dense", "qgen-q4_0-25"]
+                "qgen-q8_0-6.25", "qgen-q4_0-dense", "qgen-q4_0-25", "qgen-q4_0-6.25"]
 DEFAULT_CONFIGS = ["noattn", "sdpa"] + QGEN_DEFAULT + ["hf-generate"]
 
 
