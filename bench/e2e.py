@@ -163,9 +163,9 @@ def weight_bytes(model):
     return sum(seen.values())
 
 
-def make_step(model, attention):
-    """The decode step of the model's modules; attention(i, q, k, v) -> [B, 1, H*D] with
-    q [B, H, 1, D] and k, v [B, Hkv, 1, D] (post-norm, post-RoPE)."""
+def module_step(model, attention):
+    """The decode step as transformers' modules compute it (one call per module); the
+    benchmark times fused_step and checks it against this one (check_step)."""
     from transformers.models.qwen3.modeling_qwen3 import apply_rotary_pos_emb
 
     m = model.model
@@ -186,6 +186,75 @@ def make_step(model, attention):
         return model.lm_head(m.norm(h))
 
     return step
+
+
+def make_step(model, attention):
+    """The same decode step with the launches an engine would fuse fused in plain PyTorch:
+    one q|k|v projection, one gate|up projection, F.rms_norm, RoPE on q and k at once.
+    Without this the step is launch-bound (~45 kernels a layer), which hides what the
+    attention costs. attention(i, q, k, v) -> [B, 1, H*D] with q [B, H, 1, D] and
+    k, v [B, Hkv, 1, D] (post-norm, post-RoPE)."""
+    m = model.model
+    eps = model.config.rms_norm_eps
+    hid, inter = model.config.hidden_size, model.config.intermediate_size
+    fused = getattr(model, "_e2e_fused", None)
+    if fused is None:  # once per model; the modules' weights become views of the fused ones
+        fused = []
+        with torch.no_grad():
+            for layer in m.layers:
+                a, mlp = layer.self_attn, layer.mlp
+                wqkv = torch.cat([a.q_proj.weight, a.k_proj.weight, a.v_proj.weight])
+                wgu = torch.cat([mlp.gate_proj.weight, mlp.up_proj.weight])
+                a.q_proj.weight.data, a.k_proj.weight.data, a.v_proj.weight.data = wqkv.split(
+                    [N_HEAD * HEAD_DIM, N_KV * HEAD_DIM, N_KV * HEAD_DIM])
+                mlp.gate_proj.weight.data, mlp.up_proj.weight.data = wgu.split([inter, inter])
+                fused.append((wqkv, wgu))
+        model._e2e_fused = fused
+        torch.cuda.empty_cache()
+    half = HEAD_DIM // 2
+
+    def step(tok, pos):
+        h = m.embed_tokens(tok)
+        cos, sin = m.rotary_emb(h, pos)  # [B, 1, D]
+        cos, sin = cos.unsqueeze(2), sin.unsqueeze(2)  # over the heads
+        b = tok.shape[0]
+        for i, layer in enumerate(m.layers):
+            a = layer.self_attn
+            wqkv, wgu = fused[i]
+            x = F.rms_norm(h, (hid,), layer.input_layernorm.weight, eps)
+            qkv = F.linear(x, wqkv).view(b, 1, N_HEAD + 2 * N_KV, HEAD_DIM)
+            qk = torch.cat([F.rms_norm(qkv[:, :, :N_HEAD], (HEAD_DIM,), a.q_norm.weight, eps),
+                            F.rms_norm(qkv[:, :, N_HEAD:N_HEAD + N_KV], (HEAD_DIM,), a.k_norm.weight, eps)], 2)
+            qk = qk * cos + torch.cat([-qk[..., half:], qk[..., :half]], -1) * sin
+            q = qk[:, :, :N_HEAD].transpose(1, 2)
+            k = qk[:, :, N_HEAD:].transpose(1, 2)
+            v = qkv[:, :, N_HEAD + N_KV:].transpose(1, 2)
+            h = h + a.o_proj(attention(i, q, k, v))
+            gu = F.linear(F.rms_norm(h, (hid,), layer.post_attention_layernorm.weight, eps), wgu)
+            h = h + layer.mlp.down_proj(F.silu(gu[..., :inter]) * gu[..., inter:])
+        return model.lm_head(F.rms_norm(h, (hid,), m.norm.weight, eps))
+
+    return step
+
+
+def check_step(model):
+    """max |fused - modules| / max |modules| of the logits of one step over a small SDPA
+    cache: the timed step computes what the model computes."""
+    b, ctx = 2, 256
+    kc = [torch.randn(b, N_KV, ctx + 1, HEAD_DIM, dtype=DTYPE, device="cuda") for _ in model.model.layers]
+    vc = [torch.randn_like(t) for t in kc]
+
+    def attention(i, q, k, v):
+        kc[i][:, :, ctx:ctx + 1].copy_(k)
+        vc[i][:, :, ctx:ctx + 1].copy_(v)
+        o = F.scaled_dot_product_attention(q, kc[i], vc[i], enable_gqa=True)
+        return o.transpose(1, 2).reshape(q.shape[0], 1, -1)
+
+    tok = torch.randint(0, model.config.vocab_size, (b, 1), device="cuda")
+    pos = torch.full((b, 1), ctx, dtype=torch.long, device="cuda")
+    ref = module_step(model, attention)(tok, pos).float()
+    got = make_step(model, attention)(tok, pos).float()
+    return ((got - ref).abs().max() / ref.abs().max()).item()
 
 
 def capture(fn, warm=2):
@@ -524,6 +593,9 @@ def main():
     env["weight_bytes"] = wbytes
     print(f"model: {a.layers} layers, {wbytes / 1e9:.2f} GB of weights "
           f"(read alone in {wbytes / (bw * 1e9) * 1e3:.2f} ms)")
+    with torch.no_grad():
+        env["step_check_rel_err"] = check_step(model)
+    print(f"fused step vs the modules' step, logits max rel. error {env['step_check_rel_err']:.2e}")
     rows = []
     for batch, ctx in cells:
         print(f"B{batch} {ctx_name(ctx)}:", flush=True)
@@ -566,6 +638,9 @@ def markdown(doc):
            f"Bandwidth in this run: copy {env['bandwidth_copy_gb_s']} GB/s ((read + written) / time), read-only "
            f"sum {env['bandwidth_read_gb_s']} GB/s; the floor uses {env['bandwidth_floor_gb_s']} GB/s "
            f"({env['bandwidth_floor_from']}). Weights: {env['weight_bytes'] / 1e9:.2f} GB.", "",
+           "The timed step fuses in plain PyTorch what an engine fuses (one q|k|v and one gate|up "
+           "projection, F.rms_norm, RoPE on q and k at once); its logits match the step of "
+           f"transformers' modules to {env.get('step_check_rel_err', float('nan')):.1e} (max rel. error).", "",
            f"Each configuration's whole decode step is one CUDA graph; ms = median of {env['steps']} replays "
            f"after {env['warm']} warm-up replays; {env['fixed_position']}. attention = step - noattn (same cell). "
            "L x layer = the layer count x (append + attend), the qgen calls alone as one graph; "
