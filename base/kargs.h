@@ -75,18 +75,27 @@ typedef struct qg_append_args {
   qg_i32 n_new[QGEN_APPEND_MAX];
   qg_i32 work[QGEN_APPEND_MAX + 1]; /* prefix sum of pages touched: CTA x belongs to seq i when work[i] <= x < work[i+1] */
   qg_i64 row0[QGEN_APPEND_MAX];     /* first input row of each sequence */
+  /* qgen_append_decode: non-NULL arrive says each sequence's one token goes at the length
+     the device holds when the kernel runs (start unused); arrive[seq] counts the CTAs of
+     seq that have read it, so the last one publishes the new length; dropped[seq] counts
+     tokens not written because the sequence held cap tokens. Both [max_seqs], zero at
+     creation; arrive is zero again after each launch. */
+  QG_DPTR(qg_i32) arrive;
+  QG_DPTR(qg_i32) dropped;
+  qg_i64 cap;
 } qg_append_args;
 
 /* Sizes and key offsets: both compilers read this text, and these pin the layout each must
    give it (a launch passes exactly these bytes). */
 QG_STATIC_ASSERT(sizeof(qg_cache) == 48 && sizeof(qg_work) == 64 && sizeof(qg_budget) == 40 &&
-                     sizeof(qg_batch) == 4 * (1 + QGEN_MAX_BATCH) && sizeof(qg_append_args) == 24 + 24 * QGEN_APPEND_MAX,
+                     sizeof(qg_batch) == 4 * (1 + QGEN_MAX_BATCH) && sizeof(qg_append_args) == 48 + 24 * QGEN_APPEND_MAX,
                  "a kernel argument struct is laid out with unexpected padding");
 #ifndef __CUDACC__
 #include <stddef.h> /* offsetof: NVRTC has none; the sizes above cover the device side */
 _Static_assert(offsetof(qg_cache, pages_per_seq) == 40 && offsetof(qg_work, max_splits) == 56 &&
                    offsetof(qg_budget, coverage) == 8 && offsetof(qg_append_args, work) == 20 + 12 * QGEN_APPEND_MAX &&
-                   offsetof(qg_append_args, row0) == 24 + 16 * QGEN_APPEND_MAX,
+                   offsetof(qg_append_args, row0) == 24 + 16 * QGEN_APPEND_MAX &&
+                   offsetof(qg_append_args, arrive) == 24 + 24 * QGEN_APPEND_MAX,
                "a kernel argument struct is laid out with unexpected offsets");
 #endif
 

@@ -29,9 +29,15 @@ struct qgen_backend_ops {
      before the append. */
   qgen_status (*append)(qgen_kv *kv, const int *seq, int n_seq, const int *n_new, qgen_ptr k, qgen_ptr v,
                         qgen_stream s);
+  /* One token for each listed sequence at the length the backend holds when it runs (not
+     kv->len); a sequence at max_tokens keeps its length and counts the token as dropped. */
+  qgen_status (*append_decode)(qgen_kv *kv, const int *seq, int n_seq, qgen_ptr k, qgen_ptr v, qgen_stream s);
   qgen_status (*attend)(qgen_kv *kv, const int *seq, int n_seq, qgen_ptr q, qgen_ptr out, const qgen_budget *b,
                         qgen_stream s);
   qgen_status (*reset)(qgen_kv *kv, int seq);
+  /* Wait for the backend's work, copy out every sequence's length and the tokens
+     append_decode dropped since the last sync ([max_seqs] each), and zero the latter. */
+  qgen_status (*sync)(qgen_kv *kv, int32_t *len, int32_t *dropped);
   /* Introspection: copy array `which` (QGEN_KV_*) out; take sequence seq's new page map
      (before qgen.c writes the host copy); copy its last selection out. */
   qgen_status (*read)(qgen_kv *kv, int which, void *host, size_t bytes);

@@ -13,6 +13,7 @@ typedef struct cpu_kv {
   qgen_ref_scratch *w;
   int32_t *sel_lists;  /* the last selection [max_seqs][n_head_kv][pps] (sparse specs) */
   int64_t *sel_counts; /* [max_seqs][n_head_kv] */
+  int32_t *dropped;    /* [max_seqs]: append_decode's tokens of full sequences since the last sync */
 } cpu_kv;
 
 /* The reference needs nothing beyond the spec, layout and plan qgen.c sets. */
@@ -32,6 +33,7 @@ static void cpu_cache_destroy(qgen_kv *kv) {
     qgen_ref_scratch_free(ck->w);
     free(ck->sel_lists);
     free(ck->sel_counts);
+    free(ck->dropped);
     free(ck);
   }
   kv->impl = NULL;
@@ -50,7 +52,8 @@ static qgen_status cpu_cache_create(qgen_kv *kv) {
   if (L->sparse) kv->host.bounds = calloc(n, L->bounds_page_bytes);
   if (L->sparse) ck->sel_lists = calloc(sel * (size_t)kv->pps, sizeof(int32_t));
   if (L->sparse) ck->sel_counts = calloc(sel, sizeof(int64_t));
-  if (!kv->host.k || !kv->host.v || !kv->host.seq_len || (L->sparse && (!kv->host.bounds || !ck->sel_lists || !ck->sel_counts)))
+  ck->dropped = calloc((size_t)kv->max_seqs, sizeof(int32_t));
+  if (!kv->host.k || !kv->host.v || !kv->host.seq_len || !ck->dropped || (L->sparse && (!kv->host.bounds || !ck->sel_lists || !ck->sel_counts)))
     return qgen_fail(c, QGEN_ERR_OUT_OF_MEMORY, "qgen_cache_create: out of host memory for %lld pages (%zu bytes each)",
                      (long long)kv->n_pages, L->k_page_bytes + L->v_page_bytes + L->bounds_page_bytes);
   size_t bytes = 0;
@@ -61,16 +64,30 @@ static qgen_status cpu_cache_create(qgen_kv *kv) {
   return QGEN_OK;
 }
 
+/* n tokens to sequence seq from rows r0.. of k and v */
+static void put(qgen_kv *kv, int seq, int n, qgen_ptr k, qgen_ptr v, int64_t r0) {
+  const qgen_layout *L = &kv->ctx->L;
+  const size_t row = (size_t)L->n_head_kv * L->in_row_bytes;
+  qgen_ref_append_in(((cpu_kv *)kv->impl)->w, L, &kv->host, seq, n, (const uint8_t *)(uintptr_t)k + r0 * row,
+                     (const uint8_t *)(uintptr_t)v + r0 * row);
+}
+
 static qgen_status cpu_append(qgen_kv *kv, const int *seq, int n_seq, const int *n_new, qgen_ptr k, qgen_ptr v,
                               qgen_stream s) {
-  const qgen_layout *L = &kv->ctx->L;
-  cpu_kv *ck = kv->impl;
-  const size_t row = (size_t)L->n_head_kv * L->in_row_bytes;
   int64_t r0 = 0;
   for (int i = 0; i < n_seq; i++) {
-    qgen_ref_append_in(ck->w, L, &kv->host, seq[i], n_new[i], (const uint8_t *)(uintptr_t)k + r0 * row,
-                       (const uint8_t *)(uintptr_t)v + r0 * row);
+    put(kv, seq[i], n_new[i], k, v, r0);
     r0 += n_new[i];
+  }
+  return QGEN_OK;
+}
+
+/* The cache's own lengths are the ones the steps run at: this backend is synchronous. */
+static qgen_status cpu_append_decode(qgen_kv *kv, const int *seq, int n_seq, qgen_ptr k, qgen_ptr v, qgen_stream s) {
+  cpu_kv *ck = kv->impl;
+  for (int i = 0; i < n_seq; i++) {
+    if (kv->host.seq_len[seq[i]] < kv->max_tokens) put(kv, seq[i], 1, k, v, i);
+    else ck->dropped[seq[i]]++;
   }
   return QGEN_OK;
 }
@@ -90,6 +107,15 @@ static qgen_status cpu_attend(qgen_kv *kv, const int *seq, int n_seq, qgen_ptr q
 
 static qgen_status cpu_reset(qgen_kv *kv, int seq) {
   kv->host.seq_len[seq] = 0;
+  return QGEN_OK;
+}
+
+static qgen_status cpu_sync(qgen_kv *kv, int32_t *len, int32_t *dropped) {
+  cpu_kv *ck = kv->impl;
+  const size_t n = (size_t)kv->max_seqs * sizeof(int32_t);
+  memcpy(len, kv->host.seq_len, n);
+  memcpy(dropped, ck->dropped, n);
+  memset(ck->dropped, 0, n);
   return QGEN_OK;
 }
 
@@ -127,8 +153,10 @@ const qgen_backend_ops qgen_cpu_backend = {
     .cache_create = cpu_cache_create,
     .cache_destroy = cpu_cache_destroy,
     .append = cpu_append,
+    .append_decode = cpu_append_decode,
     .attend = cpu_attend,
     .reset = cpu_reset,
+    .sync = cpu_sync,
     .read = cpu_read,
     .write_pages = cpu_write_pages,
     .selection = cpu_selection,

@@ -10,9 +10,11 @@
  * estimate → select → attend (the last two as programmatic dependents on sm_90+, so each
  * starts while its predecessor drains), dense = attend; attend merges its own splits
  * (combine.cu). Grids are sized from capacities known at open/create time, never from
- * device-side lengths, so a captured graph stays valid as sequences grow. The split count
- * for a batch of nb rows targets one wave of attend CTAs: ceil(SMs * CTAs/SM / (nb *
- * n_head_kv)), at most QGEN_MAX_SPLITS; the partial buffers are sized for the worst nb.
+ * device-side lengths, so a captured graph stays valid as sequences grow; qgen_append_decode
+ * also takes each position from the device (append.cu), so a graph of it and attend
+ * replays as consecutive decode steps. The split count for a batch of nb rows targets one
+ * wave of attend CTAs: ceil(SMs * CTAs/SM / (nb * n_head_kv)), at most QGEN_MAX_SPLITS;
+ * the partial buffers are sized for the worst nb.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,6 +41,7 @@ typedef struct gpu_ctx {
 
 typedef struct gpu_kv {
   CUdeviceptr k, v, bounds, page_table, seq_len, scores, list, count, part_o, part_ml, ticket, hist;
+  CUdeviceptr decode; /* qgen_append_decode's [2][max_seqs]: arrivals, dropped tokens (qg_append_args) */
 } gpu_kv;
 
 static gpu_ctx *gctx(const qgen_ctx *c) { return c->impl; }
@@ -228,7 +231,8 @@ static qgen_status cache_create(qgen_kv *kv) {
       (st = alloc0(c, &m->part_o, (size_t)rows * L->n_head * L->head_dim * 4)) ||
       (st = alloc0(c, &m->part_ml, (size_t)rows * L->n_head * 2 * 4)) ||
       (st = alloc0(c, &m->ticket, (size_t)QGEN_MAX_BATCH * L->n_head_kv * 4)) ||
-      (st = alloc0(c, &m->hist, L->sparse ? (size_t)QGEN_MAX_BATCH * L->n_head_kv * QGEN_SEL_BINS * 4 : 0)))
+      (st = alloc0(c, &m->hist, L->sparse ? (size_t)QGEN_MAX_BATCH * L->n_head_kv * QGEN_SEL_BINS * 4 : 0)) ||
+      (st = alloc0(c, &m->decode, (size_t)kv->max_seqs * 2 * 4)))
     return st;
   CU(g->cu->cuMemcpyHtoD(m->page_table, kv->host.page_table, (size_t)kv->n_pages * 4));
   return QGEN_OK;
@@ -239,7 +243,7 @@ static void cache_destroy(qgen_kv *kv) {
   if (!m) return;
   const qgen_cudrv *cu = gctx(kv->ctx)->cu;
   cu->cuCtxSetCurrent(gctx(kv->ctx)->cuctx);
-  CUdeviceptr all[] = {m->k, m->v, m->bounds, m->page_table, m->seq_len, m->scores, m->list, m->count, m->part_o, m->part_ml, m->ticket, m->hist};
+  CUdeviceptr all[] = {m->k, m->v, m->bounds, m->page_table, m->seq_len, m->scores, m->list, m->count, m->part_o, m->part_ml, m->ticket, m->hist, m->decode};
   for (size_t i = 0; i < sizeof all / sizeof *all; i++)
     if (all[i]) cu->cuMemFree(all[i]);
   free(m);
@@ -295,6 +299,9 @@ static qgen_status launch_ex(qgen_ctx *c, CUfunction f, unsigned gx, unsigned gy
   return QGEN_OK;
 }
 
+/* The append launches, QGEN_APPEND_MAX sequences each: n_new[i] tokens at the host length
+   of seq[i]; n_new NULL (qgen_append_decode): one token at the length the device holds,
+   so one page per sequence whatever that length is. */
 static qgen_status append(qgen_kv *kv, const int *seq, int n_seq, const int *n_new, qgen_ptr k, qgen_ptr v,
                           qgen_stream stream) {
   qgen_ctx *c = kv->ctx;
@@ -307,15 +314,20 @@ static qgen_status append(qgen_kv *kv, const int *seq, int n_seq, const int *n_n
     memset(&a, 0, sizeof a);
     a.k_in = k;
     a.v_in = v;
+    if (!n_new) {
+      a.arrive = gkv(kv)->decode;
+      a.dropped = gkv(kv)->decode + (CUdeviceptr)kv->max_seqs * 4;
+      a.cap = kv->max_tokens;
+    }
     for (int i = i0; i < n_seq && a.n_seq < QGEN_APPEND_MAX; i++) {
-      const int j = a.n_seq++;
-      const int64_t start = kv->len[seq[i]];
+      const int j = a.n_seq++, n = n_new ? n_new[i] : 1;
+      const int64_t start = n_new ? kv->len[seq[i]] : 0;
       a.seq[j] = seq[i];
       a.start[j] = (int)start;
-      a.n_new[j] = n_new[i];
+      a.n_new[j] = n;
       a.row0[j] = row;
-      a.work[j + 1] = a.work[j] + (n_new[i] ? (int)((start + n_new[i] - 1) / L->block - start / L->block + 1) : 0);
-      row += n_new[i];
+      a.work[j + 1] = a.work[j] + (n ? (int)((start + n - 1) / L->block - start / L->block + 1) : 0);
+      row += n;
     }
     if (a.work[a.n_seq] == 0) continue;
     void *args[] = {&ca, &a};
@@ -324,6 +336,10 @@ static qgen_status append(qgen_kv *kv, const int *seq, int n_seq, const int *n_n
     if (st != QGEN_OK) return st;
   }
   return QGEN_OK;
+}
+
+static qgen_status append_decode(qgen_kv *kv, const int *seq, int n_seq, qgen_ptr k, qgen_ptr v, qgen_stream stream) {
+  return append(kv, seq, n_seq, NULL, k, v, stream);
 }
 
 /* CTAs sharing one select list (templates/select.cu): enough to hold a list of the
@@ -399,6 +415,20 @@ static qgen_status reset(qgen_kv *kv, int seq) {
   return QGEN_OK;
 }
 
+static qgen_status sync_lengths(qgen_kv *kv, int32_t *len, int32_t *dropped) {
+  qgen_ctx *c = kv->ctx;
+  const qgen_cudrv *cu = gctx(c)->cu;
+  const CUdeviceptr dr = gkv(kv)->decode + (CUdeviceptr)kv->max_seqs * 4;
+  const size_t n = (size_t)kv->max_seqs * 4;
+  CU(cu->cuCtxSetCurrent(gctx(c)->cuctx));
+  CU(cu->cuCtxSynchronize());
+  CU(cu->cuMemcpyDtoH(len, gkv(kv)->seq_len, n));
+  CU(cu->cuMemcpyDtoH(dropped, dr, n));
+  CU(cu->cuMemsetD8(dr, 0, n));
+  CU(cu->cuCtxSynchronize()); /* the memset is done before a kernel on any stream may count again */
+  return QGEN_OK;
+}
+
 static qgen_status read_array(qgen_kv *kv, int which, void *host, size_t bytes) {
   qgen_ctx *c = kv->ctx;
   const qgen_cudrv *cu = gctx(c)->cu;
@@ -442,8 +472,10 @@ const qgen_backend_ops qgen_gpu_backend = {
     .cache_create = cache_create,
     .cache_destroy = cache_destroy,
     .append = append,
+    .append_decode = append_decode,
     .attend = attend,
     .reset = reset,
+    .sync = sync_lengths,
     .read = read_array,
     .write_pages = write_pages,
     .selection = selection,

@@ -29,6 +29,13 @@ struct qgen_kv {
   int max_seqs;
   int64_t max_tokens, pps, n_pages;
   int64_t *len;    /* host mirror of the sequence lengths */
+  /* qgen_append_decode was called (or captured): the lengths advance where the backend
+     runs, behind the host's back when a graph replays, so every use of len reads them
+     again first (qgen.c, refresh). dropped: its tokens not yet reported by qgen_sync;
+     sync_buf: the backend's copy of lengths and drops, [2][max_seqs]. */
+  int device_len;
+  int64_t *dropped;
+  int32_t *sync_buf;
   qgen_kvmem host; /* page_table: the host copy (every backend); the rest: the CPU backend's cache */
   void *impl;      /* the backend's state (gpu.c: device memory; cpu.c: selections, scratch) */
 };

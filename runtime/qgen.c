@@ -156,6 +156,8 @@ static void kv_free(qgen_kv *kv) {
   kv->ctx->be->cache_destroy(kv);
   free(kv->host.page_table);
   free(kv->len);
+  free(kv->dropped);
+  free(kv->sync_buf);
   free(kv);
 }
 
@@ -180,8 +182,10 @@ qgen_status qgen_cache_create(qgen_ctx *c, qgen_kv **out, int max_seqs, long lon
     return qgen_fail(c, QGEN_ERR_INVALID_ARG, "qgen_cache_create: %d x %lld tokens is too large", max_seqs, max_tokens);
   }
   kv->len = calloc((size_t)max_seqs, sizeof *kv->len);
+  kv->dropped = calloc((size_t)max_seqs, sizeof *kv->dropped);
+  kv->sync_buf = calloc((size_t)max_seqs * 2, sizeof *kv->sync_buf);
   int32_t *pt = malloc((size_t)kv->n_pages * sizeof *pt);
-  if (!kv->len || !pt) {
+  if (!kv->len || !kv->dropped || !kv->sync_buf || !pt) {
     free(pt);
     kv_free(kv);
     return qgen_fail(c, QGEN_ERR_OUT_OF_MEMORY, "qgen_cache_create: out of host memory");
@@ -215,12 +219,27 @@ static qgen_status check_seqs(qgen_kv *kv, const char *fn, const int *seq, int n
   return QGEN_OK;
 }
 
+/* kv->len from the lengths the backend holds, once qgen_append_decode has been used on kv
+   (graph replays advance them unseen); the tokens it dropped wait in kv->dropped for
+   qgen_sync. Waits for the device. */
+static qgen_status refresh(qgen_kv *kv) {
+  if (!kv->device_len) return QGEN_OK;
+  int32_t *len = kv->sync_buf, *dropped = kv->sync_buf + kv->max_seqs;
+  qgen_status st = kv->ctx->be->sync(kv, len, dropped);
+  if (st != QGEN_OK) return st;
+  for (int s = 0; s < kv->max_seqs; s++) {
+    kv->len[s] = len[s];
+    kv->dropped[s] += dropped[s];
+  }
+  return QGEN_OK;
+}
+
 qgen_status qgen_append(qgen_kv *kv, const int *seq, int n_seq, const int *n_new, qgen_ptr k, qgen_ptr v,
                         qgen_stream stream) {
   if (!kv) return QGEN_ERR_INVALID_ARG;
   qgen_ctx *c = kv->ctx;
   qgen_status st = check_seqs(kv, "qgen_append", seq, n_seq, 1);
-  if (st != QGEN_OK) return st;
+  if (st != QGEN_OK || (st = refresh(kv)) != QGEN_OK) return st;
   if (n_seq > 0 && !n_new) return qgen_fail(c, QGEN_ERR_INVALID_ARG, "qgen_append: n_new is NULL");
   int64_t total = 0;
   for (int i = 0; i < n_seq; i++) {
@@ -238,6 +257,34 @@ qgen_status qgen_append(qgen_kv *kv, const int *seq, int n_seq, const int *n_new
   return st;
 }
 
+qgen_status qgen_append_decode(qgen_kv *kv, const int *seq, int n_seq, qgen_ptr k, qgen_ptr v, qgen_stream stream) {
+  if (!kv) return QGEN_ERR_INVALID_ARG;
+  qgen_status st = check_seqs(kv, "qgen_append_decode", seq, n_seq, 1);
+  if (st != QGEN_OK || n_seq == 0) return st;
+  if (!k || !v) return qgen_fail(kv->ctx, QGEN_ERR_INVALID_ARG, "qgen_append_decode: k or v is NULL");
+  kv->device_len = 1; /* before the launches: one that fails may follow one that ran */
+  return kv->ctx->be->append_decode(kv, seq, n_seq, k, v, stream);
+}
+
+qgen_status qgen_sync(qgen_kv *kv) {
+  if (!kv) return QGEN_ERR_INVALID_ARG;
+  qgen_status st = refresh(kv);
+  if (st != QGEN_OK) return st;
+  int first = -1, n = 0;
+  long long tokens = 0;
+  for (int s = 0; s < kv->max_seqs; s++)
+    if (kv->dropped[s]) {
+      if (first < 0) first = s;
+      n++;
+      tokens += kv->dropped[s];
+      kv->dropped[s] = 0;
+    }
+  if (n == 0) return QGEN_OK;
+  return qgen_fail(kv->ctx, QGEN_ERR_CAPACITY,
+                   "qgen_sync: qgen_append_decode dropped %lld token(s) of %d sequence(s) at their capacity of %lld "
+                   "tokens (the first: sequence %d)", tokens, n, (long long)kv->max_tokens, first);
+}
+
 qgen_status qgen_reset(qgen_kv *kv, int seq) {
   if (!kv) return QGEN_ERR_INVALID_ARG;
   qgen_status st = check_seqs(kv, "qgen_reset", &seq, 1, 0);
@@ -248,7 +295,9 @@ qgen_status qgen_reset(qgen_kv *kv, int seq) {
 }
 
 long long qgen_seq_len(const qgen_kv *kv, int seq) {
-  return kv && seq >= 0 && seq < kv->max_seqs ? (long long)kv->len[seq] : -1;
+  if (!kv || seq < 0 || seq >= kv->max_seqs) return -1;
+  /* kv came non-const from qgen_cache_create; refreshing the mirror is no visible change */
+  return refresh((qgen_kv *)kv) == QGEN_OK ? (long long)kv->len[seq] : -1;
 }
 
 qgen_status qgen_attend(qgen_kv *kv, const int *seq, int n_seq, qgen_ptr q, qgen_ptr out,
@@ -318,6 +367,7 @@ qgen_status qgen_kv_map(qgen_kv *kv, int seq, const int *pages, long long n) {
   if (n <= 0 || n > kv->pps)
     return qgen_fail(c, QGEN_ERR_INVALID_ARG, "qgen_kv_map: n = %lld pages (allowed 1..%lld)", n, (long long)kv->pps);
   if (!pages) return qgen_fail(c, QGEN_ERR_INVALID_ARG, "qgen_kv_map: pages is NULL");
+  if ((st = refresh(kv)) != QGEN_OK) return st;
   if (kv->len[seq] != 0) return qgen_fail(c, QGEN_ERR_INVALID_ARG, "qgen_kv_map: sequence %d is not empty", seq);
   for (long long i = 0; i < n; i++)
     if (pages[i] < 0 || pages[i] >= kv->n_pages)

@@ -14,9 +14,11 @@
  *   out   [n_seq][n_head][head_dim]
  * Query head h attends with KV head h / (n_head / n_head_kv).
  *
- * A step (qgen_append, qgen_attend) only launches kernels: no allocation, no host
- * synchronisation, so it can be captured in a CUDA graph. All memory is taken by
- * qgen_cache_create; kernels are compiled (or loaded) by qgen_open, never inside a step.
+ * A step (qgen_append, qgen_append_decode, qgen_attend) only launches kernels: no
+ * allocation, no host synchronisation, so it can be captured in a CUDA graph (but see
+ * qgen_append_decode: once it is used on a cache, qgen_append waits for the device). All
+ * memory is taken by qgen_cache_create; kernels are compiled (or loaded) by qgen_open,
+ * never inside a step.
  * Calls on one qgen_kv must not run concurrently from several threads. Every call checks
  * its arguments and returns a status; a call that fails changes nothing.
  */
@@ -118,9 +120,33 @@ QGEN_API void qgen_cache_destroy(qgen_kv *kv);
 QGEN_API qgen_status qgen_append(qgen_kv *kv, const int *seq, int n_seq, const int *n_new, qgen_ptr k,
                                  qgen_ptr v, qgen_stream stream);
 
-/* Forget the tokens of sequence seq (its pages are reused by later appends). */
+/* The decode step's append, for graph replay: one new token for each listed sequence (k,
+   v: [n_seq][n_head_kv][head_dim], row i for seq[i]; distinct, 0 <= seq < max_seqs),
+   written at the sequence's length as the device holds it when the kernels run, which
+   they then advance by one there. So a CUDA graph captured once from qgen_append_decode +
+   qgen_attend (with fixed k, v, q and out buffers that the caller refills between
+   replays) runs a new decode step at each replay. A sequence already at max_tokens keeps
+   its length and its token is dropped: the call cannot know (it may run long after it was
+   made), so qgen_sync reports it.
+   Host bookkeeping: from the first qgen_append_decode on (called or only captured), the
+   cache's lengths live on the device. Every call that needs them — qgen_append,
+   qgen_seq_len, qgen_kv_map, qgen_sync — first waits for the device (cuCtxSynchronize)
+   and reads them back, so it must not be called while a stream of the context is being
+   captured, and qgen_append is then no longer capturable. The graph of a decode loop is
+   qgen_append_decode + qgen_attend: both stay capturable. */
+QGEN_API qgen_status qgen_append_decode(qgen_kv *kv, const int *seq, int n_seq, qgen_ptr k, qgen_ptr v,
+                                        qgen_stream stream);
+/* Wait for the device and read back the lengths (when qgen_append_decode has been used on
+   kv); QGEN_ERR_CAPACITY if qgen_append_decode dropped tokens of full sequences since the
+   last qgen_sync (the message says how many and which sequence first); each drop is
+   reported once. Not while a stream is being captured. */
+QGEN_API qgen_status qgen_sync(qgen_kv *kv);
+
+/* Forget the tokens of sequence seq (its pages are reused by later appends). Waits for
+   the device. */
 QGEN_API qgen_status qgen_reset(qgen_kv *kv, int seq);
-/* Tokens held by sequence seq, or -1 for a bad id. */
+/* Tokens held by sequence seq, or -1 for a bad id (or when the device lengths cannot be
+   read: see qgen_append_decode; qgen_error says why). */
 QGEN_API long long qgen_seq_len(const qgen_kv *kv, int seq);
 
 enum { QGEN_ATTEND_DENSE = 0, QGEN_ATTEND_SPARSE = 1 };

@@ -8,6 +8,12 @@
 // quantization), rounded outward to f16; the call that writes a page's first token
 // overwrites them, later calls min/max-merge (layout.h). The CTA of a sequence's first
 // page on head 0 publishes the new length.
+//
+// qgen_append_decode (a.arrive set) writes one token per sequence at the length the device
+// holds, so a captured graph replays as consecutive steps: the sequence's N_KV CTAs (one
+// page each) all read that length, and the last of them to arrive publishes length + 1 once
+// every one has read it. A sequence already at a.cap tokens is left as it is; its token is
+// counted in a.dropped for qgen_sync to report.
 
 extern "C" __global__ void __launch_bounds__(QG_APPEND_THREADS) qg_append(qg_cache c, qg_append_args a) {
   constexpr int NW = QG_APPEND_THREADS / 32, E = D / 32;
@@ -16,7 +22,12 @@ extern "C" __global__ void __launch_bounds__(QG_APPEND_THREADS) qg_append(qg_cac
   int i = 0;
   while (a.work[i + 1] <= x) i++;
   const int seq = a.seq[i];
-  const i64 start = a.start[i], end = start + a.n_new[i];
+  const bool at_len = a.arrive != nullptr;
+  const i64 start = at_len ? c.seq_len[seq] : a.start[i], end = start + a.n_new[i]; // read before this CTA arrives
+  if (at_len && end > a.cap) { // every CTA of seq sees the same full length and leaves
+    if (h == 0 && threadIdx.x == 0) atomicAdd(a.dropped + seq, 1);
+    return;
+  }
   const i64 lp = start / BLOCK + (x - a.work[i]); // logical page
   const i64 t0 = max(start, lp * BLOCK), t1 = min(end, (lp + 1) * BLOCK);
   const i64 phys = c.page_table[(i64)seq * c.pages_per_seq + lp];
@@ -40,7 +51,19 @@ extern "C" __global__ void __launch_bounds__(QG_APPEND_THREADS) qg_append(qg_cac
     KT::store_row(krows + slot * KT::ROW, xk, lane);
     VT::store_row(vrows + slot * VT::ROW, xv, lane);
   }
-  if (h == 0 && x == a.work[i] && threadIdx.x == 0) c.seq_len[seq] = (int)end;
+  if (at_len) {
+    __syncthreads(); // every thread of this CTA has read start
+    if (threadIdx.x == 0) {
+      __threadfence(); // ... before the arrival that may let another CTA overwrite it
+      if (atomicAdd(a.arrive + seq, 1) == N_KV - 1) {
+        __threadfence();
+        c.seq_len[seq] = (int)end;
+        a.arrive[seq] = 0; // for the next launch
+      }
+    }
+  } else if (h == 0 && x == a.work[i] && threadIdx.x == 0) {
+    c.seq_len[seq] = (int)end;
+  }
 
   if constexpr (SPARSE) {
     __shared__ float red[2][NW][D];

@@ -9,7 +9,7 @@
  * touch the output buffer, and leave a message naming the function in qgen_error(). Good
  * calls must still work afterwards. A small dense spec (written to a temp file) covers the
  * sparse-only calls. qgen_open, qgen_cache_create and qgen_status_str get their own bad
- * inputs. Prints one line per check and "N passed, N failed".
+ * inputs. qgen_append_decode steps must equal qgen_append of one token at a time. Prints one line per check and "N passed, N failed".
  */
 #define _GNU_SOURCE
 #include <limits.h>
@@ -321,6 +321,28 @@ static void bad_appends(fixture *f) {
   tfree(k), tfree(v);
 }
 
+static void bad_decodes(fixture *f) {
+  uint16_t *k = f16_rows(MAX_SEQS * f->row_elems), *v = f16_rows(MAX_SEQS * f->row_elems);
+  qgen_ptr K = P(k), V = P(v);
+  int s0 = 0, bad_ids[] = {-1, MAX_SEQS, INT_MIN, INT_MAX}, dup[3] = {1, 3, 1}, late[2] = {3, -1};
+  check(qgen_append_decode(NULL, &s0, 1, K, V, NULL) == QGEN_ERR_INVALID_ARG, "qgen_append_decode: kv NULL");
+  EXPECT(f, "qgen_append_decode: n_seq = -1", qgen_append_decode(f->kv, &s0, -1, K, V, NULL), QGEN_ERR_INVALID_ARG, "qgen_append_decode");
+  EXPECT(f, "qgen_append_decode: seq NULL with n_seq 1", qgen_append_decode(f->kv, NULL, 1, K, V, NULL), QGEN_ERR_INVALID_ARG, "qgen_append_decode");
+  for (size_t i = 0; i < sizeof bad_ids / sizeof *bad_ids; i++) {
+    char what[96];
+    snprintf(what, sizeof what, "qgen_append_decode: seq id %d (max_seqs %d)", bad_ids[i], MAX_SEQS);
+    EXPECT(f, what, qgen_append_decode(f->kv, &bad_ids[i], 1, K, V, NULL), QGEN_ERR_INVALID_ARG, "qgen_append_decode");
+  }
+  EXPECT(f, "qgen_append_decode: a bad id after a good one", qgen_append_decode(f->kv, late, 2, K, V, NULL), QGEN_ERR_INVALID_ARG, "qgen_append_decode");
+  EXPECT(f, "qgen_append_decode: duplicate seq ids {1, 3, 1}", qgen_append_decode(f->kv, dup, 3, K, V, NULL), QGEN_ERR_INVALID_ARG, "qgen_append_decode");
+  EXPECT(f, "qgen_append_decode: k NULL", qgen_append_decode(f->kv, &s0, 1, 0, V, NULL), QGEN_ERR_INVALID_ARG, "qgen_append_decode");
+  EXPECT(f, "qgen_append_decode: v NULL", qgen_append_decode(f->kv, &s0, 1, K, 0, NULL), QGEN_ERR_INVALID_ARG, "qgen_append_decode");
+  EXPECT(f, "qgen_append_decode: n_seq = 0 with NULL arrays is a no-op", qgen_append_decode(f->kv, NULL, 0, 0, 0, NULL), QGEN_OK, NULL);
+  check(qgen_sync(NULL) == QGEN_ERR_INVALID_ARG, "qgen_sync: kv NULL");
+  EXPECT(f, "qgen_sync: nothing to report", qgen_sync(f->kv), QGEN_OK, NULL);
+  tfree(k), tfree(v);
+}
+
 static void bad_attends(fixture *f) {
   uint16_t *q = f16_rows(MAX_SEQS * f->q_elems);
   qgen_ptr Q = P(q), O = P(f->out);
@@ -527,6 +549,100 @@ static void good_calls(fixture *f, const char *tag) {
   free(pt), free(pages), tfree(k), tfree(v), tfree(q), tfree(out);
 }
 
+/* Every array of two caches, byte for byte. */
+static int caches_equal(qgen_kv *a, qgen_kv *b) {
+  int same = 1;
+  for (int w = 0; w < N_ARRAYS; w++) {
+    size_t n = qgen_kv_size(a, w);
+    if (n == 0) continue;
+    uint8_t *x = malloc(n), *y = malloc(n);
+    if (!x || !y || qgen_kv_read(a, w, x, n) != QGEN_OK || qgen_kv_read(b, w, y, n) != QGEN_OK) abort();
+    same &= !memcmp(x, y, n);
+    free(x), free(y);
+  }
+  return same;
+}
+
+/* qgen_append_decode for T steps == qgen_append of the same tokens one at a time (cache
+   bytes, lengths, attend outputs); at capacity its token is dropped and qgen_sync reports
+   it once; later qgen_append, qgen_reset and qgen_append_decode use the device's lengths. */
+static void decode_steps(const char *path, const char *tag) {
+  enum { NS = 3, T = 20, CAP = 63 + T + 2 };
+  qgen_ctx *ctx = NULL;
+  qgen_kv *a = NULL, *b = NULL;
+  if (open_cpu(path, NULL, &ctx) != 0 || qgen_cache_create(ctx, &a, NS, CAP) != QGEN_OK ||
+      qgen_cache_create(ctx, &b, NS, CAP) != QGEN_OK) {
+    check(0, "%s: decode setup: %s", tag, qgen_error(ctx));
+    qgen_cache_destroy(a);
+    qgen_close(ctx);
+    return;
+  }
+  qgen_info in;
+  qgen_get_info(ctx, &in);
+  const size_t row = (size_t)in.n_head_kv * in.head_dim, qe = (size_t)in.n_head * in.head_dim;
+  int ps[NS] = {0, 1, 2}, pn[NS] = {63, 0, 5}, order[NS] = {1, 2, 0}, ones[NS] = {1, 1, 1};
+  uint16_t *k = f16_rows(68 * row), *v = f16_rows(68 * row);
+  qgen_status st = qgen_append(a, ps, NS, pn, P(k), P(v), NULL);
+  if (st == QGEN_OK) st = qgen_append(b, ps, NS, pn, P(k), P(v), NULL);
+  tfree(k), tfree(v);
+  uint16_t *kd = tmalloc(NS * row * 2), *vd = tmalloc(NS * row * 2), *q = tmalloc(NS * qe * 2);
+  uint16_t *oa = tmalloc(NS * qe * 2), *ob = tmalloc(NS * qe * 2);
+  qgen_attend_opts modes[2] = {qgen_attend_defaults(ctx), qgen_attend_defaults(ctx)};
+  modes[1].mode = QGEN_ATTEND_DENSE;
+  int same_out = 1;
+  for (int t = 0; t < T && st == QGEN_OK; t++) {
+    for (size_t i = 0; i < NS * row; i++) kd[i] = qgen_f32_to_f16(frand()), vd[i] = qgen_f32_to_f16(frand());
+    for (size_t i = 0; i < NS * qe; i++) q[i] = qgen_f32_to_f16(frand());
+    st = qgen_append_decode(a, order, NS, P(kd), P(vd), NULL);
+    if (st == QGEN_OK) st = qgen_append(b, order, NS, ones, P(kd), P(vd), NULL);
+    for (int m = 0; m < 2 && st == QGEN_OK; m++) {
+      st = qgen_attend(a, order, NS, P(q), P(oa), &modes[m], NULL);
+      if (st == QGEN_OK) st = qgen_attend(b, order, NS, P(q), P(ob), &modes[m], NULL);
+      pull(oa), pull(ob);
+      same_out &= !memcmp(oa, ob, NS * qe * 2);
+    }
+  }
+  check(st == QGEN_OK && same_out, "%s: %d steps of qgen_append_decode + attend (default and dense) give the outputs of "
+        "qgen_append one token at a time -- %s", tag, T, st == QGEN_OK ? "" : qgen_error(ctx));
+  check(caches_equal(a, b) && qgen_seq_len(a, 0) == 63 + T && qgen_seq_len(a, 1) == T && qgen_seq_len(a, 2) == 5 + T,
+        "%s: and the same cache bytes and lengths (%lld %lld %lld)", tag, qgen_seq_len(a, 0), qgen_seq_len(a, 1),
+        qgen_seq_len(a, 2));
+  /* sequence 0 has room for 2 more: the third step drops its token and writes sequence 2's */
+  int two[2] = {0, 2}, s2 = 2, s0 = 0, s1 = 1;
+  st = QGEN_OK;
+  for (int t = 0; t < 3 && st == QGEN_OK; t++) {
+    for (size_t i = 0; i < 2 * row; i++) kd[i] = qgen_f32_to_f16(frand()), vd[i] = qgen_f32_to_f16(frand());
+    st = qgen_append_decode(a, two, 2, P(kd), P(vd), NULL);
+    if (st == QGEN_OK) st = t < 2 ? qgen_append(b, two, 2, ones, P(kd), P(vd), NULL)
+                                  : qgen_append(b, &s2, 1, ones, P(kd + row), P(vd + row), NULL);
+  }
+  check(st == QGEN_OK && caches_equal(a, b) && qgen_seq_len(a, 0) == CAP && qgen_seq_len(a, 2) == 5 + T + 3,
+        "%s: qgen_append_decode past capacity drops the full sequence's token only (lengths %lld, %lld)", tag,
+        qgen_seq_len(a, 0), qgen_seq_len(a, 2));
+  qgen_ext_clear_error(ctx);
+  st = qgen_sync(a);
+  check(st == QGEN_ERR_CAPACITY && strstr(qgen_error(ctx), "qgen_sync") && strstr(qgen_error(ctx), "sequence 0"),
+        "%s: qgen_sync reports it: %s -- \"%s\"", tag, qgen_status_str(st), qgen_error(ctx));
+  check(qgen_sync(a) == QGEN_OK && qgen_sync(b) == QGEN_OK, "%s: once", tag);
+  /* the host calls after it see the device's lengths */
+  qgen_ext_clear_error(ctx);
+  st = qgen_append(a, &s0, 1, ones, P(kd), P(vd), NULL);
+  check(st == QGEN_ERR_CAPACITY && strstr(qgen_error(ctx), "qgen_append"), "%s: qgen_append to the full sequence: %s", tag,
+        qgen_status_str(st));
+  st = qgen_append(a, &s1, 1, ones, P(kd), P(vd), NULL);
+  if (st == QGEN_OK) st = qgen_append(b, &s1, 1, ones, P(kd), P(vd), NULL);
+  if (st == QGEN_OK) st = qgen_reset(a, 2);
+  if (st == QGEN_OK) st = qgen_reset(b, 2);
+  if (st == QGEN_OK) st = qgen_append_decode(a, &s2, 1, P(kd), P(vd), NULL);
+  if (st == QGEN_OK) st = qgen_append(b, &s2, 1, ones, P(kd), P(vd), NULL);
+  check(st == QGEN_OK && caches_equal(a, b) && qgen_seq_len(a, 1) == T + 1 && qgen_seq_len(a, 2) == 1,
+        "%s: qgen_append, qgen_reset and qgen_append_decode after it agree with qgen_append", tag);
+  tfree(kd), tfree(vd), tfree(q), tfree(oa), tfree(ob);
+  qgen_cache_destroy(a);
+  qgen_cache_destroy(b);
+  qgen_close(ctx);
+}
+
 static void bad_opens(void) {
   qgen_open_opts cpu = {QGEN_BACKEND_CPU, 0, NULL, NULL};
   qgen_ctx *c = (qgen_ctx *)&c;
@@ -683,10 +799,12 @@ static void run_fixture(const char *path, const char *tag) {
   printf("---- %s (%s): %s, %lld pages of %d tokens\n", tag, path, f.sparse ? "sparse" : "dense",
          qgen_kv_n_pages(f.kv), f.info.block);
   bad_appends(&f);
+  bad_decodes(&f);
   bad_attends(&f);
   bad_introspection(&f);
   good_calls(&f, tag);
   teardown(&f);
+  decode_steps(path, tag);
 }
 
 int main(void) {

@@ -461,6 +461,110 @@ static void check_bits(env *e, qgen_ctx *gc, qgen_ctx *cc, uint64_t seed, int qu
   free_pair(&pr);
 }
 
+/* Every array of two caches (GPU or reference), byte for byte. */
+static int same_arrays(qgen_ctx *gc, qgen_kv *a, qgen_kv *b) {
+  int same = 1;
+  for (int w = QGEN_KV_K; w <= QGEN_KV_SEQ_LEN; w++) {
+    const size_t n = qgen_kv_size(a, w);
+    if (n == 0) continue;
+    uint8_t *x = malloc(n), *y = malloc(n);
+    API(qgen_kv_read(a, w, x, n));
+    API(qgen_kv_read(b, w, y, n));
+    same &= memcmp(x, y, n) == 0;
+    free(x);
+    free(y);
+  }
+  return same;
+}
+
+/* decode graph: qgen_append_decode + attend (dense, and sparse) captured once and replayed
+   for N steps, each with new k, v, q copied into the captured buffers, against the same
+   steps run eagerly with qgen_append on a second GPU cache (bit for bit: same kernels, same
+   data) and with qgen_append_decode on the reference; then one replay past the capacity of
+   the longest sequence, which qgen_sync must report. */
+static void check_decode_graph(env *e, qgen_ctx *gc, qgen_ctx *cc, uint64_t seed) {
+  enum { NB = 3, N = 64 };
+  const qgen_layout *L = qgen_ext_layout(gc);
+  const int64_t lens[NB] = {1000, 63, 0}, cap = 1000 + N;
+  int seq[NB] = {0, 1, 2}, ones[NB] = {1, 1, 1};
+  qgen_kv *g, *eg, *c;
+  API(qgen_cache_create(gc, &g, NB, cap));
+  API(qgen_cache_create(gc, &eg, NB, cap));
+  API(qgen_cache_create(cc, &c, NB, cap));
+  const int64_t prompt = lens[0] + lens[1] + lens[2];
+  const size_t rowb = (size_t)L->n_head_kv * L->in_row_bytes, pb = (size_t)prompt * rowb;
+  uint8_t *pk = malloc(pb), *pv = malloc(pb);
+  fill(L, seed + 1, pk, prompt * L->n_head_kv, 1.0f);
+  fill(L, seed + 2, pv, prompt * L->n_head_kv, 1.0f);
+  CUdeviceptr dpk = dalloc(e, pb), dpv = dalloc(e, pb);
+  upload(e, dpk, pk, pb);
+  upload(e, dpv, pv, pb);
+  int nn[NB] = {(int)lens[0], (int)lens[1], (int)lens[2]};
+  API(qgen_append(g, seq, NB, nn, dpk, dpv, NULL));
+  API(qgen_append(eg, seq, NB, nn, dpk, dpv, NULL));
+  API(qgen_append(c, seq, NB, nn, (qgen_ptr)(uintptr_t)pk, (qgen_ptr)(uintptr_t)pv, NULL));
+  /* the graph's fixed buffers (k, v, q in; dense and sparse out) and the eager run's outputs */
+  const size_t kb = NB * rowb, qb = NB * L->q_bytes, ob = NB * L->out_bytes;
+  uint8_t *hk = malloc(kb), *hv = malloc(kb), *hq = malloc(qb), *og = malloc(2 * ob), *oe = malloc(2 * ob);
+  CUdeviceptr dk = dalloc(e, kb), dv = dalloc(e, kb), dq = dalloc(e, qb), dog = dalloc(e, 2 * ob), doe = dalloc(e, 2 * ob);
+  qgen_attend_opts od = qgen_attend_defaults(gc), os = od;
+  od.mode = QGEN_ATTEND_DENSE;
+  const int modes = L->sparse ? 2 : 1;
+  CUstream st = NULL;
+  CUgraph graph = NULL;
+  CUgraphExec exec = NULL;
+  int ok = e->cu->cuStreamCreate(&st, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS &&
+           e->cu->cuStreamBeginCapture(st, CU_STREAM_CAPTURE_MODE_GLOBAL) == CUDA_SUCCESS;
+  ok = ok && qgen_append_decode(g, seq, NB, dk, dv, (qgen_stream)st) == QGEN_OK &&
+       qgen_attend(g, seq, NB, dq, dog, &od, (qgen_stream)st) == QGEN_OK &&
+       (modes < 2 || qgen_attend(g, seq, NB, dq, dog + ob, &os, (qgen_stream)st) == QGEN_OK);
+  ok = e->cu->cuStreamEndCapture(st, &graph) == CUDA_SUCCESS && ok;
+  ok = ok && e->cu->cuGraphInstantiate(&exec, graph, 0) == CUDA_SUCCESS;
+  int same = ok, step = 0;
+  for (; step < N && same; step++) { /* step i's inputs: seeds from i, so every step differs */
+    fill(L, seed * 7 + 3 * step, hk, NB * L->n_head_kv, 1.0f);
+    fill(L, seed * 7 + 3 * step + 1, hv, NB * L->n_head_kv, 1.0f);
+    fill(L, seed * 7 + 3 * step + 2, hq, NB * L->n_head, 1.5f);
+    same = e->cu->cuMemcpyHtoDAsync(dk, hk, kb, st) == CUDA_SUCCESS &&
+           e->cu->cuMemcpyHtoDAsync(dv, hv, kb, st) == CUDA_SUCCESS &&
+           e->cu->cuMemcpyHtoDAsync(dq, hq, qb, st) == CUDA_SUCCESS && e->cu->cuGraphLaunch(exec, st) == CUDA_SUCCESS;
+    API(qgen_append(eg, seq, NB, ones, dk, dv, (qgen_stream)st));
+    API(qgen_attend(eg, seq, NB, dq, doe, &od, (qgen_stream)st));
+    if (modes == 2) API(qgen_attend(eg, seq, NB, dq, doe + ob, &os, (qgen_stream)st));
+    API(qgen_append_decode(c, seq, NB, (qgen_ptr)(uintptr_t)hk, (qgen_ptr)(uintptr_t)hv, NULL));
+    same = same && e->cu->cuStreamSynchronize(st) == CUDA_SUCCESS;
+    download(e, og, dog, (size_t)modes * ob);
+    download(e, oe, doe, (size_t)modes * ob);
+    same = same && memcmp(og, oe, (size_t)modes * ob) == 0;
+  }
+  char why[64] = "";
+  if (!ok) snprintf(why, sizeof why, ": capture failed");
+  else if (!same) snprintf(why, sizeof why, ": first difference at step %d", step - 1);
+  verdict(e, same, "decode   append_decode + attend%s captured once, replayed %d steps (ctx 1000/63/0) == eager "
+          "qgen_append + attend, bit for bit%s", modes == 2 ? " dense + sparse" : "", N, why);
+  int lens_ok = 1;
+  for (int i = 0; i < NB; i++) lens_ok &= qgen_seq_len(g, i) == lens[i] + N && qgen_seq_len(c, i) == lens[i] + N;
+  verdict(e, same && lens_ok && same_arrays(gc, g, eg) && same_arrays(gc, g, c) && qgen_sync(g) == QGEN_OK,
+          "decode   after it: lengths %lld/%lld/%lld, cache bytes == eager == reference, qgen_sync ok",
+          qgen_seq_len(g, 0), qgen_seq_len(g, 1), qgen_seq_len(g, 2));
+  /* sequence 0 is full now: one more replay keeps its length and qgen_sync says so, once */
+  ok = same && e->cu->cuGraphLaunch(exec, st) == CUDA_SUCCESS && e->cu->cuStreamSynchronize(st) == CUDA_SUCCESS;
+  const qgen_status full = qgen_sync(g);
+  ok = ok && full == QGEN_ERR_CAPACITY && qgen_sync(g) == QGEN_OK && qgen_seq_len(g, 0) == cap &&
+       qgen_seq_len(g, 1) == lens[1] + N + 1 && qgen_seq_len(g, 2) == lens[2] + N + 1;
+  verdict(e, ok, "decode   a replay past capacity: the full sequence stays at %lld, the others advance, qgen_sync: %s",
+          (long long)cap, qgen_status_str(full));
+  if (exec) e->cu->cuGraphExecDestroy(exec);
+  if (graph) e->cu->cuGraphDestroy(graph);
+  if (st) e->cu->cuStreamDestroy(st);
+  CUdeviceptr all[] = {dpk, dpv, dk, dv, dq, dog, doe};
+  for (size_t i = 0; i < sizeof all / sizeof *all; i++) e->cu->cuMemFree(all[i]);
+  free(pk), free(pv), free(hk), free(hv), free(hq), free(og), free(oe);
+  qgen_cache_destroy(g);
+  qgen_cache_destroy(eg);
+  qgen_cache_destroy(c);
+}
+
 /* ---- the > 4 GiB sequence ------------------------------------------------------------ */
 
 /* Values of the big sequence are generated, not stored: element (t, h, d) of K (which 0) or
@@ -743,6 +847,7 @@ static int check_variant(const char *path, const char *variant, const qgen_check
   const int64_t b8[8] = {1, 2047, 64, 9000, o->quick ? 1500 : 15000, 333, 4096, o->quick ? 2000 : 20000};
   check_attend(&e, gc, cc, 8, b8, seed + 300);
   check_bits(&e, gc, cc, seed + 400, o->quick);
+  check_decode_graph(&e, gc, cc, seed + 450);
   if (o->big) check_big(&e, gc, seed + 500);
   printf("%s: %d of %d checks passed\n\n", info.name, e.checks - e.fails, e.checks);
   qgen_close(gc);

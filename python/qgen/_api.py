@@ -12,7 +12,7 @@ import math
 import re
 import weakref
 
-from ._lib import ATTEND_DENSE, ATTEND_SPARSE, BACKENDS, KV_ARRAYS, AttendOpts, Error, Info, OpenOpts, invalid, lib
+from ._lib import ATTEND_DENSE, ATTEND_SPARSE, BACKENDS, CUDA, KV_ARRAYS, AttendOpts, Error, Info, OpenOpts, invalid, lib
 
 _NUMPY_DTYPES = {"f32": "float32", "f16": "float16", "bf16": "uint16"}
 _TORCH_DTYPES = {"f32": "float32", "f16": "float16", "bf16": "bfloat16"}
@@ -254,6 +254,32 @@ class Cache:
         self.ctx._check(lib().qgen_append(kv, (ctypes.c_int * n)(*seqs), n, (ctypes.c_int * n)(*n_new), kp, vp,
                                           self._stream(stream)))
 
+    def append_decode(self, k, v, seqs=None, stream=None):
+        """One token per sequence (k, v: [n_seq, n_head_kv, head_dim], row i for seqs[i],
+        default 0..n_seq-1), written at the length the device holds when it runs: a CUDA
+        graph captured from append_decode + attend replays as consecutive decode steps
+        (refill the captured k, v, q before each replay). A full sequence's token is
+        dropped; sync() reports it. Once used, the lengths live on the device: seq_len(),
+        append(), sync() wait for it (never call them while capturing)."""
+        kv = self._live()
+        if len(getattr(k, "shape", ())) != 3:
+            raise invalid(f"append_decode: k must be [n_seq, {self._kv_shape[0]}, {self._kv_shape[1]}], "
+                          f"got shape {list(getattr(k, 'shape', []))}")
+        n = k.shape[0]
+        seqs = self._seqs(seqs, list(range(n)), "append_decode")
+        if len(seqs) != n:
+            raise invalid(f"append_decode: k has {n} rows for {len(seqs)} sequences")
+        shape = (n,) + self._kv_shape
+        in_type = self.ctx.info["in_type"]
+        kp = self._tensor(k, "append_decode", "k", shape, in_type)
+        vp = self._tensor(v, "append_decode", "v", shape, in_type)
+        self.ctx._check(lib().qgen_append_decode(kv, (ctypes.c_int * n)(*seqs), n, kp, vp, self._stream(stream)))
+
+    def sync(self):
+        """Wait for the device and read back the lengths after append_decode; raises
+        QGEN_ERR_CAPACITY (once) if it dropped tokens of full sequences."""
+        self.ctx._check(lib().qgen_sync(self._live()))
+
     def attend(self, q, seqs=None, out=None, coverage=None, budget=None, dense=False, sink=None, recent=None,
                stream=None):
         """One decode step: q [n_seq, n_head, head_dim], one row per sequence of seqs
@@ -307,7 +333,10 @@ class Cache:
 
     def seq_len(self, seq):
         """Tokens held by sequence seq."""
-        return lib().qgen_seq_len(self._live(), self._seqs(seq, None, "seq_len")[0])
+        n = lib().qgen_seq_len(self._live(), self._seqs(seq, None, "seq_len")[0])
+        if n < 0:  # a valid id: the device lengths could not be read
+            raise Error(CUDA, lib().qgen_error(self.ctx._ptr).decode(errors="replace"))
+        return n
 
     # ---- introspection (synchronous) -------------------------------------------------
 

@@ -19,6 +19,7 @@ STATUS_NAMES = (
     "QGEN_ERR_CUDA", "QGEN_ERR_BUNDLE", "QGEN_ERR_IO",
 )
 INVALID_ARG = 1
+CUDA = STATUS_NAMES.index("QGEN_ERR_CUDA")
 BACKENDS = {"gpu": 0, "cpu": 1}
 ATTEND_DENSE, ATTEND_SPARSE = 0, 1
 KV_ARRAYS = {"k": 0, "v": 1, "bounds": 2, "page_table": 3, "seq_len": 4}
@@ -74,6 +75,8 @@ _PROTOTYPES = {
     "qgen_cache_create": (_I, [_P, ctypes.POINTER(_P), _I, _LL]),
     "qgen_cache_destroy": (None, [_P]),
     "qgen_append": (_I, [_P, _IP, _I, _IP, _U64, _U64, _P]),
+    "qgen_append_decode": (_I, [_P, _IP, _I, _U64, _U64, _P]),
+    "qgen_sync": (_I, [_P]),
     "qgen_reset": (_I, [_P, _I]),
     "qgen_seq_len": (_LL, [_P, _I]),
     "qgen_attend_defaults": (AttendOpts, [_P]),

@@ -166,11 +166,38 @@ def bad_calls(kv, q, k, v):
         (lambda: kv.attend(q, budget=64, coverage=0.5), "not both", inv),
         (lambda: kv.attend(q, dense=True, coverage=0.5), "dense=True takes no coverage", inv),
         (lambda: kv.attend(q, sink=-1), "must be >= 0", inv),
+        (lambda: kv.append_decode(k3[:2], k3[:2], seqs=[0]), "2 rows for 1 sequences", inv),
+        (lambda: kv.append_decode(k3[:2, :1], k3[:2, :1]), "shape [2, 1, 64], expected [2, 2, 64]", inv),
+        (lambda: kv.append_decode(k3[:2], k3[:2], seqs=[1, 1]), "listed twice", inv),
+        (lambda: kv.append_decode(k3[:1], k3[:1], seqs=[3]), "seqs[0] = 3 is outside", inv),
         (lambda: kv.reset(2), "seqs[0] = 2 is outside", inv),
         (lambda: kv.seq_len(-3), "seqs[0] = -3", inv),
         (lambda: kv.selection(7), "seqs[0] = 7", inv),
         (lambda: kv.read("nope"), "'nope' is not one of k, v, bounds", inv),
     ]
+
+
+def test_append_decode_equals_append_one_token_at_a_time(ctx):
+    rng = np.random.default_rng(5)
+    a, b = ctx.cache(2, 80), ctx.cache(2, 80)
+    k, v = rand(rng, (70, 2, 64), np.float32), rand(rng, (70, 2, 64), np.float32)
+    for c in (a, b):
+        c.append(k, v, seqs=[0, 1], n_new=[63, 7])
+    for _ in range(10):
+        kd, vd, q = rand(rng, (2, 2, 64), np.float32), rand(rng, (2, 2, 64), np.float32), rand(rng, (2, 8, 64), np.float32)
+        a.append_decode(kd, vd, seqs=[1, 0])
+        b.append(kd, vd, seqs=[1, 0])
+        assert np.array_equal(a.attend(q, seqs=[1, 0]), b.attend(q, seqs=[1, 0]))
+        assert np.array_equal(a.attend(q, seqs=[1, 0], dense=True), b.attend(q, seqs=[1, 0], dense=True))
+    assert snapshot(a) == snapshot(b) and [a.seq_len(0), a.seq_len(1)] == [73, 17]
+    a.sync()
+    for _ in range(8):  # 7 fill sequence 0 to its capacity of 80, the 8th is dropped
+        a.append_decode(kd[:1], vd[:1], seqs=[0])
+    assert a.seq_len(0) == 80
+    with pytest.raises(qgen.Error) as e:
+        a.sync()
+    assert e.value.name == "QGEN_ERR_CAPACITY" and "dropped 1 token" in e.value.message and "sequence 0" in e.value.message
+    a.sync()  # reported once
 
 
 def test_every_bad_argument_raises_and_changes_nothing(ctx):

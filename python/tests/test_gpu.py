@@ -1,6 +1,7 @@
 """test_gpu.py — the qgen package on the GPU backend with torch CUDA tensors: outputs
 against the CPU backend, tensors checked (kind, device, dtype), torch's current stream
-used, and append + attend captured in a CUDA graph, replayed, equal to eager. Skipped
+used, append + attend captured in a CUDA graph, replayed, equal to eager, and append_decode +
+attend captured once and replayed for 1000 decode steps, equal to eager step by step. Skipped
 without torch, a GPU, or a CUDA driver that qgen can open."""
 import numpy as np
 import pytest
@@ -111,4 +112,38 @@ def test_cuda_graph_of_append_and_attend_equals_eager(gpu):
     torch.cuda.synchronize()
     assert torch.equal(out, want)
     assert graphed.read("k").tobytes() == eager.read("k").tobytes()
+    eager.close(), graphed.close()
+
+
+def test_cuda_graph_of_append_decode_and_attend_replays_1000_steps(gpu):
+    prompt, steps = 1500, 1000
+    k, v, _ = data([prompt], seed=4)
+    eager, graphed = gpu.cache(1, 4096), gpu.cache(1, 4096)
+    for c in (eager, graphed):
+        c.append(k.cuda(), v.cuda())
+    g = torch.Generator(device="cuda").manual_seed(5)
+
+    def rnd(shape):
+        return torch.rand(shape, generator=g, device="cuda", dtype=torch.float32).mul_(2).sub_(1).half()
+
+    ks, vs, qs = rnd((steps, 1, 8, 128)), rnd((steps, 1, 8, 128)), rnd((steps, 1, 32, 128))
+    sk, sv, sq = ks[0].clone(), vs[0].clone(), qs[0].clone()  # the graph's fixed inputs
+    out_d = torch.empty((1, 32, 128), dtype=torch.float16, device="cuda")
+    out_s = torch.empty_like(out_d)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        graphed.append_decode(sk, sv)
+        graphed.attend(sq, out=out_d, dense=True)
+        graphed.attend(sq, out=out_s)
+    for t in range(steps):
+        sk.copy_(ks[t]), sv.copy_(vs[t]), sq.copy_(qs[t])
+        graph.replay()
+        eager.append(ks[t], vs[t])
+        want_d, want_s = eager.attend(qs[t], dense=True), eager.attend(qs[t])
+        assert torch.equal(out_d, want_d) and torch.equal(out_s, want_s), f"step {t}"
+    assert graphed.seq_len(0) == prompt + steps == eager.seq_len(0)
+    graphed.sync()
+    for w in ("k", "v", "bounds", "seq_len"):
+        assert graphed.read(w).tobytes() == eager.read(w).tobytes(), w
     eager.close(), graphed.close()
