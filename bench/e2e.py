@@ -20,10 +20,10 @@ the model's own modules and captured in ONE CUDA graph per configuration:
     hf-generate     what a transformers user gets: model.generate with the default
                     DynamicCache (pre-filled to the context), SDPA, eager, no graph
 
-The graph replays the step at a fixed position: the captured append writes the new token
-at the slot it had at capture time and attention covers the same number of tokens in
-every replay (qgen's host-side lengths do not advance inside a graph; nothing is appended
-outside the graph between replays). Times are the median of the timed replays (CUDA
+A qgen graph replays as consecutive decode steps: its append is qgen_append_decode, which
+writes each new token at the length the device holds, so every replay appends one token
+and attends over one more (a few dozen over a run, noise at these contexts). The SDPA
+graph writes one fixed slot of its static cache and attends ctx + 1 tokens every replay. Times are the median of the timed replays (CUDA
 events) after warm-up replays. For every qgen configuration the attention of the same
 cell is also timed alone: the layer count x (append + attend), and x attend only, each
 captured as one graph, so "e2e attention cost / (layers x one-layer time)" is measured in
@@ -188,15 +188,38 @@ def module_step(model, attention):
     return step
 
 
-def make_step(model, attention):
-    """The same decode step with the launches an engine would fuse fused in plain PyTorch:
-    one q|k|v projection, one gate|up projection, F.rms_norm, RoPE on q and k at once.
-    Without this the step is launch-bound (~45 kernels a layer), which hides what the
-    attention costs. attention(i, q, k, v) -> [B, 1, H*D] with q [B, H, 1, D] and
-    k, v [B, Hkv, 1, D] (post-norm, post-RoPE)."""
+def _pre_attention(h, wn, wqkv, qn, kn, cos, sin, eps: float):
+    """Norm, the q|k|v projection, q/k norms and RoPE of one layer -> q, k, v [B, 1, heads, D]."""
+    b, half = h.shape[0], HEAD_DIM // 2
+    x = F.rms_norm(h, (h.shape[-1],), wn, eps)
+    qkv = F.linear(x, wqkv).view(b, 1, N_HEAD + 2 * N_KV, HEAD_DIM)
+    qk = torch.cat([F.rms_norm(qkv[:, :, :N_HEAD], (HEAD_DIM,), qn, eps),
+                    F.rms_norm(qkv[:, :, N_HEAD:N_HEAD + N_KV], (HEAD_DIM,), kn, eps)], 2)
+    qk = qk * cos + torch.cat([-qk[..., half:], qk[..., :half]], -1) * sin
+    return qk[:, :, :N_HEAD], qk[:, :, N_HEAD:], qkv[:, :, N_HEAD + N_KV:]
+
+
+def _post_attention(h, o, wo, wn, wgu, wd, eps: float):
+    """The o projection and residual, norm, gate|up MLP and residual of one layer."""
+    h = h + F.linear(o, wo)
+    gu = F.linear(F.rms_norm(h, (h.shape[-1],), wn, eps), wgu)
+    inter = gu.shape[-1] // 2
+    return h + F.linear(F.silu(gu[..., :inter]) * gu[..., inter:], wd)
+
+
+_COMPILED = {}
+
+
+def make_step(model, attention, compiled=True):
+    """The same decode step with the launches an engine fuses fused: one q|k|v and one
+    gate|up projection, F.rms_norm, RoPE on q and k at once, and (compiled) the pieces
+    around attention through torch.compile, one compilation shared by every layer (the
+    weights are arguments). Without this the step is launch-bound (~45 kernels a layer),
+    which hides what attention costs. attention(i, q, k, v) -> [B, 1, H*D] with
+    q [B, H, 1, D] and k, v [B, Hkv, 1, D] (post-norm, post-RoPE)."""
     m = model.model
     eps = model.config.rms_norm_eps
-    hid, inter = model.config.hidden_size, model.config.intermediate_size
+    inter = model.config.intermediate_size
     fused = getattr(model, "_e2e_fused", None)
     if fused is None:  # once per model; the modules' weights become views of the fused ones
         fused = []
@@ -211,33 +234,28 @@ def make_step(model, attention):
                 fused.append((wqkv, wgu))
         model._e2e_fused = fused
         torch.cuda.empty_cache()
-    half = HEAD_DIM // 2
+    if compiled and not _COMPILED:
+        _COMPILED["pre"] = torch.compile(_pre_attention, dynamic=False)
+        _COMPILED["post"] = torch.compile(_post_attention, dynamic=False)
+    pre = _COMPILED["pre"] if compiled else _pre_attention
+    post = _COMPILED["post"] if compiled else _post_attention
 
     def step(tok, pos):
         h = m.embed_tokens(tok)
         cos, sin = m.rotary_emb(h, pos)  # [B, 1, D]
         cos, sin = cos.unsqueeze(2), sin.unsqueeze(2)  # over the heads
-        b = tok.shape[0]
         for i, layer in enumerate(m.layers):
             a = layer.self_attn
             wqkv, wgu = fused[i]
-            x = F.rms_norm(h, (hid,), layer.input_layernorm.weight, eps)
-            qkv = F.linear(x, wqkv).view(b, 1, N_HEAD + 2 * N_KV, HEAD_DIM)
-            qk = torch.cat([F.rms_norm(qkv[:, :, :N_HEAD], (HEAD_DIM,), a.q_norm.weight, eps),
-                            F.rms_norm(qkv[:, :, N_HEAD:N_HEAD + N_KV], (HEAD_DIM,), a.k_norm.weight, eps)], 2)
-            qk = qk * cos + torch.cat([-qk[..., half:], qk[..., :half]], -1) * sin
-            q = qk[:, :, :N_HEAD].transpose(1, 2)
-            k = qk[:, :, N_HEAD:].transpose(1, 2)
-            v = qkv[:, :, N_HEAD + N_KV:].transpose(1, 2)
-            h = h + a.o_proj(attention(i, q, k, v))
-            gu = F.linear(F.rms_norm(h, (hid,), layer.post_attention_layernorm.weight, eps), wgu)
-            h = h + layer.mlp.down_proj(F.silu(gu[..., :inter]) * gu[..., inter:])
-        return model.lm_head(F.rms_norm(h, (hid,), m.norm.weight, eps))
+            q, k, v = pre(h, layer.input_layernorm.weight, wqkv, a.q_norm.weight, a.k_norm.weight, cos, sin, eps)
+            o = attention(i, q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2))
+            h = post(h, o, a.o_proj.weight, layer.post_attention_layernorm.weight, wgu, layer.mlp.down_proj.weight, eps)
+        return model.lm_head(F.rms_norm(h, (h.shape[-1],), m.norm.weight, eps))
 
     return step
 
 
-def check_step(model):
+def check_step(model, compiled):
     """max |fused - modules| / max |modules| of the logits of one step over a small SDPA
     cache: the timed step computes what the model computes."""
     b, ctx = 2, 256
@@ -253,7 +271,7 @@ def check_step(model):
     tok = torch.randint(0, model.config.vocab_size, (b, 1), device="cuda")
     pos = torch.full((b, 1), ctx, dtype=torch.long, device="cuda")
     ref = module_step(model, attention)(tok, pos).float()
-    got = make_step(model, attention)(tok, pos).float()
+    got = make_step(model, attention, compiled)(tok, pos).float()
     return ((got - ref).abs().max() / ref.abs().max()).item()
 
 
@@ -382,12 +400,11 @@ class QgenLayers:
     def attention(self, coverage, batch):
         outs = [torch.empty(batch, N_HEAD, HEAD_DIM, dtype=DTYPE, device="cuda") for _ in self.caches]
         opts = {"dense": True} if coverage is None else {"coverage": coverage}
-        n_new = [1] * batch
 
         def attention(i, q, k, v):
             c = self.caches[i]
-            c.append(k.reshape(batch, N_KV, HEAD_DIM).contiguous(), v.reshape(batch, N_KV, HEAD_DIM).contiguous(),
-                     seqs=self.seqs, n_new=n_new)
+            c.append_decode(k.reshape(batch, N_KV, HEAD_DIM).contiguous(), v.reshape(batch, N_KV, HEAD_DIM).contiguous(),
+                            seqs=self.seqs)
             c.attend(q.reshape(batch, N_HEAD, HEAD_DIM).contiguous(), seqs=self.seqs, out=outs[i], **opts)
             return outs[i].view(batch, 1, -1)
 
@@ -399,11 +416,10 @@ class QgenLayers:
         q = torch.randn(batch, N_HEAD, HEAD_DIM, dtype=DTYPE, device="cuda")
         k = torch.randn(batch, N_KV, HEAD_DIM, dtype=DTYPE, device="cuda")
         out = torch.empty_like(q)
-        n_new = [1] * batch
 
         def both():
             for c in self.caches:
-                c.append(k, k, seqs=self.seqs, n_new=n_new)
+                c.append_decode(k, k, seqs=self.seqs)
                 c.attend(q, seqs=self.seqs, out=out, **opts)
 
         def attend_only():
@@ -557,6 +573,7 @@ def main():
     ap.add_argument("--json")
     ap.add_argument("--md")
     ap.add_argument("--png")
+    ap.add_argument("--no-compile", action="store_true", help="the fused step without torch.compile")
     a = ap.parse_args()
     if a.quick:
         a.layers, a.ctx, a.extra, a.hf_ctx, a.steps, a.warm = 2, "4K,16K", "2@4K", "1K", 5, 2
@@ -580,8 +597,8 @@ def main():
     env.update(bandwidth_copy_gb_s=round(copy_bw, 1), bandwidth_read_gb_s=round(read_bw, 1),
                bandwidth_floor_gb_s=round(bw, 1),
                bandwidth_floor_from="device-to-device copy" if copy_bw >= read_bw else "read-only sum",
-               fixed_position="every replay re-runs the step at the same position (same slot appended, "
-                              "same attended length); nothing is appended between replays",
+               replays="qgen: every replay is the next decode step (qgen_append_decode advances the "
+                       "device-side lengths); sdpa: every replay writes the same slot and attends ctx + 1",
                steps=a.steps, warm=a.warm, layers=a.layers)
     print(f"{env['gpu']}, driver {env['driver']}, torch {env['torch']}, transformers {env['transformers']}")
     print(f"bandwidth: copy {copy_bw:.0f} GB/s (read + written), read-only sum {read_bw:.0f} GB/s; floor uses {bw:.0f}")
@@ -594,7 +611,8 @@ def main():
     print(f"model: {a.layers} layers, {wbytes / 1e9:.2f} GB of weights "
           f"(read alone in {wbytes / (bw * 1e9) * 1e3:.2f} ms)")
     with torch.no_grad():
-        env["step_check_rel_err"] = check_step(model)
+        env["step_check_rel_err"] = check_step(model, not a.no_compile)
+    env["step"] = "fused, torch.compile around attention" if not a.no_compile else "fused, eager"
     print(f"fused step vs the modules' step, logits max rel. error {env['step_check_rel_err']:.2e}")
     rows = []
     for batch, ctx in cells:
@@ -642,7 +660,7 @@ def markdown(doc):
            "projection, F.rms_norm, RoPE on q and k at once); its logits match the step of "
            f"transformers' modules to {env.get('step_check_rel_err', float('nan')):.1e} (max rel. error).", "",
            f"Each configuration's whole decode step is one CUDA graph; ms = median of {env['steps']} replays "
-           f"after {env['warm']} warm-up replays; {env['fixed_position']}. attention = step - noattn (same cell). "
+           f"after {env['warm']} warm-up replays; {env['replays']}. attention = step - noattn (same cell). "
            "L x layer = the layer count x (append + attend), the qgen calls alone as one graph; "
            "ratio = attention / L x layer. floor = (weights + KV bytes read) / bandwidth.", "",
            "| config | B | context | ms/token | tokens/s | x SDPA tok/s | floor ms | ms/floor | attention ms "
