@@ -234,7 +234,15 @@ static qgen_status alloc0(qgen_ctx *c, CUdeviceptr *p, size_t bytes) {
   const qgen_cudrv *cu = gctx(c)->cu;
   *p = 0;
   if (bytes == 0) return QGEN_OK;
-  CU(cu->cuMemAlloc(p, bytes));
+  const CUresult r = cu->cuMemAlloc(p, bytes);
+  if (r == CUDA_ERROR_OUT_OF_MEMORY) {
+    size_t free_b = 0, total = 0;
+    cu->cuMemGetInfo(&free_b, &total);
+    *p = 0;
+    return qgen_fail(c, QGEN_ERR_OUT_OF_MEMORY, "qgen_cache_create: out of device memory: an array of %zu bytes does not fit in the %zu bytes free (of %zu)",
+                     bytes, free_b, total);
+  }
+  CU(r);
   CU(cu->cuMemsetD8(*p, 0, bytes));
   return QGEN_OK;
 }

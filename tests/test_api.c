@@ -20,6 +20,8 @@
 #include <stdlib.h>
 #include <dlfcn.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "base/cudrv.h"
@@ -774,6 +776,69 @@ static void caller_context(void) {
   tfree(k), tfree(v), tfree(q), tfree(out);
 }
 
+/* A cache larger than the memory there is: QGEN_ERR_OUT_OF_MEMORY with the sizes, and
+   nothing kept, 1000 times over. GPU: device memory as free as before. CPU: in a child
+   whose address space is capped (RLIMIT_AS), resident host memory as before. */
+static void out_of_memory(void) {
+  qgen_ctx *c;
+  if (open_cpu(QGEN_SOURCE_DIR "/specs/qwen3-4b.lua", NULL, &c) != 0) {
+    check(0, "open for the out-of-memory checks");
+    return;
+  }
+  if (backend == QGEN_BACKEND_GPU) {
+    const qgen_cudrv *cu = qgen_cudrv_get(NULL);
+    size_t free0 = 0, free1 = 0, total = 0;
+    cu->cuMemGetInfo(&free0, &total);
+    const int seqs = 64; /* 64 x 2^20 tokens x 4 KiB: far more than any GPU holds */
+    int all = 1;
+    char first[512] = "";
+    for (int i = 0; i < 1000 && all; i++) {
+      qgen_kv *kv = (qgen_kv *)&kv;
+      qgen_status st = qgen_cache_create(c, &kv, seqs, 1LL << 20);
+      if (i == 0) snprintf(first, sizeof first, "%s", qgen_error(c));
+      all = st == QGEN_ERR_OUT_OF_MEMORY && kv == NULL && strstr(qgen_error(c), "bytes free");
+    }
+    cu->cuMemGetInfo(&free1, &total);
+    check(all, "qgen_cache_create larger than the device's free memory, 1000 times: QGEN_ERR_OUT_OF_MEMORY -- \"%s\"", first);
+    check(free1 == free0, "device memory free after them: %zu, before: %zu", free1, free0);
+    qgen_close(c);
+    return;
+  }
+  fflush(stdout);
+  pid_t pid = fork();
+  if (pid == 0) { /* 1 GiB of address space more than now: a cache of 4 GiB cannot be */
+    struct rlimit rl;
+    long vm = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (!f || fscanf(f, "%ld", &vm) != 1) _exit(3);
+    fclose(f);
+    rl.rlim_cur = rl.rlim_max = (rlim_t)vm * (rlim_t)sysconf(_SC_PAGESIZE) + (1ull << 30);
+    if (setrlimit(RLIMIT_AS, &rl) != 0) _exit(3);
+    long rss0 = 0, rss1 = 0;
+    for (int i = 0; i < 1000; i++) {
+      qgen_kv *kv = (qgen_kv *)&kv;
+      qgen_status st = qgen_cache_create(c, &kv, 16, 1 << 16);
+      if (st != QGEN_ERR_OUT_OF_MEMORY || kv != NULL || !strstr(qgen_error(c), "bytes")) {
+        printf("     create %d: %s -- \"%s\"\n", i, qgen_status_str(st), qgen_error(c));
+        _exit(1);
+      }
+      if (i == 0) printf("     %s\n", qgen_error(c));
+      f = fopen("/proc/self/statm", "r");
+      if (f && fscanf(f, "%ld %ld", &vm, i == 0 ? &rss0 : &rss1) != 2) _exit(3);
+      if (f) fclose(f);
+    }
+    printf("     resident pages after the first failure %ld, after the last %ld\n", rss0, rss1);
+    fflush(stdout);
+    _exit(rss1 - rss0 > 256 ? 2 : 0); /* 1 MiB of slack (4 KiB pages) */
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  check(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+        "qgen_cache_create past a capped address space, 1000 times: QGEN_ERR_OUT_OF_MEMORY with the sizes, no host memory kept (child exit %d)",
+        WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+  qgen_close(c);
+}
+
 static void status_strings(void) {
   const char *seen[QGEN_ERR_IO + 1];
   int ok = 1;
@@ -836,6 +901,8 @@ int main(void) {
   bad_opens();
   printf("---- qgen_cache_create\n");
   bad_cache_creates();
+  printf("---- out of memory\n");
+  out_of_memory();
   printf("---- a budget spec\n");
   budget_spec();
   run_fixture(QGEN_SOURCE_DIR "/specs/qwen3-4b.lua", "sparse");
