@@ -27,7 +27,7 @@ int qgen_nvrtc_version(int *major, int *minor, char *err, size_t errlen) {
 }
 
 #define HDR 64
-#define ENTRY 336
+#define ENTRY 464
 
 static void die(const char *what, const char *err) {
   fprintf(stderr, "fuzz_bundle: %s%s%s\n", what, err ? ": " : "", err ? err : "");

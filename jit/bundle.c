@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "jit/emit.h"
 #include "jit/nvrtc.h"
 #include "base/le.h"
 #include "base/sha256.h"
@@ -19,9 +20,11 @@ static const char MAGIC[8] = {'Q', 'G', 'E', 'N', 'B', 'N', 'D', 'L'};
 
 enum {
   HDR = 64,         /* fixed header */
-  ENTRY = 336,      /* one table entry */
+  ENTRY = 464,      /* one table entry */
   NAME = 32,        /* one kernel name slot */
   E_NAMES = 80,     /* offset of the names in an entry */
+  E_MODULE = 336,   /* offset of the module name in an entry */
+  MODULE = 128,     /* its slot */
   VERSION_MAX = 64, /* V, qgen version bytes with the NUL */
 };
 
@@ -126,6 +129,8 @@ uint8_t *qgen_bundle_pack(const qgen_spec *s, const qgen_artifact *arts, int n, 
     qgen_fmt(err, errlen, "bundle: the canonical text of spec %s holds %d variants", s->name, set->n);
     goto done;
   }
+  char module[MODULE];
+  qgen_module_name(&sp, module, sizeof module);
   const char *ver = QGEN_VERSION;
   const size_t S = (size_t)tl + 1, V = strlen(ver) + 1;
   int major = 0, minor = 0;
@@ -173,6 +178,7 @@ uint8_t *qgen_bundle_pack(const qgen_spec *s, const qgen_artifact *arts, int n, 
     qgen_wr32(e + 40, (uint32_t)a->n_kernels);
     qgen_sha256_buf(blob[i], bsz[i], e + 48);
     for (int k = 0; k < a->n_kernels; k++) memcpy(e + E_NAMES + k * NAME, a->k[k].name, strnlen(a->k[k].name, NAME));
+    memcpy(e + E_MODULE, module, strlen(module));
     memcpy(buf + off, blob[i], bsz[i]);
     off += bsz[i];
   }
@@ -230,7 +236,8 @@ int qgen_bundle_parse(const char *name, const uint8_t *p, size_t size, qgen_bund
   const uint32_t version = qgen_rd32(p + 8), flags = qgen_rd32(p + 12), n = qgen_rd32(p + 24), S = qgen_rd32(p + 28), V = qgen_rd32(p + 32);
   const uint64_t fsize = qgen_rd64(p + 16);
   if (version != QGEN_BUNDLE_VERSION)
-    FAIL("%s: bundle format version %u; this qgen reads version %d", name, version, QGEN_BUNDLE_VERSION);
+    FAIL("%s: bundle format version %u; this qgen reads version %d (write the bundle again with this qgen)", name, version,
+         QGEN_BUNDLE_VERSION);
   if (flags != 0) FAIL("%s: unknown header flags 0x%x", name, flags);
   if (fsize > QGEN_BUNDLE_MAX_SIZE)
     FAIL("%s: the header gives a file size of %llu bytes (at most %llu)", name, (ull)fsize, (ull)QGEN_BUNDLE_MAX_SIZE);
@@ -285,6 +292,12 @@ int qgen_bundle_parse(const char *name, const uint8_t *p, size_t size, qgen_bund
       const char *why = k < nk ? bad_name(slot) : all_zero(slot, NAME) ? NULL : "is not zero (past the kernel count)";
       if (why) FAIL("%s: entry %u (sm_%u): kernel name slot %u %s", name, i, arch, k, why);
     }
+    const char *mod = (const char *)e + E_MODULE;
+    const size_t ml = strnlen(mod, MODULE);
+    if (ml == 0 || ml == MODULE || !all_zero(e + E_MODULE + ml, MODULE - ml))
+      FAIL("%s: entry %u (sm_%u): the module name is %s", name, i, arch, ml == 0 ? "empty" : ml == MODULE ? "not NUL-terminated" : "followed by bytes after its NUL");
+    for (size_t k = 0; k < ml; k++)
+      if (mod[k] < 0x21 || mod[k] > 0x7e) FAIL("%s: entry %u (sm_%u): the module name has a non-printable byte", name, i, arch);
     if (len == 0) FAIL("%s: entry %u (sm_%u): empty payload", name, i, arch);
     if (off < M) FAIL("%s: entry %u (sm_%u): payload offset %llu points into the header (payloads start at %zu)", name, i, arch, (ull)off, M);
     if (off > fsize || len > fsize - off)
@@ -316,6 +329,14 @@ int qgen_bundle_parse(const char *name, const uint8_t *p, size_t size, qgen_bund
   int same = b->spec.n_archs == (int)n;
   for (uint32_t i = 0; same && i < n; i++) same = b->spec.archs[i] == b->entry[i].arch;
   if (!same) FAIL("%s: the spec's archs differ from the archs of the bundle's entries", name);
+  char module[MODULE];
+  qgen_module_name(&b->spec, module, sizeof module);
+  for (uint32_t i = 0; i < n; i++) {
+    const char *mod = (const char *)p + T + (size_t)i * ENTRY + E_MODULE;
+    if (strcmp(mod, module) != 0)
+      FAIL("%s: entry %u (sm_%d) was compiled for module %s, but the bundle's spec %s is module %s (not this spec's kernels)",
+           name, i, b->entry[i].arch, mod, b->spec.name, module);
+  }
 
   /* payloads: checksum, then parse, then agree with the table */
   for (uint32_t i = 0; i < n; i++) {

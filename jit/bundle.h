@@ -5,7 +5,7 @@
  *
  *   off       size     field
  *   0         8        magic "QGENBNDL"
- *   8         4        format version (QGEN_BUNDLE_VERSION = 1)
+ *   8         4        format version (QGEN_BUNDLE_VERSION = 2; other versions are refused)
  *   12        4        flags (0; any other value is refused)
  *   16        8        file size in bytes (<= QGEN_BUNDLE_MAX_SIZE, 1 GiB)
  *   24        4        N, entry count (1..QGEN_MAX_ARCHS)
@@ -17,7 +17,7 @@
  *   64        S        spec text: qgen_spec_to_lua of the variant, NUL-terminated, no
  *                      other NUL; its archs list = the archs of the entries
  *   64+S      V        qgen version string ("0.1.0"), NUL-terminated, printable ASCII
- *   T=64+S+V  N x 336  the table, one entry per arch, ascending arch, no arch twice:
+ *   T=64+S+V  N x 464  the table, one entry per arch, ascending arch, no arch twice:
  *               +0   4    arch (compute capability x 10, 80..999)
  *               +4   4    kinds: bit 0 = cubin, bit 1 = PTX (this writer: 3, both)
  *               +8   8    payload offset
@@ -29,8 +29,12 @@
  *               +48  32   SHA-256 of the payload
  *               +80  256  kernel names: QGEN_MAX_KERNELS x char[32], [A-Za-z0-9_]+,
  *                         NUL-padded; slots past K are all zero
- *   T+336N    32       SHA-256 of bytes [0, T+336N): the header, strings and table
- *   M=T+336N+32        payloads, in table order, back to back: entry 0 starts at M, entry
+ *               +336 128  the module the payload was compiled from (qgen_module_name of
+ *                         its spec: every compile-time parameter), printable ASCII,
+ *                         NUL-padded; it must be the module of the bundle's spec text, so
+ *                         a payload cannot run under another spec's shape
+ *   T+464N    32       SHA-256 of bytes [0, T+464N): the header, strings and table
+ *   M=T+464N+32        payloads, in table order, back to back: entry 0 starts at M, entry
  *                      i+1 where entry i ends, the last one ends at the file size (no
  *                      gaps, no overlaps, no trailing bytes)
  *
@@ -62,7 +66,7 @@
 #include "jit/artifact.h"
 #include "spec/spec.h"
 
-#define QGEN_BUNDLE_VERSION 1
+#define QGEN_BUNDLE_VERSION 2
 #define QGEN_BUNDLE_MAX_SIZE (1ull << 30) /* 1 GiB */
 #define QGEN_BUNDLE_MAX_SPEC 65536
 #define QGEN_BUNDLE_KIND_CUBIN 1u

@@ -107,6 +107,12 @@ static qgen_status cpu_attend(qgen_kv *kv, const int *seq, int n_seq, qgen_ptr q
 
 static qgen_status cpu_reset(qgen_kv *kv, int seq) {
   kv->host.seq_len[seq] = 0;
+  cpu_kv *ck = kv->impl;
+  const int64_t nkv = kv->ctx->L.n_head_kv;
+  if (ck->sel_counts) { /* its last selection goes with its tokens */
+    memset(ck->sel_lists + seq * nkv * kv->pps, 0, (size_t)(nkv * kv->pps) * sizeof *ck->sel_lists);
+    memset(ck->sel_counts + seq * nkv, 0, (size_t)nkv * sizeof *ck->sel_counts);
+  }
   return QGEN_OK;
 }
 

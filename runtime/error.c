@@ -1,17 +1,54 @@
 /* error.c — statuses and messages: the words of a status, and the message of a context's
- * last failure, which the API layer and every backend record with qgen_fail.
+ * last failure, which the API layer and every backend record with qgen_fail. Each thread
+ * has its own message on a context, so threads that share one (each on its own cache)
+ * neither race on it nor read each other's.
  */
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "runtime/private.h"
 #include "runtime/qgen_ext.h"
+
+void qgen_errs_init(qgen_ctx *ctx) { pthread_mutex_init(&ctx->err_lock, NULL); }
+
+void qgen_errs_free(qgen_ctx *ctx) {
+  for (qgen_err_slot *e = ctx->errs, *next; e; e = next) {
+    next = e->next;
+    free(e);
+  }
+  ctx->errs = NULL;
+  pthread_mutex_destroy(&ctx->err_lock);
+}
+
+/* The calling thread's slot, made if `make` and missing; NULL if none. */
+static qgen_err_slot *slot_of(const qgen_ctx *ctx, int make) {
+  qgen_ctx *c = (qgen_ctx *)ctx; /* the lock and the list are not the context's value */
+  const pthread_t me = pthread_self();
+  pthread_mutex_lock(&c->err_lock);
+  qgen_err_slot *e = c->errs;
+  while (e && !pthread_equal(e->thread, me)) e = e->next;
+  if (!e && make && (e = malloc(sizeof *e))) {
+    e->thread = me;
+    e->msg[0] = 0;
+    e->next = c->errs;
+    c->errs = e;
+  }
+  pthread_mutex_unlock(&c->err_lock);
+  return e;
+}
+
+char *qgen_errbuf(qgen_ctx *ctx) {
+  static _Thread_local char scratch[QGEN_ERR_MAX];
+  qgen_err_slot *e = slot_of(ctx, 1);
+  return e ? e->msg : scratch;
+}
 
 qgen_status qgen_fail(qgen_ctx *ctx, qgen_status st, const char *fmt, ...) {
   if (ctx) {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(ctx->err, sizeof ctx->err, fmt, ap);
+    vsnprintf(qgen_errbuf(ctx), QGEN_ERR_MAX, fmt, ap);
     va_end(ap);
   }
   return st;
@@ -35,8 +72,13 @@ const char *qgen_status_str(qgen_status s) {
   return "unknown status";
 }
 
-const char *qgen_error(const qgen_ctx *ctx) { return ctx ? ctx->err : "no context"; }
+const char *qgen_error(const qgen_ctx *ctx) {
+  if (!ctx) return "no context";
+  const qgen_err_slot *e = slot_of(ctx, 0);
+  return e ? e->msg : "";
+}
 
 void qgen_ext_clear_error(qgen_ctx *ctx) {
-  if (ctx) ctx->err[0] = 0;
+  qgen_err_slot *e = ctx ? slot_of(ctx, 0) : NULL;
+  if (e) e->msg[0] = 0;
 }

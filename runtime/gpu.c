@@ -15,6 +15,10 @@
  * replays as consecutive decode steps. The split count for a batch of nb rows targets one
  * wave of attend CTAs: ceil(SMs * CTAs/SM / (nb * n_head_kv)), at most QGEN_MAX_SPLITS;
  * the partial buffers are sized for the worst nb.
+ *
+ * Every entry point pushes the device's primary context and pops it before it returns, so
+ * the caller's current context is what it was (qgen.h); only an open on a thread with no
+ * current context leaves the primary one current.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,6 +57,27 @@ static gpu_kv *gkv(const qgen_kv *kv) { return kv->impl; }
     if (r_ != CUDA_SUCCESS)                                                                           \
       return qgen_fail(c, r_ == CUDA_ERROR_OUT_OF_MEMORY ? QGEN_ERR_OUT_OF_MEMORY : QGEN_ERR_CUDA, \
                        "%s: %s", #call, qgen_cu_errstr(r_));                                          \
+  } while (0)
+
+/* The primary context made current for one entry point (enter), and the caller's back
+   (leave, which passes on st, the status of the work in between). */
+static qgen_status enter(qgen_ctx *c) {
+  CU(gctx(c)->cu->cuCtxPushCurrent(gctx(c)->cuctx));
+  return QGEN_OK;
+}
+
+static qgen_status leave(qgen_ctx *c, qgen_status st) {
+  CUcontext mine;
+  const CUresult r = gctx(c)->cu->cuCtxPopCurrent(&mine);
+  if (st == QGEN_OK && r != CUDA_SUCCESS) return qgen_fail(c, QGEN_ERR_CUDA, "cuCtxPopCurrent: %s", qgen_cu_errstr(r));
+  return st;
+}
+
+/* return `call`, run between enter and leave */
+#define IN_CTX(c, call)                           \
+  do {                                            \
+    qgen_status st_ = enter(c);                   \
+    return st_ == QGEN_OK ? leave(c, (call)) : st_; \
   } while (0)
 
 /* Splits per (row, KV head): as many as fill the resident CTA slots once, rounded down
@@ -124,7 +149,8 @@ static const qgen_artifact *pick(const qgen_artifact *arts, int n, int arch) {
   return best;
 }
 
-static qgen_status gpu_open(qgen_ctx *c, const qgen_open_opts *o, const qgen_artifact *arts, int n_arts) {
+/* The device of o and its primary context, retained. */
+static qgen_status gpu_device(qgen_ctx *c, const qgen_open_opts *o) {
   const char *why = "";
   const qgen_cudrv *cu = qgen_cudrv_get(&why);
   if (!cu) return qgen_fail(c, qgen_cudrv_failed() == QGEN_CUDRV_NO_DEVICE ? QGEN_ERR_NO_DEVICE : QGEN_ERR_NO_DRIVER, "%s", why);
@@ -148,8 +174,12 @@ static qgen_status gpu_open(qgen_ctx *c, const qgen_open_opts *o, const qgen_art
   if (g->arch < 80)
     return qgen_fail(c, QGEN_ERR_UNSUPPORTED, "%s is sm_%d; qgen kernels need sm_80 or newer", c->info.device_name, g->arch);
   CU(cu->cuDevicePrimaryCtxRetain(&g->cuctx, g->dev));
-  CU(cu->cuCtxSetCurrent(g->cuctx));
+  return QGEN_OK;
+}
 
+/* The kernels: a bundle's artifact for the device, or built for it (in the primary context). */
+static qgen_status gpu_load(qgen_ctx *c, const qgen_open_opts *o, const qgen_artifact *arts, int n_arts) {
+  gpu_ctx *g = gctx(c);
   if (n_arts > 0) {
     const qgen_artifact *a = pick(arts, n_arts, g->arch);
     if (!a) return qgen_fail(c, QGEN_ERR_UNSUPPORTED, "the bundle has no cubin for sm_%d and no PTX for an older arch", g->arch);
@@ -160,7 +190,7 @@ static qgen_status gpu_open(qgen_ctx *c, const qgen_open_opts *o, const qgen_art
   int known[64], nk = qgen_nvrtc_archs(known, 64), target = 0;
   if (nk < 0) {
     int mj, mn;
-    qgen_nvrtc_version(&mj, &mn, c->err, sizeof c->err);
+    qgen_nvrtc_version(&mj, &mn, qgen_errbuf(c), QGEN_ERR_MAX);
     return QGEN_ERR_COMPILE;
   }
   for (int i = 0; i < nk; i++)
@@ -183,17 +213,20 @@ static qgen_status gpu_open(qgen_ctx *c, const qgen_open_opts *o, const qgen_art
 
 static void close_gpu(qgen_ctx *c) {
   gpu_ctx *g = gctx(c);
-  if (g->mod) {
-    g->cu->cuCtxSetCurrent(g->cuctx);
-    g->cu->cuModuleUnload(g->mod);
-  }
+  if (g->mod && enter(c) == QGEN_OK) leave(c, g->cu->cuModuleUnload(g->mod) == CUDA_SUCCESS ? QGEN_OK : QGEN_ERR_CUDA);
   if (g->cuctx) g->cu->cuDevicePrimaryCtxRelease(g->dev);
   free(g);
   c->impl = NULL;
 }
 
 static qgen_status open_gpu(qgen_ctx *c, const qgen_open_opts *o, const qgen_artifact *arts, int n_arts) {
-  qgen_status st = gpu_open(c, o, arts, n_arts);
+  qgen_status st = gpu_device(c, o);
+  CUcontext caller = NULL;
+  if (st == QGEN_OK && gctx(c)->cu->cuCtxGetCurrent(&caller) == CUDA_SUCCESS && (st = enter(c)) == QGEN_OK) {
+    st = gpu_load(c, o, arts, n_arts);
+    /* a thread with no context keeps the primary one current, ready for its own cuMemAlloc */
+    if (caller || st != QGEN_OK) st = leave(c, st);
+  }
   if (st != QGEN_OK && c->impl) close_gpu(c); /* a context that failed holds no GPU state */
   return st;
 }
@@ -204,19 +237,26 @@ static qgen_status alloc0(qgen_ctx *c, CUdeviceptr *p, size_t bytes) {
   const qgen_cudrv *cu = gctx(c)->cu;
   *p = 0;
   if (bytes == 0) return QGEN_OK;
-  CU(cu->cuMemAlloc(p, bytes));
+  const CUresult r = cu->cuMemAlloc(p, bytes);
+  if (r == CUDA_ERROR_OUT_OF_MEMORY) {
+    size_t free_b = 0, total = 0;
+    cu->cuMemGetInfo(&free_b, &total);
+    *p = 0;
+    return qgen_fail(c, QGEN_ERR_OUT_OF_MEMORY, "qgen_cache_create: out of device memory: an array of %zu bytes does not fit in the %zu bytes free (of %zu)",
+                     bytes, free_b, total);
+  }
+  CU(r);
   CU(cu->cuMemsetD8(*p, 0, bytes));
   return QGEN_OK;
 }
 
-static qgen_status cache_create(qgen_kv *kv) {
+static qgen_status cache_alloc(qgen_kv *kv) {
   qgen_ctx *c = kv->ctx;
   gpu_ctx *g = gctx(c);
   const qgen_layout *L = &c->L;
   gpu_kv *m = calloc(1, sizeof *m);
   if (!m) return qgen_fail(c, QGEN_ERR_OUT_OF_MEMORY, "qgen_cache_create: out of host memory");
   kv->impl = m;
-  CU(g->cu->cuCtxSetCurrent(g->cuctx));
   int rows = 0; /* batch rows x splits of the worst batch size */
   for (int nb = 1; nb <= QGEN_MAX_BATCH; nb++)
     if (nb * max_splits(g, L, nb) > rows) rows = nb * max_splits(g, L, nb);
@@ -238,14 +278,18 @@ static qgen_status cache_create(qgen_kv *kv) {
   return QGEN_OK;
 }
 
+static qgen_status cache_create(qgen_kv *kv) { IN_CTX(kv->ctx, cache_alloc(kv)); }
+
 static void cache_destroy(qgen_kv *kv) {
   gpu_kv *m = gkv(kv);
   if (!m) return;
   const qgen_cudrv *cu = gctx(kv->ctx)->cu;
-  cu->cuCtxSetCurrent(gctx(kv->ctx)->cuctx);
   CUdeviceptr all[] = {m->k, m->v, m->bounds, m->page_table, m->seq_len, m->scores, m->list, m->count, m->part_o, m->part_ml, m->ticket, m->hist, m->decode};
-  for (size_t i = 0; i < sizeof all / sizeof *all; i++)
-    if (all[i]) cu->cuMemFree(all[i]);
+  if (enter(kv->ctx) == QGEN_OK) {
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+      if (all[i]) cu->cuMemFree(all[i]);
+    leave(kv->ctx, QGEN_OK);
+  }
   free(m);
   kv->impl = NULL;
 }
@@ -302,11 +346,10 @@ static qgen_status launch_ex(qgen_ctx *c, CUfunction f, unsigned gx, unsigned gy
 /* The append launches, QGEN_APPEND_MAX sequences each: n_new[i] tokens at the host length
    of seq[i]; n_new NULL (qgen_append_decode): one token at the length the device holds,
    so one page per sequence whatever that length is. */
-static qgen_status append(qgen_kv *kv, const int *seq, int n_seq, const int *n_new, qgen_ptr k, qgen_ptr v,
-                          qgen_stream stream) {
+static qgen_status append_in(qgen_kv *kv, const int *seq, int n_seq, const int *n_new, qgen_ptr k, qgen_ptr v,
+                             qgen_stream stream) {
   qgen_ctx *c = kv->ctx;
   const qgen_layout *L = &c->L;
-  CU(gctx(c)->cu->cuCtxSetCurrent(gctx(c)->cuctx));
   qg_cache ca = cache_args(kv);
   int64_t row = 0;
   for (int i0 = 0; i0 < n_seq; i0 += QGEN_APPEND_MAX) {
@@ -338,8 +381,13 @@ static qgen_status append(qgen_kv *kv, const int *seq, int n_seq, const int *n_n
   return QGEN_OK;
 }
 
+static qgen_status append(qgen_kv *kv, const int *seq, int n_seq, const int *n_new, qgen_ptr k, qgen_ptr v,
+                          qgen_stream stream) {
+  IN_CTX(kv->ctx, append_in(kv, seq, n_seq, n_new, k, v, stream));
+}
+
 static qgen_status append_decode(qgen_kv *kv, const int *seq, int n_seq, qgen_ptr k, qgen_ptr v, qgen_stream stream) {
-  return append(kv, seq, n_seq, NULL, k, v, stream);
+  IN_CTX(kv->ctx, append_in(kv, seq, n_seq, NULL, k, v, stream));
 }
 
 /* CTAs sharing one select list (templates/select.cu): enough to hold a list of the
@@ -355,15 +403,14 @@ static int select_cluster(const qgen_ctx *c, int64_t pps, int lists) {
   return cl < 1 ? 1 : (int)cl;
 }
 
-static qgen_status attend(qgen_kv *kv, const int *seq, int n_seq, qgen_ptr q, qgen_ptr out, const qgen_budget *b,
-                          qgen_stream stream) {
+static qgen_status attend_in(qgen_kv *kv, const int *seq, int n_seq, qgen_ptr q, qgen_ptr out, const qgen_budget *b,
+                             qgen_stream stream) {
   qgen_ctx *c = kv->ctx;
   gpu_ctx *g = gctx(c);
   const qgen_layout *L = &c->L;
   const qgen_plan *P = &c->P;
   const gpu_kv *m = gkv(kv);
   CUstream s = (CUstream)stream;
-  CU(g->cu->cuCtxSetCurrent(g->cuctx));
   qg_cache ca = cache_args(kv);
   qg_budget ba = {b->mode, b->coverage, b->tokens, b->sink, b->recent};
   int dense = b->mode == QGEN_BUDGET_DENSE;
@@ -404,23 +451,33 @@ static qgen_status attend(qgen_kv *kv, const int *seq, int n_seq, qgen_ptr q, qg
   return QGEN_OK;
 }
 
+static qgen_status attend(qgen_kv *kv, const int *seq, int n_seq, qgen_ptr q, qgen_ptr out, const qgen_budget *b,
+                          qgen_stream stream) {
+  IN_CTX(kv->ctx, attend_in(kv, seq, n_seq, q, out, b, stream));
+}
+
 /* ---- management ---------------------------------------------------------------------- */
 
-static qgen_status reset(qgen_kv *kv, int seq) {
+static qgen_status reset_in(qgen_kv *kv, int seq) {
   qgen_ctx *c = kv->ctx;
   const qgen_cudrv *cu = gctx(c)->cu;
-  CU(cu->cuCtxSetCurrent(gctx(c)->cuctx));
   CU(cu->cuCtxSynchronize());
   CU(cu->cuMemsetD8(gkv(kv)->seq_len + (CUdeviceptr)seq * 4, 0, 4));
+  if (c->L.sparse) { /* its last selection goes with its tokens */
+    const size_t nkv = (size_t)c->L.n_head_kv;
+    CU(cu->cuMemsetD8(gkv(kv)->list + (CUdeviceptr)seq * nkv * kv->pps * 4, 0, nkv * kv->pps * 4));
+    CU(cu->cuMemsetD8(gkv(kv)->count + (CUdeviceptr)seq * nkv * 4, 0, nkv * 4));
+  }
   return QGEN_OK;
 }
 
-static qgen_status sync_lengths(qgen_kv *kv, int32_t *len, int32_t *dropped) {
+static qgen_status reset(qgen_kv *kv, int seq) { IN_CTX(kv->ctx, reset_in(kv, seq)); }
+
+static qgen_status sync_in(qgen_kv *kv, int32_t *len, int32_t *dropped) {
   qgen_ctx *c = kv->ctx;
   const qgen_cudrv *cu = gctx(c)->cu;
   const CUdeviceptr dr = gkv(kv)->decode + (CUdeviceptr)kv->max_seqs * 4;
   const size_t n = (size_t)kv->max_seqs * 4;
-  CU(cu->cuCtxSetCurrent(gctx(c)->cuctx));
   CU(cu->cuCtxSynchronize());
   CU(cu->cuMemcpyDtoH(len, gkv(kv)->seq_len, n));
   CU(cu->cuMemcpyDtoH(dropped, dr, n));
@@ -429,37 +486,42 @@ static qgen_status sync_lengths(qgen_kv *kv, int32_t *len, int32_t *dropped) {
   return QGEN_OK;
 }
 
-static qgen_status read_array(qgen_kv *kv, int which, void *host, size_t bytes) {
+static qgen_status sync_lengths(qgen_kv *kv, int32_t *len, int32_t *dropped) { IN_CTX(kv->ctx, sync_in(kv, len, dropped)); }
+
+static qgen_status read_in(qgen_kv *kv, int which, void *host, size_t bytes) {
   qgen_ctx *c = kv->ctx;
   const qgen_cudrv *cu = gctx(c)->cu;
   const gpu_kv *m = gkv(kv);
   CUdeviceptr src = which == QGEN_KV_K ? m->k : which == QGEN_KV_V ? m->v : which == QGEN_KV_BOUNDS ? m->bounds
                   : which == QGEN_KV_PAGE_TABLE ? m->page_table : m->seq_len;
-  CU(cu->cuCtxSetCurrent(gctx(c)->cuctx));
   CU(cu->cuCtxSynchronize());
   CU(cu->cuMemcpyDtoH(host, src, bytes));
   return QGEN_OK;
 }
 
-static qgen_status write_pages(qgen_kv *kv, int seq, const int32_t *pages, int64_t n) {
+static qgen_status read_array(qgen_kv *kv, int which, void *host, size_t bytes) { IN_CTX(kv->ctx, read_in(kv, which, host, bytes)); }
+
+static qgen_status write_in(qgen_kv *kv, int seq, const int32_t *pages, int64_t n) {
   qgen_ctx *c = kv->ctx;
   const qgen_cudrv *cu = gctx(c)->cu;
-  CU(cu->cuCtxSetCurrent(gctx(c)->cuctx));
   CU(cu->cuCtxSynchronize());
   CU(cu->cuMemcpyHtoD(gkv(kv)->page_table + (CUdeviceptr)seq * kv->pps * 4, pages, (size_t)n * 4));
   return QGEN_OK;
 }
 
-static qgen_status selection(qgen_kv *kv, int seq, int32_t *lists, int32_t *counts) {
+static qgen_status write_pages(qgen_kv *kv, int seq, const int32_t *pages, int64_t n) { IN_CTX(kv->ctx, write_in(kv, seq, pages, n)); }
+
+static qgen_status selection_in(qgen_kv *kv, int seq, int32_t *lists, int32_t *counts) {
   qgen_ctx *c = kv->ctx;
   const qgen_cudrv *cu = gctx(c)->cu;
   const int nkv = c->L.n_head_kv;
-  CU(cu->cuCtxSetCurrent(gctx(c)->cuctx));
   CU(cu->cuCtxSynchronize());
   CU(cu->cuMemcpyDtoH(lists, gkv(kv)->list + (CUdeviceptr)seq * nkv * kv->pps * 4, (size_t)nkv * kv->pps * 4));
   CU(cu->cuMemcpyDtoH(counts, gkv(kv)->count + (CUdeviceptr)seq * nkv * 4, (size_t)nkv * 4));
   return QGEN_OK;
 }
+
+static qgen_status selection(qgen_kv *kv, int seq, int32_t *lists, int32_t *counts) { IN_CTX(kv->ctx, selection_in(kv, seq, lists, counts)); }
 
 static void set_marks(qgen_ctx *c, CUevent *marks) { gctx(c)->marks = marks; }
 static int splits(const qgen_ctx *c, int nb) { return max_splits(gctx(c), &c->L, nb); }

@@ -10,7 +10,19 @@
 #include "base/plan.h"
 #include "runtime/qgen.h"
 
+#include <pthread.h>
+
 typedef struct qgen_backend_ops qgen_backend_ops;
+
+/* The longest message qgen_error gives. */
+#define QGEN_ERR_MAX 8192
+
+/* One thread's last message on a context (error.c). */
+typedef struct qgen_err_slot {
+  struct qgen_err_slot *next;
+  pthread_t thread;
+  char msg[QGEN_ERR_MAX];
+} qgen_err_slot;
 
 struct qgen_ctx {
   qgen_spec spec;
@@ -20,7 +32,10 @@ struct qgen_ctx {
   qgen_backend backend;
   const qgen_backend_ops *be; /* the backend's row; NULL in a context that failed to open */
   qgen_info info;
-  char err[8192];
+  /* messages, one per thread that saw a failure (threads attend on their own caches at
+     once); the list is guarded by err_lock, a slot is written only by its thread */
+  pthread_mutex_t err_lock;
+  qgen_err_slot *errs;
   void *impl; /* the backend's state (gpu.c: its module and device) */
 };
 
@@ -40,7 +55,13 @@ struct qgen_kv {
   void *impl;      /* the backend's state (gpu.c: device memory; cpu.c: selections, scratch) */
 };
 
-/* Record a message on ctx (if not NULL) and return st (error.c). */
+/* Record a message on ctx (if not NULL) for the calling thread and return st (error.c). */
 qgen_status qgen_fail(qgen_ctx *ctx, qgen_status st, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* The calling thread's message buffer on ctx (QGEN_ERR_MAX bytes), for functions that
+   write their own message; a scratch buffer when no slot can be allocated. */
+char *qgen_errbuf(qgen_ctx *ctx);
+/* Set up and free a context's messages (qgen_open, qgen_close). */
+void qgen_errs_init(qgen_ctx *ctx);
+void qgen_errs_free(qgen_ctx *ctx);
 
 #endif

@@ -58,6 +58,7 @@ static qgen_status open_ctx(qgen_ctx **out, const spec_source *src, const qgen_o
   if (!o) o = &defaults;
   qgen_ctx *c = calloc(1, sizeof *c);
   if (!c) return QGEN_ERR_OUT_OF_MEMORY;
+  qgen_errs_init(c);
   double t0 = qgen_now_ms();
   qgen_status st = QGEN_OK;
   const int from_text = src->chunk != NULL;
@@ -67,7 +68,7 @@ static qgen_status open_ctx(qgen_ctx **out, const spec_source *src, const qgen_o
     st = qgen_fail(c, QGEN_ERR_INVALID_ARG, from_text ? "qgen_open_text: no spec text" : "qgen_open: no spec path");
   else if ((unsigned)o->backend >= sizeof BACKENDS / sizeof *BACKENDS || !(be = BACKENDS[o->backend]))
     st = qgen_fail(c, QGEN_ERR_INVALID_ARG, "qgen_open: unknown backend %d", (int)o->backend);
-  const int tuned = st == QGEN_OK ? qgen_tune_parse(getenv("QGEN_TUNE"), &c->tune, c->err, sizeof c->err) : 0;
+  const int tuned = st == QGEN_OK ? qgen_tune_parse(getenv("QGEN_TUNE"), &c->tune, qgen_errbuf(c), QGEN_ERR_MAX) : 0;
   if (tuned < 0) st = QGEN_ERR_INVALID_ARG;
   /* A bundle (found by its magic, whatever the file's name): the spec from its text and,
      for a backend that runs the kernels, its compiled kernels; NVRTC is never called.
@@ -78,7 +79,7 @@ static qgen_status open_ctx(qgen_ctx **out, const spec_source *src, const qgen_o
     if (tuned && be->runs_kernels)
       st = qgen_fail(c, QGEN_ERR_UNSUPPORTED, "%s: QGEN_TUNE changes the kernels' plan; a bundle holds the default plan's kernels (unset QGEN_TUNE)", path);
     else if (!(bundle = malloc(sizeof *bundle))) st = QGEN_ERR_OUT_OF_MEMORY;
-    else if (qgen_bundle_read(path, bundle, c->err, sizeof c->err) != 0) st = QGEN_ERR_BUNDLE;
+    else if (qgen_bundle_read(path, bundle, qgen_errbuf(c), QGEN_ERR_MAX) != 0) st = QGEN_ERR_BUNDLE;
     else if (o->variant && *o->variant && strcmp(o->variant, bundle->spec.name) != 0)
       st = qgen_fail(c, QGEN_ERR_SPEC, "%s: the bundle holds variant '%s', not '%s'", path, bundle->spec.name, o->variant);
     else if (be->runs_kernels && strcmp(bundle->qgen_version, QGEN_VERSION) != 0)
@@ -87,8 +88,8 @@ static qgen_status open_ctx(qgen_ctx **out, const spec_source *src, const qgen_o
     else c->spec = bundle->spec;
   } else if (st == QGEN_OK) {
     if (!(set = malloc(sizeof *set))) st = QGEN_ERR_OUT_OF_MEMORY;
-    else if ((from_text ? qgen_spec_load_string(path, src->text, strlen(src->text), set, c->err, sizeof c->err)
-                        : qgen_spec_load(path, set, c->err, sizeof c->err)) != 0)
+    else if ((from_text ? qgen_spec_load_string(path, src->text, strlen(src->text), set, qgen_errbuf(c), QGEN_ERR_MAX)
+                        : qgen_spec_load(path, set, qgen_errbuf(c), QGEN_ERR_MAX)) != 0)
       st = QGEN_ERR_SPEC;
     else {
       const qgen_spec *s = qgen_spec_find(set, o->variant);
@@ -130,6 +131,7 @@ qgen_status qgen_open_text(qgen_ctx **out, const char *spec_text, const char *ch
 void qgen_close(qgen_ctx *c) {
   if (!c) return;
   if (c->be) c->be->close(c);
+  qgen_errs_free(c);
   free(c);
 }
 
@@ -141,7 +143,7 @@ qgen_attend_opts qgen_attend_defaults(const qgen_ctx *c) {
   qgen_attend_opts o = {QGEN_ATTEND_DENSE, 1.0, 0, 0, 0};
   if (c && c->spec.sparse) {
     o.mode = QGEN_ATTEND_SPARSE;
-    o.coverage = c->spec.coverage;
+    o.coverage = c->spec.coverage; /* the spec holds one of the two, the other 0 */
     o.budget = c->spec.budget;
     o.sink = c->spec.sink;
     o.recent = c->spec.recent;
@@ -315,6 +317,9 @@ qgen_status qgen_attend(qgen_kv *kv, const int *seq, int n_seq, qgen_ptr q, qgen
       return qgen_fail(c, QGEN_ERR_UNSUPPORTED, "qgen_attend: spec %s is dense (no bounds are kept); sparse attention needs a sparse spec", c->spec.name);
     if (o.budget < 0 || o.sink < 0 || o.recent < 0)
       return qgen_fail(c, QGEN_ERR_INVALID_ARG, "qgen_attend: budget %lld, sink %lld, recent %lld must be >= 0", o.budget, o.sink, o.recent);
+    if (o.budget > 0 && o.coverage != 0.0)
+      return qgen_fail(c, QGEN_ERR_INVALID_ARG, "qgen_attend: both coverage = %g and budget = %lld tokens are set; give one (the other 0)",
+                       o.coverage, o.budget);
     if (o.budget == 0 && !(o.coverage > 0.0 && o.coverage <= 1.0))
       return qgen_fail(c, QGEN_ERR_INVALID_ARG, "qgen_attend: coverage = %g must be in (0, 1] (or give budget > 0 tokens)", o.coverage);
     b.mode = o.budget > 0 ? QGEN_BUDGET_TOKENS : QGEN_BUDGET_COVERAGE;

@@ -19,8 +19,20 @@
  * qgen_append_decode: once it is used on a cache, qgen_append waits for the device). All
  * memory is taken by qgen_cache_create; kernels are compiled (or loaded) by qgen_open,
  * never inside a step.
- * Calls on one qgen_kv must not run concurrently from several threads. Every call checks
- * its arguments and returns a status; a call that fails changes nothing.
+ * Every call checks its arguments and returns a status; a call that fails changes nothing.
+ *
+ * Threads. A qgen_ctx may be shared: several threads may at once create and destroy
+ * caches of one context and call anything on different caches (each on its own stream);
+ * qgen_open may run in several threads at once, on one cache directory too. Calls on one
+ * qgen_kv must not run concurrently, nor qgen_close with any other call on that context.
+ * Messages (qgen_error) are kept per thread, so threads do not see each other's.
+ *
+ * CUDA contexts (GPU backend). Kernels run in the device's primary context, the one the
+ * CUDA runtime and PyTorch use: device pointers and streams given to qgen must belong to
+ * it. Whatever context is current when a call starts is current again when it returns
+ * (qgen pushes the primary context and pops it). The one exception: qgen_open on a thread
+ * with no current context leaves the primary context current, ready for the caller's own
+ * driver calls (cuMemAlloc for the tensors).
  */
 #ifndef QGEN_H
 #define QGEN_H
@@ -87,8 +99,11 @@ QGEN_API qgen_status qgen_open(qgen_ctx **ctx, const char *spec_or_bundle, const
 QGEN_API qgen_status qgen_open_text(qgen_ctx **ctx, const char *spec_text, const char *chunk_name,
                                     const qgen_open_opts *opts);
 QGEN_API void qgen_close(qgen_ctx *ctx);
-/* What went wrong in the last failed call on ctx (or on its caches), in words; "no
-   context" for NULL (a qgen_open that could not even allocate its context). */
+/* What went wrong in the last failed call on ctx (or on one of its caches) made by the
+   calling thread, in words; "" if none failed; "no context" for NULL (a qgen_open that
+   could not even allocate its context). A call given a NULL qgen_kv or qgen_ctx returns
+   QGEN_ERR_INVALID_ARG and cannot record a message: qgen_error then still shows the
+   previous failure. */
 QGEN_API const char *qgen_error(const qgen_ctx *ctx);
 QGEN_API const char *qgen_status_str(qgen_status s);
 
@@ -110,7 +125,11 @@ typedef struct qgen_info {
 QGEN_API void qgen_get_info(const qgen_ctx *ctx, qgen_info *info);
 
 /* A paged KV cache for one layer: max_seqs sequences of up to max_tokens tokens each. The
-   memory is taken now, zero-filled; sequence s starts empty. */
+   memory is taken now, zero-filled; sequence s starts empty. max_tokens must be below
+   2^31 (the kernels index a sequence with 32-bit ints; the type is long long so that a
+   larger value is refused, not truncated), and the cache's pages fewer than 2^31. Memory
+   that is not there (device memory on the GPU backend, host memory on the CPU one) gives
+   QGEN_ERR_OUT_OF_MEMORY with the sizes in the message, having taken nothing. */
 QGEN_API qgen_status qgen_cache_create(qgen_ctx *ctx, qgen_kv **kv, int max_seqs, long long max_tokens);
 QGEN_API void qgen_cache_destroy(qgen_kv *kv);
 
@@ -142,8 +161,8 @@ QGEN_API qgen_status qgen_append_decode(qgen_kv *kv, const int *seq, int n_seq, 
    reported once. Not while a stream is being captured. */
 QGEN_API qgen_status qgen_sync(qgen_kv *kv);
 
-/* Forget the tokens of sequence seq (its pages are reused by later appends). Waits for
-   the device. */
+/* Forget the tokens of sequence seq (its pages are reused by later appends) and its last
+   selection (qgen_kv_selection then gives counts of 0). Waits for the device. */
 QGEN_API qgen_status qgen_reset(qgen_kv *kv, int seq);
 /* Tokens held by sequence seq, or -1 for a bad id (or when the device lengths cannot be
    read: see qgen_append_decode; qgen_error says why). */
@@ -152,11 +171,14 @@ QGEN_API long long qgen_seq_len(const qgen_kv *kv, int seq);
 enum { QGEN_ATTEND_DENSE = 0, QGEN_ATTEND_SPARSE = 1 };
 typedef struct qgen_attend_opts {
   int mode;                 /* QGEN_ATTEND_DENSE or QGEN_ATTEND_SPARSE (needs a sparse spec) */
-  double coverage;          /* fraction of pages in (0, 1] ... */
-  long long budget;         /* ... or tokens (> 0); exactly one of the two is used: budget if > 0 */
+  double coverage;          /* fraction of pages in (0, 1], budget 0 ... */
+  long long budget;         /* ... or tokens (> 0), coverage 0: a sparse attend with both set
+                               (coverage != 0 and budget > 0) is QGEN_ERR_INVALID_ARG */
   long long sink, recent;   /* tokens always attended at the start / end (>= 0) */
 } qgen_attend_opts;
-/* The spec's defaults (sparse if the spec is). qgen_attend with opts == NULL uses them. */
+/* The spec's defaults (sparse if the spec is), with only the one of coverage and budget
+   that the spec gives set, the other 0: to use the other, set it and clear this one.
+   qgen_attend with opts == NULL uses them. */
 QGEN_API qgen_attend_opts qgen_attend_defaults(const qgen_ctx *ctx);
 
 /* One decode step for n_seq distinct sequences: q and out hold one row per listed
@@ -180,8 +202,9 @@ QGEN_API qgen_status qgen_kv_read(qgen_kv *kv, int which, void *host, size_t byt
 /* Map sequence seq's logical pages to physical pages pages[0..n) (each in
    [0, n_pages), n <= pages_per_seq); only while the sequence is empty. */
 QGEN_API qgen_status qgen_kv_map(qgen_kv *kv, int seq, const int *pages, long long n);
-/* The page lists of the last sparse qgen_attend of seq: lists[h * pages_per_seq + i],
-   counts[h] for each KV head h. Waits for the device. */
+/* The page lists of the last sparse qgen_attend of seq since it was created or reset:
+   lists[h * pages_per_seq + i], counts[h] for each KV head h (0 when there was none).
+   Waits for the device. */
 QGEN_API qgen_status qgen_kv_selection(qgen_kv *kv, int seq, int *lists, int *counts);
 QGEN_API long long qgen_kv_pages_per_seq(const qgen_kv *kv);
 QGEN_API long long qgen_kv_n_pages(const qgen_kv *kv);

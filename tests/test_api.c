@@ -18,7 +18,10 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <dlfcn.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "base/cudrv.h"
@@ -394,6 +397,14 @@ static void bad_attends(fixture *f) {
   EXPECT(f, "qgen_attend: recent -1", qgen_attend(f->kv, &s0, 1, Q, O, &o, NULL), QGEN_ERR_INVALID_ARG, "qgen_attend");
   o = d, o.mode = QGEN_ATTEND_SPARSE, o.recent = LLONG_MIN;
   EXPECT(f, "qgen_attend: recent LLONG_MIN", qgen_attend(f->kv, &s0, 1, Q, O, &o, NULL), QGEN_ERR_INVALID_ARG, "qgen_attend");
+  /* a coverage and a budget both set: an error, not a silent choice of one */
+  o = d, o.mode = QGEN_ATTEND_SPARSE, o.coverage = 0.5, o.budget = 64;
+  EXPECT(f, "qgen_attend: coverage 0.5 and budget 64 both set", qgen_attend(f->kv, &s0, 1, Q, O, &o, NULL), QGEN_ERR_INVALID_ARG, "both");
+  o = d, o.budget = d.budget > 0 ? d.budget : 64, o.coverage = d.budget > 0 ? 1.0 : d.coverage;
+  EXPECT(f, "qgen_attend: the defaults plus the other of coverage and budget", qgen_attend(f->kv, &s0, 1, Q, O, &o, NULL),
+         QGEN_ERR_INVALID_ARG, "qgen_attend");
+  check((d.coverage > 0) != (d.budget > 0), "qgen_attend_defaults: exactly one of coverage %g and budget %lld is set",
+        d.coverage, d.budget);
   { /* a bad option with a bad id: the id error wins, either way nothing changes */
     int s[2] = {0, 9};
     o = d, o.coverage = NAN;
@@ -495,6 +506,7 @@ static void good_calls(fixture *f, const char *tag) {
     const long long bsr[][3] = {{LLONG_MAX, 0, 0}, {0, LLONG_MAX, 0}, {0, 0, LLONG_MAX}, {(long long)1 << 62, 0, 0}};
     for (int i = 0; i < 4; i++) {
       o = qgen_attend_defaults(f->ctx);
+      o.coverage = bsr[i][0] ? 0.0 : o.coverage; /* a budget replaces the coverage (qgen.h) */
       o.budget = bsr[i][0], o.sink = bsr[i][1], o.recent = bsr[i][2];
       memset(out2, 0x5A, MAX_SEQS * f->out_elems * 2);
       st = qgen_attend(f->kv, s, MAX_SEQS, P(q), P(out2), &o, NULL);
@@ -533,6 +545,14 @@ static void good_calls(fixture *f, const char *tag) {
   /* reset + map: sequence 3 gets its pages in reverse order, then holds tokens again */
   st = qgen_reset(f->kv, 3);
   check(st == QGEN_OK && qgen_seq_len(f->kv, 3) == 0, "%s: qgen_reset empties a sequence", tag);
+  if (f->sparse) { /* and forgets its last selection */
+    int lists[8 * 64], counts[8];
+    memset(counts, 0x7f, sizeof counts);
+    st = qgen_kv_selection(f->kv, 3, lists, counts);
+    int none = 1;
+    for (int h = 0; h < f->info.n_head_kv; h++) none &= counts[h] == 0;
+    check(st == QGEN_OK && none, "%s: after qgen_reset, qgen_kv_selection lists no pages (count %d)", tag, counts[0]);
+  }
   long long pps = qgen_kv_pages_per_seq(f->kv);
   int *pages = malloc((size_t)pps * sizeof *pages);
   for (long long i = 0; i < pps; i++) pages[i] = (int)(3 * pps + pps - 1 - i);
@@ -772,6 +792,169 @@ static void bad_cache_creates(void) {
   qgen_close(c);
 }
 
+/* Row 9 of issue 17 on a spec whose budget is in tokens: the defaults carry the budget
+   alone, and a coverage set on top of them is refused rather than silently ignored. */
+static void budget_spec(void) {
+  const char *text = "return spec{ name = \"api-budget\", head_dim = 64, n_head = 4, n_head_kv = 2,\n"
+                     "  sparse = { budget = 64 }, archs = { \"sm_90\" } }\n";
+  qgen_open_opts oo = {backend, 0, NULL, NULL};
+  qgen_ctx *c = NULL;
+  qgen_kv *kv = NULL;
+  qgen_status st = qgen_open_text(&c, text, "<budget>", &oo);
+  if (st != QGEN_OK || qgen_cache_create(c, &kv, 1, 256) != QGEN_OK) {
+    check(0, "budget spec: open and cache: %s -- \"%s\"", qgen_status_str(st), qgen_error(c));
+    qgen_close(c);
+    return;
+  }
+  qgen_attend_opts d = qgen_attend_defaults(c), o = d;
+  check(d.mode == QGEN_ATTEND_SPARSE && d.budget == 64 && d.coverage == 0.0,
+        "budget spec: qgen_attend_defaults has budget %lld and coverage %g", d.budget, d.coverage);
+  const size_t row = 2 * 64, qn = 4 * 64;
+  uint16_t *k = f16_rows(100 * row), *v = f16_rows(100 * row), *q = f16_rows(qn), *out = tmalloc(qn * 2);
+  int s0 = 0, n = 100;
+  st = qgen_append(kv, &s0, 1, &n, P(k), P(v), NULL);
+  st = st == QGEN_OK ? qgen_attend(kv, &s0, 1, P(q), P(out), &d, NULL) : st;
+  check(st == QGEN_OK, "budget spec: append + attend with the defaults: %s", qgen_status_str(st));
+  o.coverage = 1;
+  qgen_ext_clear_error(c);
+  st = qgen_attend(kv, &s0, 1, P(q), P(out), &o, NULL);
+  check(st == QGEN_ERR_INVALID_ARG && strstr(qgen_error(c), "both"),
+        "budget spec: the defaults with coverage = 1 are refused: %s -- \"%s\"", qgen_status_str(st), qgen_error(c));
+  o.budget = 0;
+  st = qgen_attend(kv, &s0, 1, P(q), P(out), &o, NULL);
+  check(st == QGEN_OK, "budget spec: coverage = 1 with budget = 0 works: %s", qgen_status_str(st));
+  tfree(k), tfree(v), tfree(q), tfree(out);
+  qgen_cache_destroy(kv);
+  qgen_close(c);
+}
+
+/* GPU backend: a context of the caller's own, current while it calls qgen, is current
+   again after every call (qgen works in the primary context, which holds the tensors). */
+static void caller_context(void) {
+  const qgen_cudrv *cu = qgen_cudrv_get(NULL);
+  void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL); /* cuCtxCreate is not in the table */
+  CUresult (*create)(CUcontext *, unsigned, CUdevice) = lib ? (CUresult(*)(CUcontext *, unsigned, CUdevice))dlsym(lib, "cuCtxCreate_v2") : NULL;
+  CUresult (*destroy)(CUcontext) = lib ? (CUresult(*)(CUcontext))dlsym(lib, "cuCtxDestroy_v2") : NULL;
+  CUdevice dev;
+  CUcontext mine = NULL, now = NULL;
+  if (!create || !destroy || cu->cuDeviceGet(&dev, 0) != CUDA_SUCCESS) {
+    check(0, "caller context: cuCtxCreate_v2 / cuCtxDestroy_v2 not found");
+    return;
+  }
+  /* the tensors, in the primary context (current since this thread's first qgen_open) */
+  const size_t row = 8 * 128, qn = 32 * 128;
+  uint16_t *k = f16_rows(40 * row), *v = f16_rows(40 * row), *q = f16_rows(qn), *out = tmalloc(qn * 2);
+  memset(out, 0, qn * 2);
+  qgen_ptr K = P(k), V = P(v), Q = P(q), O = P(out);
+  if (create(&mine, 0, dev) != CUDA_SUCCESS) { /* now current */
+    check(0, "caller context: cuCtxCreate failed");
+    return;
+  }
+#define STILL(what)                                                                      \
+  do {                                                                                   \
+    now = NULL;                                                                          \
+    cu->cuCtxGetCurrent(&now);                                                           \
+    check(st == QGEN_OK && now == mine, "caller context: %s: %s, the caller's context %s", what, \
+          qgen_status_str(st), now == mine ? "is current again" : "IS NOT CURRENT");     \
+  } while (0)
+  qgen_ctx *c = NULL;
+  qgen_kv *kv = NULL;
+  qgen_open_opts oo = {QGEN_BACKEND_GPU, 0, NULL, NULL};
+  qgen_status st = qgen_open(&c, QGEN_SOURCE_DIR "/specs/qwen3-4b.lua", &oo);
+  STILL("qgen_open");
+  if (st == QGEN_OK) {
+    st = qgen_cache_create(c, &kv, 2, 256);
+    STILL("qgen_cache_create");
+  }
+  if (st == QGEN_OK) {
+    int s0 = 0, n = 40;
+    st = qgen_append(kv, &s0, 1, &n, K, V, NULL);
+    STILL("qgen_append");
+    st = qgen_attend(kv, &s0, 1, Q, O, NULL, NULL);
+    STILL("qgen_attend");
+    int lists[8 * 64], counts[8];
+    st = qgen_kv_selection(kv, 0, lists, counts);
+    STILL("qgen_kv_selection");
+    int32_t sl[2];
+    st = qgen_kv_read(kv, QGEN_KV_SEQ_LEN, sl, sizeof sl);
+    STILL("qgen_kv_read");
+    st = qgen_reset(kv, 0);
+    STILL("qgen_reset");
+    qgen_cache_destroy(kv);
+    STILL("qgen_cache_destroy");
+  }
+  qgen_close(c);
+  STILL("qgen_close");
+#undef STILL
+  destroy(mine); /* the primary context is current again */
+  pull(out);
+  check(all_finite_f16(out, qn) && !all_zero(out, qn), "caller context: the attend wrote its output");
+  tfree(k), tfree(v), tfree(q), tfree(out);
+}
+
+/* A cache larger than the memory there is: QGEN_ERR_OUT_OF_MEMORY with the sizes, and
+   nothing kept, 1000 times over. GPU: device memory as free as before. CPU: in a child
+   whose address space is capped (RLIMIT_AS), resident host memory as before. */
+static void out_of_memory(void) {
+  qgen_ctx *c;
+  if (open_cpu(QGEN_SOURCE_DIR "/specs/qwen3-4b.lua", NULL, &c) != 0) {
+    check(0, "open for the out-of-memory checks");
+    return;
+  }
+  if (backend == QGEN_BACKEND_GPU) {
+    const qgen_cudrv *cu = qgen_cudrv_get(NULL);
+    size_t free0 = 0, free1 = 0, total = 0;
+    cu->cuMemGetInfo(&free0, &total);
+    const int seqs = 64; /* 64 x 2^20 tokens x 4 KiB: far more than any GPU holds */
+    int all = 1;
+    char first[512] = "";
+    for (int i = 0; i < 1000 && all; i++) {
+      qgen_kv *kv = (qgen_kv *)&kv;
+      qgen_status st = qgen_cache_create(c, &kv, seqs, 1LL << 20);
+      if (i == 0) snprintf(first, sizeof first, "%s", qgen_error(c));
+      all = st == QGEN_ERR_OUT_OF_MEMORY && kv == NULL && strstr(qgen_error(c), "bytes free");
+    }
+    cu->cuMemGetInfo(&free1, &total);
+    check(all, "qgen_cache_create larger than the device's free memory, 1000 times: QGEN_ERR_OUT_OF_MEMORY -- \"%s\"", first);
+    check(free1 == free0, "device memory free after them: %zu, before: %zu", free1, free0);
+    qgen_close(c);
+    return;
+  }
+  fflush(stdout);
+  pid_t pid = fork();
+  if (pid == 0) { /* 1 GiB of address space more than now: a cache of 4 GiB cannot be */
+    struct rlimit rl;
+    long vm = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (!f || fscanf(f, "%ld", &vm) != 1) _exit(3);
+    fclose(f);
+    rl.rlim_cur = rl.rlim_max = (rlim_t)vm * (rlim_t)sysconf(_SC_PAGESIZE) + (1ull << 30);
+    if (setrlimit(RLIMIT_AS, &rl) != 0) _exit(3);
+    long rss0 = 0, rss1 = 0;
+    for (int i = 0; i < 1000; i++) {
+      qgen_kv *kv = (qgen_kv *)&kv;
+      qgen_status st = qgen_cache_create(c, &kv, 16, 1 << 16);
+      if (st != QGEN_ERR_OUT_OF_MEMORY || kv != NULL || !strstr(qgen_error(c), "bytes")) {
+        printf("     create %d: %s -- \"%s\"\n", i, qgen_status_str(st), qgen_error(c));
+        _exit(1);
+      }
+      if (i == 0) printf("     %s\n", qgen_error(c));
+      f = fopen("/proc/self/statm", "r");
+      if (f && fscanf(f, "%ld %ld", &vm, i == 0 ? &rss0 : &rss1) != 2) _exit(3);
+      if (f) fclose(f);
+    }
+    printf("     resident pages after the first failure %ld, after the last %ld\n", rss0, rss1);
+    fflush(stdout);
+    _exit(rss1 - rss0 > 256 ? 2 : 0); /* 1 MiB of slack (4 KiB pages) */
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  check(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+        "qgen_cache_create past a capped address space, 1000 times: QGEN_ERR_OUT_OF_MEMORY with the sizes, no host memory kept (child exit %d)",
+        WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+  qgen_close(c);
+}
+
 static void status_strings(void) {
   const char *seen[QGEN_ERR_IO + 1];
   int ok = 1;
@@ -836,8 +1019,16 @@ int main(void) {
   bad_opens();
   printf("---- qgen_cache_create\n");
   bad_cache_creates();
+  printf("---- out of memory\n");
+  out_of_memory();
+  printf("---- a budget spec\n");
+  budget_spec();
   run_fixture(QGEN_SOURCE_DIR "/specs/qwen3-4b.lua", "sparse");
   run_fixture(dense, "dense");
+  if (backend == QGEN_BACKEND_GPU) {
+    printf("---- the caller's CUDA context\n");
+    caller_context();
+  }
 
   unlink(dense);
   rmdir(dir);

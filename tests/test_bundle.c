@@ -14,6 +14,7 @@
 #include "jit/build.h"
 #include "jit/bundle.h"
 #include "jit/cache.h"
+#include "jit/emit.h"
 #include "jit/nvrtc.h"
 #include "runtime/qgen.h"
 #include "base/le.h"
@@ -23,6 +24,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,7 +36,7 @@
 #include "testlib.h"
 
 #define SPEC_PATH QGEN_SOURCE_DIR "/specs/qwen2.5-0.5b.lua"
-#define ENTRY 336
+#define ENTRY 464
 
 static int quick;
 static char root[4096];
@@ -131,6 +133,7 @@ typedef struct {
   size_t bsz[QGEN_MAX_ARCHS];
   const qgen_artifact *info[QGEN_MAX_ARCHS]; /* names, cubin and ptx sizes for the table */
   uint32_t nv_major, nv_minor;
+  const char *module; /* the entries' module name */
 } parts;
 
 static uint8_t *forge(const parts *P, size_t *size) {
@@ -139,7 +142,7 @@ static uint8_t *forge(const parts *P, size_t *size) {
   for (int i = 0; i < P->n; i++) total += P->bsz[i];
   uint8_t *b = calloc(1, total);
   memcpy(b, "QGENBNDL", 8);
-  qgen_wr32(b + 8, 1);
+  qgen_wr32(b + 8, 2);
   qgen_wr64(b + 16, total);
   qgen_wr32(b + 24, (uint32_t)P->n);
   qgen_wr32(b + 28, (uint32_t)S);
@@ -161,6 +164,7 @@ static uint8_t *forge(const parts *P, size_t *size) {
     qgen_wr32(e + 40, (uint32_t)a->n_kernels);
     qgen_sha256_buf(P->blob[i], P->bsz[i], e + 48);
     for (int k = 0; k < a->n_kernels; k++) memcpy(e + 80 + 32 * k, a->k[k].name, strlen(a->k[k].name));
+    memcpy(e + 336, P->module, strlen(P->module));
     memcpy(b + off, P->blob[i], P->bsz[i]);
     off += P->bsz[i];
   }
@@ -268,10 +272,10 @@ static void test_roundtrip(void) {
   char text[4096];
   int tl = qgen_spec_to_lua(&spec, text, sizeof text);
   qgen_sha256_buf(bun, M - 32, sum);
-  check(!memcmp(bun, "QGENBNDL", 8) && qgen_rd32(bun + 8) == 1 && qgen_rd32(bun + 12) == 0 && qgen_rd64(bun + 16) == n &&
+  check(!memcmp(bun, "QGENBNDL", 8) && qgen_rd32(bun + 8) == 2 && qgen_rd32(bun + 12) == 0 && qgen_rd64(bun + 16) == n &&
             qgen_rd32(bun + 24) == 2 && qgen_rd32(bun + 28) == (uint32_t)tl + 1 && !memcmp(bun + 64, text, (size_t)tl + 1) &&
             !memcmp(sum, bun + M - 32, 32),
-        "header as documented: magic, version 1, flags 0, size, 2 entries, canonical spec text, checksum");
+        "header as documented: magic, version 2, flags 0, size, 2 entries, canonical spec text, checksum");
   size_t s0, s1;
   uint8_t *a0 = qgen_artifact_pack(&arts[0], &s0), *a1 = qgen_artifact_pack(&arts[1], &s1), h0[32], h1[32];
   qgen_sha256_buf(a0, s0, h0);
@@ -285,8 +289,11 @@ static void test_roundtrip(void) {
         T, M);
   int major = 0, minor = 0;
   qgen_nvrtc_version(&major, &minor, err, sizeof err);
+  char module[128];
+  qgen_module_name(&spec, module, sizeof module);
+  check(!strcmp((char *)e0 + 336, module) && !strcmp((char *)e1 + 336, module), "each entry records its module, %s", module);
   parts P = {text, (const char *)bun + 64 + tl + 1, 2, {80, 90}, {3, 3}, {a0, a1}, {s0, s1}, {&arts[0], &arts[1]},
-             (uint32_t)major, (uint32_t)minor};
+             (uint32_t)major, (uint32_t)minor, module};
   size_t fn;
   uint8_t *f = forge(&P, &fn);
   check(fn == n && !memcmp(f, bun, n), "the test's own assembler (from the documented layout) gives the same bytes");
@@ -497,7 +504,7 @@ static void forged(const char *what, const char *want, void (*f)(uint8_t *c, siz
 
 #define E0 (entry_of(c, 0))
 #define E1 (entry_of(c, 1))
-static void m_version(uint8_t *c, size_t *n) { (void)n, qgen_wr32(c + 8, 2); }
+static void m_version(uint8_t *c, size_t *n) { (void)n, qgen_wr32(c + 8, 1); }
 static void m_flags(uint8_t *c, size_t *n) { (void)n, qgen_wr32(c + 12, 1); }
 static void m_fsize_huge(uint8_t *c, size_t *n) { (void)n, qgen_wr64(c + 16, ~0ull); }
 static void m_fsize_gib(uint8_t *c, size_t *n) { (void)n, qgen_wr64(c + 16, (1ull << 30) + 1); }
@@ -571,7 +578,7 @@ static void test_forged(void) {
   forged("count 1 without a new checksum", "header checksum mismatch", m_count1, 0);
   forged("checksum byte changed", "header checksum mismatch", m_checksum, 0);
   /* with the checksum recomputed (as a hostile file would), each field check must hold */
-  forged("format version 2", "format version 2", m_version, 1);
+  forged("format version 1 (before the module names)", "format version 1; this qgen reads version 2 (write the bundle again", m_version, 1);
   forged("flags 1", "flags", m_flags, 1);
   forged("file size 2^64-1", "file size", m_fsize_huge, 1);
   forged("file size 1 GiB + 1", "file size", m_fsize_gib, 1);
@@ -634,7 +641,9 @@ static void test_assembled(void) {
   int tl = qgen_spec_to_lua(&spec, text, sizeof text);
   size_t s0, s1, n;
   uint8_t *a0 = qgen_artifact_pack(&arts[0], &s0), *a1 = qgen_artifact_pack(&arts[1], &s1);
-  parts base = {text, "0.1.0", 2, {80, 90}, {3, 3}, {a0, a1}, {s0, s1}, {&arts[0], &arts[1]}, 13, 0};
+  char module[128];
+  qgen_module_name(&spec, module, sizeof module);
+  parts base = {text, "0.1.0", 2, {80, 90}, {3, 3}, {a0, a1}, {s0, s1}, {&arts[0], &arts[1]}, 13, 0, module};
   qgen_bundle *b = malloc(sizeof *b);
   uint8_t *f;
 
@@ -696,6 +705,28 @@ static void test_assembled(void) {
   check(rejects(f, n, "do not fit its kind"), "a cubin-only payload listed as cubin+ptx: %s", msg);
   free(f);
   free(bc), free(bp);
+
+  /* another spec's text over these payloads, every checksum recomputed (issue 17, row 6):
+     the entries' module is not the spec's */
+  qgen_spec sp2 = spec;
+  sp2.head_dim = spec.head_dim == 64 ? 128 : 64;
+  sp2.scale = 1.0 / sqrt((double)sp2.head_dim);
+  char text2[4096];
+  check(qgen_spec_to_lua(&sp2, text2, sizeof text2) > 0, "another spec's canonical text");
+  P = base;
+  P.text = text2;
+  f = forge(&P, &n);
+  check(rejects(f, n, "entry 0 (sm_80) was compiled for module"), "another spec's text with these payloads: %s", msg);
+  free(f);
+  P = base;
+  P.module = "d1_h1_g1_kf16_vf16_if16_of16_b16_s1_dense";
+  f = forge(&P, &n);
+  check(rejects(f, n, "not this spec's kernels"), "entries naming another module: %s", msg);
+  free(f);
+  P.module = "bad\nname";
+  f = forge(&P, &n);
+  check(rejects(f, n, "non-printable"), "a module name with a newline: %s", msg);
+  free(f);
 
   /* hostile spec texts */
   const char *body = text + 7; /* after "return " */

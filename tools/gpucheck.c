@@ -427,6 +427,7 @@ static void check_bits(env *e, qgen_ctx *gc, qgen_ctx *cc, uint64_t seed, int qu
     full.coverage = 1.0;
     RUN(full, b, NULL);
     verdict(e, memcmp(a, b, ob) == 0, "bits     sparse with coverage 1.0 == dense, bit for bit");
+    full.coverage = 0; /* a budget instead of the coverage: one of the two (qgen.h) */
     full.budget = lens[0] + 1000;
     RUN(full, b, NULL);
     verdict(e, memcmp(a, b, ob) == 0, "bits     sparse with budget %lld tokens >= context == dense, bit for bit",

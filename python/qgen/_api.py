@@ -303,7 +303,7 @@ class Cache:
             opts.mode = ATTEND_DENSE
         elif coverage is not None or budget is not None:
             opts.mode = ATTEND_SPARSE
-            opts.coverage = float(coverage) if coverage is not None else 1.0
+            opts.coverage = float(coverage) if coverage is not None else 0.0  # one of the two (qgen.h)
             opts.budget = _int(budget, "attend: budget") if budget is not None else 0
             if budget is not None and opts.budget <= 0:
                 raise invalid(f"attend: budget = {opts.budget} must be > 0 tokens")
