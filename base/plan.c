@@ -111,7 +111,7 @@ void qgen_plan_make_tuned(const qgen_layout *L, const qgen_tune *tp, qgen_plan *
   p->warps_t = groups;
   p->stages = groups * per;
   p->attend_threads = 32 * (p->warps_m * groups + 1);
-  const int nq = L->k_type == QGEN_TYPE_BF16 ? 2 : 1;
+  const int nq = qgen_type_traits_of(L->k_type)->bf16_mma ? 2 : 1; /* q: value (+ residue) */
   const int q_bytes = nq * p->mt * 16 * p->q_srow;
   const int red = p->warps_t * p->mt * 16 * (D + 2) * 4;
   const int comb = L->group * QGEN_MAX_SPLITS * 4; /* the last split's merge weights */

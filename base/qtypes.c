@@ -2,6 +2,9 @@
  * Built with -ffp-contract=off: ggml's quantizers multiply, then add, in two roundings. */
 #include "base/qtypes.h"
 
+#include "base/le.h"
+#include "base/qblocks.h"
+
 #include <math.h>
 #include <pthread.h>
 #include <string.h>
@@ -72,51 +75,49 @@ float qgen_bf16_to_f32(uint16_t h) { return qgen_bits_f32((uint32_t)h << 16); }
 
 /* ---- row conversions ----------------------------------------------------------------- */
 
-static uint16_t rd16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
-static void wr16(uint8_t *p, uint16_t v) {
-  p[0] = (uint8_t)v;
-  p[1] = (uint8_t)(v >> 8);
-}
-
 static void f32_to(const void *s, float *d, int64_t n) { memcpy(d, s, (size_t)n * 4); }
 static void f32_from(const float *s, void *d, int64_t n) { memcpy(d, s, (size_t)n * 4); }
 
 static void f16_to(const void *s, float *d, int64_t n) {
-  for (int64_t i = 0; i < n; i++) d[i] = qgen_f16_to_f32(rd16((const uint8_t *)s + 2 * i));
+  for (int64_t i = 0; i < n; i++) d[i] = qgen_f16_to_f32(qgen_rd16((const uint8_t *)s + 2 * i));
 }
 static void f16_from(const float *s, void *d, int64_t n) {
-  for (int64_t i = 0; i < n; i++) wr16((uint8_t *)d + 2 * i, qgen_f32_to_f16(s[i]));
+  for (int64_t i = 0; i < n; i++) qgen_wr16((uint8_t *)d + 2 * i, qgen_f32_to_f16(s[i]));
 }
 static void bf16_to(const void *s, float *d, int64_t n) {
-  for (int64_t i = 0; i < n; i++) d[i] = qgen_bf16_to_f32(rd16((const uint8_t *)s + 2 * i));
+  for (int64_t i = 0; i < n; i++) d[i] = qgen_bf16_to_f32(qgen_rd16((const uint8_t *)s + 2 * i));
 }
 static void bf16_from(const float *s, void *d, int64_t n) {
-  for (int64_t i = 0; i < n; i++) wr16((uint8_t *)d + 2 * i, qgen_f32_to_bf16(s[i]));
+  for (int64_t i = 0; i < n; i++) qgen_wr16((uint8_t *)d + 2 * i, qgen_f32_to_bf16(s[i]));
 }
 
-/* q8_0: d = amax/127, qs = round(x/d). Block: d (f16), int8 qs[32]. */
+/* The quant blocks of base/qblocks.h, read and written through byte pointers (d, the f16
+   scale, at byte 0); a q4_0/q5_0 byte holds the values j and j + HALF. */
+enum { HALF = QGEN_QK / 2 };
+
+/* q8_0: d = amax/127, qs = round(x/d). */
 static void q8_0_from(const float *x, void *dst, int64_t n) {
   uint8_t *y = dst;
-  for (int64_t b = 0; b < n / 32; b++, x += 32, y += 34) {
+  for (int64_t b = 0; b < n / QGEN_QK; b++, x += QGEN_QK, y += sizeof(qgen_block_q8_0)) {
     float amax = 0.0f;
-    for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(x[j]));
+    for (int j = 0; j < QGEN_QK; j++) amax = fmaxf(amax, fabsf(x[j]));
     const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
-    wr16(y, qgen_f32_to_f16(d));
-    for (int j = 0; j < 32; j++) y[2 + j] = (uint8_t)(int8_t)roundf(x[j] * id);
+    qgen_wr16(y, qgen_f32_to_f16(d));
+    for (int j = 0; j < QGEN_QK; j++) y[QGEN_Q8_0_QS_OFF + j] = (uint8_t)(int8_t)roundf(x[j] * id);
   }
 }
 static void q8_0_to(const void *src, float *x, int64_t n) {
   const uint8_t *y = src;
-  for (int64_t b = 0; b < n / 32; b++, x += 32, y += 34) {
-    const float d = qgen_f16_to_f32(rd16(y));
-    for (int j = 0; j < 32; j++) x[j] = (float)(int8_t)y[2 + j] * d;
+  for (int64_t b = 0; b < n / QGEN_QK; b++, x += QGEN_QK, y += sizeof(qgen_block_q8_0)) {
+    const float d = qgen_f16_to_f32(qgen_rd16(y));
+    for (int j = 0; j < QGEN_QK; j++) x[j] = (float)(int8_t)y[QGEN_Q8_0_QS_OFF + j] * d;
   }
 }
 
-/* The signed value of largest magnitude (the first one on ties), as ggml picks it. */
+/* The signed value of largest magnitude in a block (the first one on ties), as ggml picks it. */
 static float signed_absmax(const float *x) {
   float amax = 0.0f, max = 0.0f;
-  for (int j = 0; j < 32; j++)
+  for (int j = 0; j < QGEN_QK; j++)
     if (amax < fabsf(x[j])) {
       amax = fabsf(x[j]);
       max = x[j];
@@ -125,71 +126,81 @@ static float signed_absmax(const float *x) {
 }
 
 /* q4_0: d = max/-8, q = min(15, trunc(x/d + 8.5)); element j low nibble of qs[j],
-   element j+16 its high nibble. Block: d (f16), uint8 qs[16]. */
+   element j+16 its high nibble. */
 static void q4_0_from(const float *x, void *dst, int64_t n) {
   uint8_t *y = dst;
-  for (int64_t b = 0; b < n / 32; b++, x += 32, y += 18) {
+  for (int64_t b = 0; b < n / QGEN_QK; b++, x += QGEN_QK, y += sizeof(qgen_block_q4_0)) {
     const float d = signed_absmax(x) / -8.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
-    wr16(y, qgen_f32_to_f16(d));
-    for (int j = 0; j < 16; j++) {
-      const float x0 = x[j] * id, x1 = x[j + 16] * id;
+    qgen_wr16(y, qgen_f32_to_f16(d));
+    for (int j = 0; j < HALF; j++) {
+      const float x0 = x[j] * id, x1 = x[j + HALF] * id;
       int q0 = (int)(x0 + 8.5f), q1 = (int)(x1 + 8.5f);
       q0 = q0 < 15 ? q0 : 15;
       q1 = q1 < 15 ? q1 : 15;
-      y[2 + j] = (uint8_t)(q0 | q1 << 4);
+      y[QGEN_Q4_0_QS_OFF + j] = (uint8_t)(q0 | q1 << 4);
     }
   }
 }
 static void q4_0_to(const void *src, float *x, int64_t n) {
   const uint8_t *y = src;
-  for (int64_t b = 0; b < n / 32; b++, x += 32, y += 18) {
-    const float d = qgen_f16_to_f32(rd16(y));
-    for (int j = 0; j < 16; j++) {
-      x[j] = (float)((y[2 + j] & 15) - 8) * d;
-      x[j + 16] = (float)((y[2 + j] >> 4) - 8) * d;
+  for (int64_t b = 0; b < n / QGEN_QK; b++, x += QGEN_QK, y += sizeof(qgen_block_q4_0)) {
+    const float d = qgen_f16_to_f32(qgen_rd16(y));
+    const uint8_t *qs = y + QGEN_Q4_0_QS_OFF;
+    for (int j = 0; j < HALF; j++) {
+      x[j] = (float)((qs[j] & 15) - 8) * d;
+      x[j + HALF] = (float)((qs[j] >> 4) - 8) * d;
     }
   }
 }
 
 /* q5_0: d = max/-16, q = min(31, trunc(x/d + 16.5)); low 4 bits as q4_0, bit 4 of
-   element j in bit j of the little-endian qh. Block: d (f16), qh[4], qs[16]. */
+   element j in bit j of the little-endian qh. */
 static void q5_0_from(const float *x, void *dst, int64_t n) {
   uint8_t *y = dst;
-  for (int64_t b = 0; b < n / 32; b++, x += 32, y += 22) {
+  for (int64_t b = 0; b < n / QGEN_QK; b++, x += QGEN_QK, y += sizeof(qgen_block_q5_0)) {
     const float d = signed_absmax(x) / -16.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
-    wr16(y, qgen_f32_to_f16(d));
+    qgen_wr16(y, qgen_f32_to_f16(d));
     uint32_t qh = 0;
-    for (int j = 0; j < 16; j++) {
-      const float x0 = x[j] * id, x1 = x[j + 16] * id;
+    for (int j = 0; j < HALF; j++) {
+      const float x0 = x[j] * id, x1 = x[j + HALF] * id;
       int q0 = (int)(x0 + 16.5f), q1 = (int)(x1 + 16.5f);
       q0 = q0 < 31 ? q0 : 31;
       q1 = q1 < 31 ? q1 : 31;
-      y[6 + j] = (uint8_t)((q0 & 15) | (q1 & 15) << 4);
-      qh |= (uint32_t)(q0 >> 4 & 1) << j | (uint32_t)(q1 >> 4 & 1) << (j + 16);
+      y[QGEN_Q5_0_QS_OFF + j] = (uint8_t)((q0 & 15) | (q1 & 15) << 4);
+      qh |= (uint32_t)(q0 >> 4 & 1) << j | (uint32_t)(q1 >> 4 & 1) << (j + HALF);
     }
-    for (int i = 0; i < 4; i++) y[2 + i] = (uint8_t)(qh >> 8 * i);
+    qgen_wr32(y + QGEN_Q5_0_QH_OFF, qh);
   }
 }
 static void q5_0_to(const void *src, float *x, int64_t n) {
   const uint8_t *y = src;
-  for (int64_t b = 0; b < n / 32; b++, x += 32, y += 22) {
-    const float d = qgen_f16_to_f32(rd16(y));
-    const uint32_t qh = y[2] | (uint32_t)y[3] << 8 | (uint32_t)y[4] << 16 | (uint32_t)y[5] << 24;
-    for (int j = 0; j < 16; j++) {
-      const int h0 = (qh >> j & 1) << 4, h1 = (qh >> (j + 16) & 1) << 4;
-      x[j] = (float)(((y[6 + j] & 15) | h0) - 16) * d;
-      x[j + 16] = (float)(((y[6 + j] >> 4) | h1) - 16) * d;
+  for (int64_t b = 0; b < n / QGEN_QK; b++, x += QGEN_QK, y += sizeof(qgen_block_q5_0)) {
+    const float d = qgen_f16_to_f32(qgen_rd16(y));
+    const uint32_t qh = qgen_rd32(y + QGEN_Q5_0_QH_OFF);
+    const uint8_t *qs = y + QGEN_Q5_0_QS_OFF;
+    for (int j = 0; j < HALF; j++) {
+      const int h0 = (qh >> j & 1) << 4, h1 = (qh >> (j + HALF) & 1) << 4;
+      x[j] = (float)(((qs[j] & 15) | h0) - 16) * d;
+      x[j + HALF] = (float)(((qs[j] >> 4) | h1) - 16) * d;
     }
   }
 }
 
+/* One row per type. check_tol: f32 and f16 outputs are checked at f16 precision, bf16 ones
+   at their own 8 bits. */
 static const qgen_type_traits TRAITS[QGEN_TYPE_COUNT] = {
-    [QGEN_TYPE_F32] = {"f32", "qg_f32", 1, 4, 0, 0, 1, f32_to, f32_from},
-    [QGEN_TYPE_F16] = {"f16", "qg_f16", 1, 2, 0, 1, 1, f16_to, f16_from},
-    [QGEN_TYPE_BF16] = {"bf16", "qg_bf16", 1, 2, 0, 1, 1, bf16_to, bf16_from},
-    [QGEN_TYPE_Q8_0] = {"q8_0", "qg_q8_0", 32, 34, 1, 1, 0, q8_0_to, q8_0_from},
-    [QGEN_TYPE_Q4_0] = {"q4_0", "qg_q4_0", 32, 18, 1, 1, 0, q4_0_to, q4_0_from},
-    [QGEN_TYPE_Q5_0] = {"q5_0", "qg_q5_0", 32, 22, 1, 1, 0, q5_0_to, q5_0_from},
+    [QGEN_TYPE_F32] = {.name = "f32", .device = "qg_f32", .block = 1, .block_bytes = 4, .io_ok = 1,
+                       .check_tol = 2e-3, .to_f32 = f32_to, .from_f32 = f32_from},
+    [QGEN_TYPE_F16] = {.name = "f16", .device = "qg_f16", .block = 1, .block_bytes = 2, .kv_ok = 1, .io_ok = 1,
+                       .check_tol = 2e-3, .to_f32 = f16_to, .from_f32 = f16_from},
+    [QGEN_TYPE_BF16] = {.name = "bf16", .device = "qg_bf16", .block = 1, .block_bytes = 2, .kv_ok = 1, .io_ok = 1,
+                        .bf16_mma = 1, .check_tol = 1e-2, .to_f32 = bf16_to, .from_f32 = bf16_from},
+    [QGEN_TYPE_Q8_0] = {.name = "q8_0", .device = "qg_q8_0", .block = QGEN_QK, .block_bytes = sizeof(qgen_block_q8_0),
+                        .is_quant = 1, .kv_ok = 1, .to_f32 = q8_0_to, .from_f32 = q8_0_from},
+    [QGEN_TYPE_Q4_0] = {.name = "q4_0", .device = "qg_q4_0", .block = QGEN_QK, .block_bytes = sizeof(qgen_block_q4_0),
+                        .is_quant = 1, .kv_ok = 1, .to_f32 = q4_0_to, .from_f32 = q4_0_from},
+    [QGEN_TYPE_Q5_0] = {.name = "q5_0", .device = "qg_q5_0", .block = QGEN_QK, .block_bytes = sizeof(qgen_block_q5_0),
+                        .is_quant = 1, .kv_ok = 1, .to_f32 = q5_0_to, .from_f32 = q5_0_from},
 };
 
 const qgen_type_traits *qgen_type_traits_of(qgen_type t) {

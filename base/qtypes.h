@@ -1,7 +1,8 @@
 /* qtypes.h — the element/quant type traits table (host side).
  *
  * One row per type (ggml's type_traits pattern): name, values per block, bytes per block,
- * whether it may be a KV-cache type or an input/output type, and the bit-exact CPU
+ * whether it may be a KV-cache type or an input/output type, whether attend's mma takes it
+ * as bf16, the tolerance qgen check applies to an output of it, and the bit-exact CPU
  * conversions. Everything else in qgen (spec validation, layout sizes, the CPU reference,
  * the emitter's choice of device traits) reads this table instead of switching on types.
  *
@@ -44,9 +45,13 @@ typedef struct qgen_type_traits {
   const char *device;     /* name of the device traits struct in templates/qtypes.cuh */
   int block;              /* values per block (1 for plain floats) */
   int block_bytes;        /* bytes per block */
-  int is_quant;           /* a ggml block format with an f16 scale */
+  int is_quant;           /* a ggml block format with an f16 scale (base/qblocks.h) */
   int kv_ok;              /* may be a K or V cache type */
   int io_ok;              /* may be the type of q/k/v inputs and of the output */
+  int bf16_mma;           /* cache type fed to the tensor cores as bf16, not f16: attend
+                             stages q for its K twice, value and residue (device BF) */
+  double check_tol;       /* io type: relative RMS error qgen check accepts in an output of
+                             this type against the reference */
   /* n values (n a multiple of block) from src to f32. */
   void (*to_f32)(const void *src, float *dst, int64_t n);
   /* n values (n a multiple of block) from f32 to dst, ggml-exact. */

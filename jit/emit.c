@@ -11,14 +11,14 @@
 #include "base/plan.h"
 #include "base/util.h"
 
-/* templates_embed.c, from jit/embed.cmake: base/kargs.h, and the templates of
-   templates/LIST in their order, each flagged when only sparse units have it. */
+/* templates_embed.c, from jit/embed.cmake: the base/ headers both compilers read, and the
+   templates of templates/LIST in their order, each flagged when only sparse units have it. */
 struct qgen_embedded {
   const char *name, *text;
   size_t len;
   int sparse;
 };
-extern const struct qgen_embedded qgen_kargs_h, qgen_templates[];
+extern const struct qgen_embedded qgen_headers[], qgen_templates[];
 
 #define IN_SPARSE_UNIT(k, units) QGEN_KERNEL_NAME(k),
 #define IN_DENSE_UNIT(k, units) IN_DENSE_##units(k)
@@ -121,8 +121,10 @@ char *qgen_emit_source(const qgen_spec *s, size_t *len, char *err, size_t errlen
   QGEN_PLAN_FIELDS(PUT_PLAN_FIELD)
 #undef PUT_PLAN_FIELD
 
-  sb_printf(&b, "#line 1 \"base/kargs.h\"\n");
-  sb_put(&b, qgen_kargs_h.text, qgen_kargs_h.len);
+  for (const struct qgen_embedded *h = qgen_headers; h->name; h++) {
+    sb_printf(&b, "#line 1 \"%s\"\n", h->name);
+    sb_put(&b, h->text, h->len);
+  }
   for (const struct qgen_embedded *t = qgen_templates; t->name; t++)
     if ((s->sparse || !t->sparse) && put_template(&b, t, err, errlen) != 0) {
       free(b.p);

@@ -1,10 +1,11 @@
 /* emit.h — expand the CUDA templates into one translation unit for a spec.
  *
  * The unit is a block of generated #defines (the spec's shape, its types as device traits
- * structs, the launch plan of base/plan.c), then base/kargs.h (the structs and lists the
- * host shares with the kernels), then the templates of templates/LIST, each introduced
- * by a #line directive so compiler messages point into templates/. Templates come from the
- * copy embedded at build time, or from $QGEN_TEMPLATE_DIR when it is set (development).
+ * structs, the launch plan of base/plan.c), then base/kargs.h and base/qblocks.h (the
+ * structs, lists and quant block layouts the host shares with the kernels), then the
+ * templates of templates/LIST, each introduced by a #line directive so compiler messages
+ * point into templates/. Templates come from the copy embedded at build time, or from
+ * $QGEN_TEMPLATE_DIR when it is set (development).
  * A dense spec gets no estimate/select kernels and no bounds code.
  */
 #ifndef QGEN_EMIT_H

@@ -1,10 +1,11 @@
 // common.cuh — shared device helpers for every qgen kernel.
 //
 // The emitter prepends a block of #defines (QG_HEAD_DIM, QG_GROUP, QG_K_TYPE, the launch
-// plan ...) and base/kargs.h (the kernels' argument structs, shared with the host), then
-// concatenates the templates in the order of templates/LIST. This file turns the defines
-// into constexprs and holds what more than one kernel needs: integer types, warp reductions,
-// a block-wide scan, cp.async, mbarrier and mma wrappers.
+// plan ...), base/kargs.h (the kernels' argument structs) and base/qblocks.h (the quant
+// block layouts), both shared with the host, then concatenates the templates in the order
+// of templates/LIST. This file turns the defines into constexprs and holds what more than
+// one kernel needs: integer types, warp reductions, a block-wide scan, cp.async, mbarrier
+// and mma wrappers.
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
 

@@ -10,13 +10,15 @@
 //   store_row(row, x, lane)       append: the warp writes one row; lane holds x[i], the
 //                                 element lane + 32*i. Quantizers are ggml-exact: explicit
 //                                 _rn arithmetic so nothing is contracted into an FMA.
-//   BLK, quad(tile, blk, w)       quantized types: bytes of a 32-value block; elements
+//   BLK, quad(tile, blk, w)       quantized types: bytes of a block (base/qblocks.h); elements
 //                                 w..w+3 (w % 4 == 0) of the block at byte blk of a 16-byte
 //                                 aligned shared tile, unscaled (small integers, exact in
 //                                 f16) as two packed f16 pairs. attend reads them through
 //                                 load4 / load8 below, which apply the block's scale.
 // Quantized blocks are only 2-byte aligned: a 4-byte load is one 32-bit load where its
-// offset is a multiple of 4 (ld_u32_at), else two 16-bit loads.
+// offset is a multiple of 4 (ld_u32_at), else two 16-bit loads. A block's f16 scale d is its
+// first field, at byte 0.
+static_assert(QGEN_QK == 32, "store_row quantizes a block per warp, one value per lane");
 
 __device__ __forceinline__ u32 ld_u32_a2(const u8 *p) { // 4 bytes at a 2-byte boundary
   return (u32) * (const u16 *)p | (u32) * (const u16 *)(p + 2) << 16;
@@ -93,85 +95,85 @@ struct qg_bf16 {
   }
 };
 
-// q8_0: {f16 d; int8 qs[32]}, x = qs*d; d = amax/127, qs = round(x/d).
+// q8_0 (qgen_block_q8_0): d = amax/127, qs = round(x/d).
 struct qg_q8_0 {
-  static constexpr int ROW = D / 32 * 34;
+  static constexpr int ROW = D / QGEN_QK * (int)sizeof(qgen_block_q8_0);
   static constexpr bool Q16 = false, BF = false;
   static __device__ __forceinline__ void store_row(u8 *row, const float (&x)[D / 32], int lane) {
 #pragma unroll
     for (int i = 0; i < D / 32; i++) {
-      u8 *blk = row + i * 34;
+      u8 *blk = row + i * BLK;
       const float amax = warp_max(fabsf(x[i]));
       const float d = __fdiv_rn(amax, 127.0f), id = d != 0.0f ? __fdiv_rn(1.0f, d) : 0.0f;
-      blk[2 + lane] = (u8)(signed char)(int)roundf(__fmul_rn(x[i], id));
+      blk[QGEN_Q8_0_QS_OFF + lane] = (u8)(signed char)(int)roundf(__fmul_rn(x[i], id));
       if (lane == 0) *(__half *)blk = __float2half_rn(d);
     }
   }
-  static constexpr int BLK = 34;
+  static constexpr int BLK = sizeof(qgen_block_q8_0);
   static __device__ __forceinline__ uint2 quad(const u8 *tile, int blk, int w) {
-    return bytes_to_half4(ld_u32_at(tile, blk + 2 + w) ^ 0x80808080u, 128.0f); // int8 + 128
+    return bytes_to_half4(ld_u32_at(tile, blk + QGEN_Q8_0_QS_OFF + w) ^ 0x80808080u, 128.0f); // int8 + 128
   }
 };
 
-// q4_0: {f16 d; u8 qs[16]}, element j < 16 in the low nibble of qs[j], j+16 in the high;
-// x = (nibble - 8)*d; d = max/-8, q = min(15, trunc(x/d + 8.5)).
+// q4_0 (qgen_block_q4_0): element j < 16 in the low nibble of qs[j], j+16 in the high;
+// d = max/-8, q = min(15, trunc(x/d + 8.5)).
 struct qg_q4_0 {
-  static constexpr int ROW = D / 32 * 18;
+  static constexpr int ROW = D / QGEN_QK * (int)sizeof(qgen_block_q4_0);
   static constexpr bool Q16 = false, BF = false;
   static __device__ __forceinline__ void store_row(u8 *row, const float (&x)[D / 32], int lane) {
 #pragma unroll
     for (int i = 0; i < D / 32; i++) {
-      u8 *blk = row + i * 18;
+      u8 *blk = row + i * BLK;
       float d;
       const int q = quant_signed<4>(x[i], lane, d);
       const int hi = __shfl_down_sync(0xffffffffu, q, 16);
-      if (lane < 16) blk[2 + lane] = (u8)(q | hi << 4);
+      if (lane < 16) blk[QGEN_Q4_0_QS_OFF + lane] = (u8)(q | hi << 4);
       if (lane == 0) *(__half *)blk = __float2half_rn(d);
     }
   }
-  static constexpr int BLK = 18;
+  static constexpr int BLK = sizeof(qgen_block_q4_0);
   static __device__ __forceinline__ uint2 quad(const u8 *tile, int blk, int w) {
-    return bytes_to_half4((ld_u32_at(tile, blk + 2 + (w & 15)) >> (w & 16 ? 4 : 0)) & 0x0f0f0f0fu, 8.0f);
+    return bytes_to_half4((ld_u32_at(tile, blk + QGEN_Q4_0_QS_OFF + (w & 15)) >> (w & 16 ? 4 : 0)) & 0x0f0f0f0fu, 8.0f);
   }
 };
 
-// q5_0: {f16 d; u8 qh[4]; u8 qs[16]}, low 4 bits as q4_0, bit 4 of element j is bit j of
-// the little-endian qh; x = (q - 16)*d; d = max/-16, q = min(31, trunc(x/d + 16.5)).
+// q5_0 (qgen_block_q5_0): low 4 bits as q4_0, bit 4 of element j is bit j of the
+// little-endian qh; d = max/-16, q = min(31, trunc(x/d + 16.5)).
 struct qg_q5_0 {
-  static constexpr int ROW = D / 32 * 22;
+  static constexpr int ROW = D / QGEN_QK * (int)sizeof(qgen_block_q5_0);
   static constexpr bool Q16 = false, BF = false;
   static __device__ __forceinline__ void store_row(u8 *row, const float (&x)[D / 32], int lane) {
 #pragma unroll
     for (int i = 0; i < D / 32; i++) {
-      u8 *blk = row + i * 22;
+      u8 *blk = row + i * BLK;
       float d;
       const int q = quant_signed<5>(x[i], lane, d);
       const int hi = __shfl_down_sync(0xffffffffu, q, 16);
       const u32 qh = __ballot_sync(0xffffffffu, q & 16);
-      if (lane < 16) blk[6 + lane] = (u8)((q & 15) | (hi & 15) << 4);
-      if (lane < 4) blk[2 + lane] = (u8)(qh >> 8 * lane);
+      if (lane < 16) blk[QGEN_Q5_0_QS_OFF + lane] = (u8)((q & 15) | (hi & 15) << 4);
+      if (lane < 4) blk[QGEN_Q5_0_QH_OFF + lane] = (u8)(qh >> 8 * lane);
       if (lane == 0) *(__half *)blk = __float2half_rn(d);
     }
   }
-  static constexpr int BLK = 22;
+  static constexpr int BLK = sizeof(qgen_block_q5_0);
   static __device__ __forceinline__ uint2 quad(const u8 *tile, int blk, int w) {
-    const u32 hb = (ld_u32_at(tile, blk + 2) >> w) & 15u; // 5th bits of the four elements
+    const u32 hb = (ld_u32_at(tile, blk + QGEN_Q5_0_QH_OFF) >> w) & 15u; // 5th bits of the four elements
     const u32 spread = (hb & 1u) << 4 | (hb & 2u) << 11 | (hb & 4u) << 18 | (hb & 8u) << 25;
-    return bytes_to_half4(((ld_u32_at(tile, blk + 6 + (w & 15)) >> (w & 16 ? 4 : 0)) & 0x0f0f0f0fu) | spread, 16.0f);
+    return bytes_to_half4(((ld_u32_at(tile, blk + QGEN_Q5_0_QS_OFF + (w & 15)) >> (w & 16 ? 4 : 0)) & 0x0f0f0f0fu) | spread, 16.0f);
   }
 };
 
 // Elements d0..d0+3 (d0 % 4 == 0) of the quantized row at byte `row` of a shared tile,
-// dequantized to two packed operand words; load8 adds d0+16..d0+19 (d0 % 32 < 16) of the
+// dequantized to two packed operand words; load8 adds d0+16..d0+19 (d0 % QGEN_QK < 16) of the
 // same block, one scale load for both (attend's K: the k-steps 2t and 2t+1 of block t).
 template <typename TT> __device__ __forceinline__ uint2 load4(const u8 *tile, int row, int d0) {
-  const int blk = row + (d0 >> 5) * TT::BLK;
-  return scale_half4(TT::quad(tile, blk, d0 & 31), *(const __half *)(tile + blk));
+  const int blk = row + d0 / QGEN_QK * TT::BLK;
+  return scale_half4(TT::quad(tile, blk, d0 % QGEN_QK), *(const __half *)(tile + blk));
 }
 template <typename TT> __device__ __forceinline__ uint4 load8(const u8 *tile, int row, int d0) {
-  const int blk = row + (d0 >> 5) * TT::BLK;
+  const int blk = row + d0 / QGEN_QK * TT::BLK;
   const __half d = *(const __half *)(tile + blk);
-  const uint2 a = scale_half4(TT::quad(tile, blk, d0 & 31), d), b = scale_half4(TT::quad(tile, blk, (d0 & 31) + 16), d);
+  const uint2 a = scale_half4(TT::quad(tile, blk, d0 % QGEN_QK), d), b = scale_half4(TT::quad(tile, blk, d0 % QGEN_QK + 16), d);
   return make_uint4(a.x, a.y, b.x, b.y);
 }
 

@@ -21,6 +21,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/le.h"
 #include "base/qtypes.h"
 
 #include "testlib.h"
@@ -137,7 +138,7 @@ static void test_kat(const char *dir) {
       /* and dequantizing the expected bytes gives values within the type's step */
       float back[32];
       tr->to_f32(want, back, 32);
-      double d = fabs((double)qgen_f16_to_f32((uint16_t)(want[0] | want[1] << 8)));
+      double d = fabs((double)qgen_f16_to_f32(qgen_rd16(want)));
       double worst = 0;
       for (int j = 0; j < 32; j++) worst = fmax(worst, fabs((double)back[j] - in[j]));
       check(worst <= d * 1.0001 + 1e-30, "kat %s %s: dequantized within one step (max err %g, d %g)",
@@ -200,7 +201,7 @@ static void test_round_trip_quant(qgen_type t, int qmax_half, double qmax_abs) {
         }
       const float d32 = t == QGEN_TYPE_Q8_0 ? amax / 127.0f : max / (float)-qmax_half;
       const uint8_t *blk = q + (size_t)b * (size_t)tr->block_bytes;
-      const uint16_t d16b = (uint16_t)(blk[0] | blk[1] << 8);
+      const uint16_t d16b = qgen_rd16(blk);
       if (d16b != qgen_f32_to_f16(d32)) bad_d++;
       const double d16 = qgen_f16_to_f32(d16b), ad = fabs((double)d32);
       for (int j = 0; j < 32; j++) {
