@@ -905,7 +905,11 @@ static void out_of_memory(void) {
     const qgen_cudrv *cu = qgen_cudrv_get(NULL);
     size_t free0 = 0, free1 = 0, total = 0;
     cu->cuMemGetInfo(&free0, &total);
-    const int seqs = 64; /* 64 x 2^20 tokens x 4 KiB: far more than any GPU holds */
+    qgen_info in;
+    qgen_get_info(c, &in);
+    /* twice the free memory in the K pool alone, so the first allocation already fails
+       (a K pool that fits would be allocated and cleared 1000 times over) */
+    const int seqs = (int)(2 * free0 / ((size_t)in.k_row_bytes * in.n_head_kv << 20)) + 1;
     int all = 1;
     char first[512] = "";
     for (int i = 0; i < 1000 && all; i++) {
