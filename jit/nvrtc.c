@@ -47,7 +47,11 @@ static void nv_load(void) {
   }
   if (env && *env) { /* the one to use: no fallback to another NVRTC */
     struct stat st;
-    const char *why = stat(env, &st) != 0 ? strerror(errno) : !S_ISREG(st.st_mode) ? "not a regular file" : NULL;
+    /* a path must name a file; a bare name is the loader's to find */
+    const char *why = !strchr(env, '/')     ? NULL
+                      : stat(env, &st) != 0 ? strerror(errno)
+                      : !S_ISREG(st.st_mode) ? "not a regular file"
+                                             : NULL;
     if (!why && !(nv.lib = dlopen(env, RTLD_NOW | RTLD_LOCAL))) why = dlerror();
     if (!why && !dlsym(nv.lib, "nvrtcVersion")) why = "not an NVRTC library (no nvrtcVersion)";
     if (why) {

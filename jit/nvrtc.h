@@ -1,8 +1,9 @@
 /* nvrtc.h — compile an emitted unit to cubin (+ PTX) with NVRTC, loaded lazily.
  *
  * libnvrtc is opened with dlopen on first use, so qgen and libqgen start (and open bundles)
- * where NVRTC is not installed. Search: $QGEN_NVRTC (a file), $CUDA_HOME/lib64,
- * $CUDA_PATH/lib64, the toolkit qgen was built against, then the loader's own path.
+ * where NVRTC is not installed. Search: $QGEN_NVRTC (a path, or a name for the loader),
+ * $CUDA_HOME/lib64, $CUDA_PATH/lib64, the toolkit qgen was built against, then the loader's
+ * own path.
  * A QGEN_NVRTC that cannot be loaded (missing, not a library, not NVRTC) is an error
  * naming it: no other NVRTC is used instead.
  * QGEN_NVRTC=none (exactly) never loads NVRTC: every call fails as if it were absent.
