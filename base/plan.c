@@ -41,6 +41,7 @@ int qgen_tune_parse(const char *s, qgen_tune *t, char *err, size_t errlen) {
       {"selreg", 0, 32, offsetof(qgen_tune, selreg)}, {"pdl", 0, 1, offsetof(qgen_tune, pdl)},
       {"bulk", 0, 1, offsetof(qgen_tune, bulk)}};
   tune_none(t);
+  unsigned seen = 0; /* keys given so far: each at most once */
   while (s && *s) {
     const char *end = strchr(s, ','), *eq = strchr(s, '=');
     size_t n = end ? (size_t)(end - s) : strlen(s);
@@ -55,6 +56,12 @@ int qgen_tune_parse(const char *s, qgen_tune *t, char *err, size_t errlen) {
       tune_none(t);
       return -1;
     }
+    if (seen & 1u << k) {
+      snprintf(err, errlen, "QGEN_TUNE: '%s' is given twice", keys[k].name);
+      tune_none(t);
+      return -1;
+    }
+    seen |= 1u << k;
     *(int *)((char *)t + keys[k].off) = (int)v;
     s = end ? end + 1 : s + n;
   }

@@ -43,7 +43,7 @@ typedef struct qgen_plan {
 } qgen_plan;
 #undef QGEN_PLAN_FIELD
 
-/* QGEN_TUNE, for tuning experiments: comma-separated overrides of the plan,
+/* QGEN_TUNE, for tuning experiments: comma-separated overrides of the plan (each key once),
  *   groups=N   attend token groups (1..16)       stages=N   attend stages a group (2..8)
  *   smem=KIB   attend stage budget (16..220)
  *   split=T    fewest tokens a split (64..65536) sel=N      select CTA size (128..1024, 2^k)

@@ -108,7 +108,44 @@ int qgen_mkdir_p(const char *path, int mode) {
   return 0;
 }
 
-int qgen_write_atomic(const char *path, const void *data, size_t size) {
+const char *qgen_file_kind(unsigned mode) {
+  return S_ISREG(mode) ? "a regular file" : S_ISDIR(mode) ? "a directory" : S_ISLNK(mode) ? "a symbolic link"
+         : S_ISCHR(mode) ? "a character device" : S_ISBLK(mode) ? "a block device" : S_ISFIFO(mode) ? "a FIFO"
+         : S_ISSOCK(mode) ? "a socket" : "not a regular file";
+}
+
+int qgen_dir_writable(const char *path, char *err, size_t errlen) {
+  char dir[4096];
+  const char *slash = strrchr(path, '/');
+  if (!slash) qgen_fmt(dir, sizeof dir, ".");
+  else qgen_fmt(dir, sizeof dir, "%.*s", slash == path ? 1 : (int)(slash - path), path);
+  if (access(dir, W_OK | X_OK) != 0) {
+    qgen_fmt(err, errlen, "%s: cannot write: %s: %s", path, dir, strerror(errno));
+    return -1;
+  }
+  return 0;
+}
+
+int qgen_write_check(const char *path, char *err, size_t errlen) {
+  struct stat st;
+  if (lstat(path, &st) == 0) {
+    if (!S_ISREG(st.st_mode)) {
+      /* a rename would replace the node itself (a device, a FIFO, the link rather than
+         what it points to): refuse instead */
+      qgen_fmt(err, errlen, "%s: not replaced: it is %s (qgen writes only regular files)", path,
+               qgen_file_kind(st.st_mode));
+      errno = S_ISDIR(st.st_mode) ? EISDIR : EEXIST;
+      return -1;
+    }
+  } else if (errno != ENOENT) {
+    qgen_fmt(err, errlen, "%s: cannot write: %s", path, strerror(errno));
+    return -1;
+  }
+  return qgen_dir_writable(path, err, errlen);
+}
+
+int qgen_write_atomic(const char *path, const void *data, size_t size, char *err, size_t errlen) {
+  if (qgen_write_check(path, err, errlen) != 0) return -1;
   char tmp[4200];
   static unsigned counter;
   struct timespec ts;
@@ -116,7 +153,7 @@ int qgen_write_atomic(const char *path, const void *data, size_t size) {
   snprintf(tmp, sizeof tmp, "%s.tmp.%ld.%u.%ld", path, (long)getpid(),
            __atomic_fetch_add(&counter, 1, __ATOMIC_RELAXED), (long)ts.tv_nsec);
   int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (fd < 0) return -1;
+  if (fd < 0) goto fail;
   const char *p = data;
   size_t left = size;
   while (left) {
@@ -131,12 +168,20 @@ int qgen_write_atomic(const char *path, const void *data, size_t size) {
   if (fsync(fd) != 0) goto fail;
   if (close(fd) != 0) { fd = -1; goto fail; }
   fd = -1;
+  /* the check above again, as late as possible: the target may have changed meanwhile */
+  if (qgen_write_check(path, err, errlen) != 0) {
+    int e = errno;
+    unlink(tmp);
+    errno = e;
+    return -1;
+  }
   if (rename(tmp, path) != 0) goto fail;
   return 0;
 fail: {
   int e = errno;
   if (fd >= 0) close(fd);
   unlink(tmp);
+  qgen_fmt(err, errlen, "%s: cannot write: %s", path, strerror(e));
   errno = e;
   return -1;
 }

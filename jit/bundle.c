@@ -196,8 +196,7 @@ int qgen_bundle_write(const char *path, const qgen_spec *s, const qgen_artifact 
   size_t size = 0;
   uint8_t *buf = qgen_bundle_pack(s, arts, n, &size, err, errlen);
   if (!buf) return -1;
-  int rc = qgen_write_atomic(path, buf, size);
-  if (rc != 0) qgen_fmt(err, errlen, "%s: cannot write: %s", path, strerror(errno));
+  int rc = qgen_write_atomic(path, buf, size, err, errlen);
   free(buf);
   return rc;
 }

@@ -165,11 +165,11 @@ static int path_of(const qgen_cache *c, const char *file, char *buf, size_t n) {
   return w >= 0 && (size_t)w < n;
 }
 
-/* Warn once per cache. Caller holds c->mu. */
-static void warn_once(qgen_cache *c, const char *what, const char *path, int err) {
+/* Warn once per cache ("PATH: why"). Caller holds c->mu. */
+static void warn_once(qgen_cache *c, const char *why) {
   if (c->warned) return;
   c->warned = 1;
-  qgen_warn("kernel cache: %s %s: %s; caching in memory only", what, path, strerror(err));
+  qgen_warn("kernel cache: %s; caching in memory only", why);
 }
 
 /* ---- memory store (caller holds c->mu) ---------------------------------------------- */
@@ -218,53 +218,65 @@ static void *dup_bytes(const void *p, size_t n) {
 
 static int env_set(const char *v) { return v && *v; }
 
-static int cache_disabled(void) {
+int qgen_cache_env(char *err, size_t errlen) {
   const char *v = getenv("QGEN_CACHE");
-  return v && (strcasecmp(v, "off") == 0 || strcmp(v, "0") == 0);
+  if (!env_set(v) || strcasecmp(v, "on") == 0 || strcmp(v, "1") == 0) return 1;
+  if (strcasecmp(v, "off") == 0 || strcmp(v, "0") == 0) return 0;
+  qgen_fmt(err, errlen, "QGEN_CACHE='%s': expected on, off, 1 or 0", v);
+  return -1;
+}
+
+int qgen_cache_resolve(const char *dir, char *buf, size_t n, char *why, size_t whyn) {
+  char env[4096];
+  const int on = qgen_cache_env(why, whyn);
+  if (on < 0) qgen_warn("%s; the cache stays on", why);
+  why[0] = 0;
+  if (!on) return -1;
+  if (!env_set(dir)) {
+    const char *v;
+    if (env_set(v = getenv("QGEN_CACHE_DIR")))
+      dir = v;
+    else if (env_set(v = getenv("XDG_CACHE_HOME")) && v[0] == '/') /* XDG: relative = unset */
+      dir = qgen_fmt(env, sizeof env, "%s/qgen", v);
+    else if (env_set(v = getenv("HOME")))
+      dir = qgen_fmt(env, sizeof env, "%s/.cache/qgen", v);
+    else
+      return qgen_fmt(why, whyn, "no directory (set QGEN_CACHE_DIR or HOME)"), -1;
+  }
+  size_t len = strlen(dir);
+  while (len > 1 && dir[len - 1] == '/') len--; /* "a/b/" -> "a/b", "/" stays */
+  /* a relative directory is taken from the current one, once: the cache keeps its place
+     when the process changes directory */
+  char cwd[4096];
+  if (dir[0] != '/' && !getcwd(cwd, sizeof cwd))
+    return qgen_fmt(why, whyn, "relative directory %s and no current directory (%s)", dir, strerror(errno)), -1;
+  const int w = dir[0] != '/' ? snprintf(buf, n, "%s/%.*s", cwd, (int)len, dir) : snprintf(buf, n, "%.*s", (int)len, dir);
+  if (w < 0 || (size_t)w >= n || (size_t)w > DIR_MAX)
+    return qgen_fmt(why, whyn, "directory name too long (%d bytes)", w), -1;
+  return 0;
 }
 
 qgen_cache *qgen_cache_open(const char *dir) {
   qgen_cache *c = calloc(1, sizeof *c);
   if (!c) return NULL;
   pthread_mutex_init(&c->mu, NULL);
-  if (cache_disabled()) return c;
-
-  char buf[4096];
-  if (!env_set(dir)) {
-    const char *v;
-    if (env_set(v = getenv("QGEN_CACHE_DIR")))
-      dir = v;
-    else if (env_set(v = getenv("XDG_CACHE_HOME")) && v[0] == '/') /* XDG: relative = unset */
-      dir = qgen_fmt(buf, sizeof buf, "%s/qgen", v);
-    else if (env_set(v = getenv("HOME")))
-      dir = qgen_fmt(buf, sizeof buf, "%s/.cache/qgen", v);
-    else {
+  char d[4096], why[4200];
+  if (qgen_cache_resolve(dir, d, sizeof d, why, sizeof why) != 0) {
+    if (why[0]) {
       c->warned = 1;
-      qgen_warn("kernel cache: no directory (set QGEN_CACHE_DIR or HOME); "
-                "caching in memory only");
-      return c;
+      qgen_warn("kernel cache: %s; caching in memory only", why);
     }
-  }
-  size_t len = strlen(dir);
-  while (len > 1 && dir[len - 1] == '/') len--; /* "a/b/" -> "a/b", "/" stays */
-  if (len > DIR_MAX) {
-    c->warned = 1;
-    qgen_warn("kernel cache: directory name too long (%zu bytes); caching in memory only", len);
     return c;
   }
-  char *d = malloc(len + 1);
-  if (!d) {
+  if (qgen_mkdir_p(d, 0755) != 0) {
+    c->warned = 1;
+    qgen_warn("kernel cache: cannot create directory %s: %s; caching in memory only", d, strerror(errno));
+    return c;
+  }
+  if (!(c->dir = strdup(d))) {
     qgen_cache_close(c);
     return NULL;
   }
-  memcpy(d, dir, len);
-  d[len] = 0;
-  if (qgen_mkdir_p(d, 0755) != 0) {
-    warn_once(c, "cannot create directory", d, errno);
-    free(d);
-    return c;
-  }
-  c->dir = d;
   return c;
 }
 
@@ -358,17 +370,17 @@ int qgen_cache_put(qgen_cache *c, const char *name, const uint8_t key[32], const
   qgen_sha256_buf(data, size, buf + 56);
   if (size) memcpy(buf + HDR_SIZE, data, size);
 
-  int rc = qgen_write_atomic(path, buf, HDR_SIZE + size);
+  char why[4200];
+  int rc = qgen_write_atomic(path, buf, HDR_SIZE + size, why, sizeof why);
   if (rc != 0 && (errno == ENOENT || errno == ENOTDIR)) {
     /* The directory went away under us (rm -rf of the cache): make it again, once. */
-    if (qgen_mkdir_p(c->dir, 0755) == 0) rc = qgen_write_atomic(path, buf, HDR_SIZE + size);
+    if (qgen_mkdir_p(c->dir, 0755) == 0) rc = qgen_write_atomic(path, buf, HDR_SIZE + size, why, sizeof why);
   }
-  int err = errno;
   free(buf);
   if (rc == 0) return 0;
   pthread_mutex_lock(&c->mu);
   c->readonly = 1;
-  warn_once(c, "cannot write", path, err);
+  warn_once(c, why);
   pthread_mutex_unlock(&c->mu);
   return 1;
 }
@@ -395,7 +407,7 @@ int qgen_cache_list(qgen_cache *c, void (*cb)(void *ud, const char *file, uint64
                     void *ud) {
   if (!c || !c->dir) return 0;
   DIR *d = opendir(c->dir);
-  if (!d) return -1;
+  if (!d) return errno == ENOENT ? 0 : -1; /* not made yet: empty */
   int count = 0;
   struct dirent *de;
   while ((de = readdir(d))) {
@@ -433,7 +445,7 @@ int qgen_cache_clear(qgen_cache *c) {
   pthread_mutex_unlock(&c->mu);
   if (!c->dir) return 0;
   DIR *d = opendir(c->dir);
-  if (!d) return -1;
+  if (!d) return errno == ENOENT ? 0 : -1;
   int count = 0, failed = 0;
   struct dirent *de;
   while ((de = readdir(d))) {
@@ -445,8 +457,9 @@ int qgen_cache_clear(qgen_cache *c) {
     if (S_ISDIR(st.st_mode)) continue; /* not ours */
     if (!entry && !stale_temp(de->d_name, &st)) continue; /* a write in progress */
     if (unlink(path) == 0) count++;
-    else if (errno != ENOENT) failed = 1;
+    else if (errno != ENOENT && !failed) failed = errno;
   }
   closedir(d);
+  errno = failed;
   return failed ? -1 : count;
 }

@@ -6,17 +6,20 @@
  * The name is sanitized: bytes outside [A-Za-z0-9._-] become '_' (so no name can leave the
  * directory), it is cut to 100 bytes, and an empty or NULL name becomes "entry".
  * Directory: $QGEN_CACHE_DIR, else $XDG_CACHE_HOME/qgen, else $HOME/.cache/qgen (empty
- * variables count as unset; a relative XDG_CACHE_HOME is ignored, as the XDG spec says).
- * QGEN_CACHE=off (or 0) disables the disk (memory only), even for an explicit dir.
+ * variables count as unset; a relative XDG_CACHE_HOME is ignored, as the XDG spec says; a
+ * relative QGEN_CACHE_DIR or dir is taken from the current directory when the cache opens).
+ * QGEN_CACHE=off (or 0) disables the disk (memory only), even for an explicit dir; on or 1
+ * (or unset) enables it; any other value is refused by the CLI and warned about here.
  *
  * Entry file: magic "QGENCACH", u32 format version, u32 flags (0), key[32], u64 payload
  * size, sha256(payload)[32], payload. A file that is short, long, of another version or key,
  * or whose checksum fails is a miss (and is replaced by the next put). Writes go to a temp
  * file in the same directory and are renamed into place, so concurrent processes never see
- * a torn entry. An unwritable directory gives one warning and the cache works from memory.
+ * a torn entry (a killed writer leaves only its temp file, which clear removes once stale).
  * Every entry read or written in this process is also kept in memory.
- * A cache that could create its directory but later fails to write an entry warns once,
- * keeps reading existing entries from the directory and stores new ones in memory only.
+ * The first failed write (a directory that cannot be made or written, a full disk) warns
+ * once; the cache then keeps reading existing entries from the directory (an old entry
+ * stays valid: the temp file is removed) and stores new ones in memory only.
  * One qgen_cache may be shared by threads (a mutex guards its memory store).
  */
 #ifndef QGEN_CACHE_H
@@ -35,7 +38,16 @@ typedef struct qgen_cache qgen_cache;
 qgen_cache *qgen_cache_open(const char *dir);
 void qgen_cache_close(qgen_cache *c);
 
-/* The directory in use, or NULL when memory-only. */
+/* QGEN_CACHE: 1 on (unset, empty, on, 1), 0 off (off, 0; case-insensitive words), -1 any
+   other value (why in err). */
+int qgen_cache_env(char *err, size_t errlen);
+
+/* The directory qgen_cache_open(dir) would use (absolute), into buf, without making it:
+   0, or -1 when the cache is memory only (QGEN_CACHE=off: why is ""; no HOME, a name too
+   long: why says so). */
+int qgen_cache_resolve(const char *dir, char *buf, size_t n, char *why, size_t whyn);
+
+/* The directory in use (absolute), or NULL when memory-only. */
 const char *qgen_cache_dir(const qgen_cache *c);
 
 /* Look an entry up. Returns 1 on a hit (*data is a fresh malloc copy the caller frees,
@@ -55,12 +67,14 @@ void qgen_cache_entry_path(const qgen_cache *c, const char *name, const uint8_t 
 
 /* Walk the entries on disk: cb(file name, size in bytes, 1 if it verifies else 0); an
    entry verifies when its whole file checks out and its key matches its name. Returns the
-   number of entries walked (0 when memory-only), or -1 when the directory can't be read. */
+   number of entries walked (0 when memory-only or the directory does not exist yet), or -1
+   (errno set) when the directory can't be read. */
 int qgen_cache_list(qgen_cache *c, void (*cb)(void *ud, const char *file, uint64_t size, int ok),
                     void *ud);
 
 /* Remove every *.qgc entry (and stale temp files) from the directory; returns the count
-   removed, or -1 on error. Other files are left alone. A temp file is stale when the
+   removed, or -1 with errno set (the first failed removal; the others are still tried).
+   Other files are left alone. A temp file is stale when the
    process named in it is gone, or it is over a minute old (a write in progress is kept).
    The in-memory copies are dropped too, so a later get misses until the next put. */
 int qgen_cache_clear(qgen_cache *c);

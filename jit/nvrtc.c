@@ -25,6 +25,7 @@ static struct {
   NVRTC_FUNCS(X)
 #undef X
   void *lib;
+  char path[4096]; /* the file lib was loaded from */
   char include[4096];
   char error[512];
 } nv;
@@ -44,7 +45,22 @@ static void nv_load(void) {
     snprintf(nv.error, sizeof nv.error, "NVRTC disabled (QGEN_NVRTC=none)");
     return;
   }
-  if (env && *env) nv.lib = dlopen(env, RTLD_NOW | RTLD_LOCAL);
+  if (env && *env) { /* the one to use: no fallback to another NVRTC */
+    struct stat st;
+    /* a path must name a file; a bare name is the loader's to find */
+    const char *why = !strchr(env, '/')     ? NULL
+                      : stat(env, &st) != 0 ? strerror(errno)
+                      : !S_ISREG(st.st_mode) ? "not a regular file"
+                                             : NULL;
+    if (!why && !(nv.lib = dlopen(env, RTLD_NOW | RTLD_LOCAL))) why = dlerror();
+    if (!why && !dlsym(nv.lib, "nvrtcVersion")) why = "not an NVRTC library (no nvrtcVersion)";
+    if (why) {
+      snprintf(nv.error, sizeof nv.error, "QGEN_NVRTC=%s: cannot load: %s", env, why);
+      if (nv.lib) dlclose(nv.lib);
+      nv.lib = NULL;
+      return;
+    }
+  }
   for (int i = 0; i < 2 && !nv.lib; i++)
     if (home[i] && *home[i]) {
       snprintf(path, sizeof path, "%s/lib64/libnvrtc.so", home[i]);
@@ -70,6 +86,9 @@ static void nv_load(void) {
   }
   NVRTC_FUNCS(X)
 #undef X
+  Dl_info di;
+  qgen_fmt(nv.path, sizeof nv.path, "%s",
+           dladdr((void *)nv.nvrtcVersion, &di) && di.dli_fname ? di.dli_fname : "(unknown path)");
   for (int i = 0; i < 2 && !nv.include[0]; i++)
     if (home[i] && *home[i]) {
       snprintf(path, sizeof path, "%s/include", home[i]);
@@ -89,6 +108,11 @@ int qgen_nvrtc_version(int *major, int *minor, char *err, size_t errlen) {
   if (nv_ready(err, errlen) != 0) return -1;
   nv.nvrtcVersion(major, minor);
   return 0;
+}
+
+const char *qgen_nvrtc_path(void) {
+  char err[8];
+  return nv_ready(err, sizeof err) == 0 ? nv.path : NULL;
 }
 
 int qgen_nvrtc_archs(int *archs, int max) {
@@ -168,7 +192,7 @@ static void dump_source(const char *src, const char *name, char *note, size_t n)
   const char *dir = getenv("QGEN_DUMP_SOURCE");
   note[0] = 0;
   if (!dir || !*dir) return;
-  char file[256], path[4400];
+  char file[256], path[4400], why[4600];
   size_t k = 0;
   for (const char *p = name && *name ? name : "unit"; *p && k < 200; p++) {
     char ch = *p;
@@ -184,8 +208,8 @@ static void dump_source(const char *src, const char *name, char *note, size_t n)
     qgen_fmt(note, n, " (QGEN_DUMP_SOURCE: path too long)");
   else if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
     qgen_fmt(note, n, " (QGEN_DUMP_SOURCE=%s is not a directory; source not written)", dir);
-  else if (qgen_write_atomic(path, src, strlen(src)) != 0)
-    qgen_fmt(note, n, " (cannot write source to %s: %s)", path, strerror(errno));
+  else if (qgen_write_atomic(path, src, strlen(src), why, sizeof why) != 0)
+    qgen_fmt(note, n, " (source not written: %s)", why);
   else
     qgen_fmt(note, n, " (source written to %s)", path);
 }

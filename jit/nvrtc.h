@@ -1,8 +1,11 @@
 /* nvrtc.h — compile an emitted unit to cubin (+ PTX) with NVRTC, loaded lazily.
  *
  * libnvrtc is opened with dlopen on first use, so qgen and libqgen start (and open bundles)
- * where NVRTC is not installed. Search: $QGEN_NVRTC (a file), $CUDA_HOME/lib64,
- * $CUDA_PATH/lib64, the toolkit qgen was built against, then the loader's own path.
+ * where NVRTC is not installed. Search: $QGEN_NVRTC (a path, or a name for the loader),
+ * $CUDA_HOME/lib64, $CUDA_PATH/lib64, the toolkit qgen was built against, then the loader's
+ * own path.
+ * A QGEN_NVRTC that cannot be loaded (missing, not a library, not NVRTC) is an error
+ * naming it: no other NVRTC is used instead.
  * QGEN_NVRTC=none (exactly) never loads NVRTC: every call fails as if it were absent.
  * NVRTC needs the toolkit's include directory for cuda_fp16.h/cuda_bf16.h: $CUDA_HOME,
  * $CUDA_PATH, then the build-time toolkit. ptxas reports registers, spills, stack and
@@ -17,6 +20,9 @@
 
 /* NVRTC's version, or -1 with a message when it cannot be loaded. */
 int qgen_nvrtc_version(int *major, int *minor, char *err, size_t errlen);
+
+/* The file the NVRTC in use was loaded from, or NULL when it cannot be loaded. */
+const char *qgen_nvrtc_path(void);
 
 /* Architectures NVRTC can target (compute capability * 10 + minor, e.g. 90); returns the
    count written, or -1 when NVRTC is unavailable. */

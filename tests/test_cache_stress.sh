@@ -42,7 +42,7 @@ ok $rc "8 concurrent emits (4x qwen2.5-0.5b, 4 other specs) into one empty cache
 verify 5; ok $? "the cache holds 5 entries and 'qgen cache list' shows only ok"
 no_temps; ok $? "no temporary files left behind"
 misses=$(cat "$tmp"/first.*.out | grep -c ' miss$')
-ok $([ "$misses" -ge 5 ]; echo $?) "the first wave compiled every spec ($misses kernel misses)"
+ok $([ "$misses" -ge 5 ]; echo $?) "the first wave compiled every spec ($misses module misses)"
 
 ( for _ in 1 2 3 4 5 6 7 8 9 10; do "$QGEN" cache list > /dev/null 2>&1 || exit 1; done ) & lister=$!
 wave second; rc=$?

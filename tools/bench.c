@@ -12,7 +12,9 @@
  *
  * Output: a table on stdout and, with --json FILE, one JSON object per cell (an array).
  */
+#include <errno.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -134,42 +136,65 @@ static double step_bytes(const qgen_layout *L, int64_t ctx, int batch, double co
   return batch * (per_tok * L->block * sel + (double)n * L->bounds_page_bytes);
 }
 
+/* qgen_open for bench: 0, or the exit code after saying why (77 without a GPU, 1 for a bad
+   spec or bundle, 2 otherwise). */
+static int open_spec(qgen_ctx **ctx, const char *spec, const qgen_open_opts *o) {
+  const qgen_status st = qgen_open(ctx, spec, o);
+  if (st == QGEN_OK) return 0;
+  const int code = st == QGEN_ERR_NO_DRIVER || st == QGEN_ERR_NO_DEVICE ? 77
+                   : st == QGEN_ERR_SPEC || st == QGEN_ERR_BUNDLE     ? 1
+                                                                      : 2;
+  if (code == 77) printf("qgen bench: %s — skipped\n", qgen_error(*ctx));
+  else fprintf(stderr, "qgen: bench: %s\n", qgen_error(*ctx));
+  qgen_close(*ctx);
+  return code;
+}
+
+/* The --jit timings in a fresh cache directory, removed afterwards. Returns 0 or the exit
+   code after saying why. */
 static int cmd_jit(const char *spec, const char *variant) {
-  char dir[] = "/tmp/qgen-bench-jit-XXXXXX";
-  if (!mkdtemp(dir)) return 2;
+  char dir[] = "/tmp/qgen-bench-jit-XXXXXX", cmd[200];
+  if (!mkdtemp(dir)) {
+    fprintf(stderr, "qgen: bench: cannot make a temporary cache directory in /tmp: %s\n", strerror(errno));
+    return 2;
+  }
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
   qgen_open_opts o = {QGEN_BACKEND_GPU, 0, variant, dir};
   qgen_ctx *ctx;
-  double t0 = qgen_now_ms();
-  API(qgen_open(&ctx, spec, &o));
-  double cold = qgen_now_ms() - t0;
-  qgen_close(ctx);
-  t0 = qgen_now_ms();
-  API(qgen_open(&ctx, spec, &o));
-  double warm = qgen_now_ms() - t0;
   qgen_info info;
-  qgen_get_info(ctx, &info);
-  qgen_close(ctx);
-  /* Both opens above create the device's primary context (qgen_close released it): ~0.1 s
-     of driver work a process pays once. An engine that loads qgen already holds that
-     context, so the open it pays is this one. */
-  const qgen_cudrv *cu = qgen_cudrv_get(NULL);
-  CUdevice dev;
-  CUcontext pc;
-  double held = -1;
-  if (cu && cu->cuDeviceGet(&dev, 0) == CUDA_SUCCESS && cu->cuDevicePrimaryCtxRetain(&pc, dev) == CUDA_SUCCESS) {
-    t0 = qgen_now_ms();
-    API(qgen_open(&ctx, spec, &o));
-    held = qgen_now_ms() - t0;
+  double t0 = qgen_now_ms(), cold = 0, warm = 0, held = -1;
+  int rc = open_spec(&ctx, spec, &o);
+  if (rc == 0) {
+    cold = qgen_now_ms() - t0;
     qgen_close(ctx);
-    cu->cuDevicePrimaryCtxRelease(dev);
+    t0 = qgen_now_ms();
+    rc = open_spec(&ctx, spec, &o);
   }
-  printf("jit: cold qgen_open %.1f ms (NVRTC for sm_%d, empty cache), warm qgen_open %.1f ms (cache %s); "
-         "warm with the device's context already held by the process: %.1f ms\n",
-         cold, info.arch, warm, info.cache_hit ? "hit" : "miss", held);
-  char cmd[200];
-  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  if (rc == 0) {
+    warm = qgen_now_ms() - t0;
+    qgen_get_info(ctx, &info);
+    qgen_close(ctx);
+    /* Both opens above create the device's primary context (qgen_close released it): ~0.1 s
+       of driver work a process pays once. An engine that loads qgen already holds that
+       context, so the open it pays is this one. */
+    const qgen_cudrv *cu = qgen_cudrv_get(NULL);
+    CUdevice dev;
+    CUcontext pc;
+    if (cu && cu->cuDeviceGet(&dev, 0) == CUDA_SUCCESS && cu->cuDevicePrimaryCtxRetain(&pc, dev) == CUDA_SUCCESS) {
+      t0 = qgen_now_ms();
+      if ((rc = open_spec(&ctx, spec, &o)) == 0) {
+        held = qgen_now_ms() - t0;
+        qgen_close(ctx);
+      }
+      cu->cuDevicePrimaryCtxRelease(dev);
+    }
+  }
+  if (rc == 0)
+    printf("jit: cold qgen_open %.1f ms (NVRTC for sm_%d, empty cache), warm qgen_open %.1f ms (cache %s); "
+           "warm with the device's context already held by the process: %.1f ms\n",
+           cold, info.arch, warm, info.cache_hit ? "hit" : "miss", held);
   if (system(cmd) != 0) fprintf(stderr, "qgen bench: could not remove %s\n", dir);
-  return 0;
+  return rc;
 }
 
 int qgen_bench_main(int argc, char **argv) {
@@ -180,38 +205,41 @@ int qgen_bench_main(int argc, char **argv) {
       {.name = "--spec", .arg = "FILE", .kind = QGEN_OPT_STR, .dst = &spec},
       {.name = "--variant", .arg = "NAME", .kind = QGEN_OPT_STR, .dst = &variant},
       {.name = "--ctx", .arg = "LIST", .kind = QGEN_OPT_NUMS, .dst = ctxs, .count = &nctx, .max = 32,
-       .help = "default 16K,128K"},
+       .lo = 1, .hi = INT32_MAX, .help = "default 16K,128K"},
       {.name = "--batch", .arg = "LIST", .kind = QGEN_OPT_NUMS, .dst = batches, .count = &nb, .max = 16,
-       .help = "default 1"},
+       .lo = 1, .hi = 65536, .help = "default 1"},
       {.name = "--coverage", .arg = "LIST", .kind = QGEN_OPT_NUMS, .dst = covs, .count = &ncov, .max = 16,
-       .help = "default 1,0.25 (sparse rows need a sparse spec)"},
-      {.name = "--runs", .arg = "N", .kind = QGEN_OPT_INT, .dst = &runs,
+       .lo = 0, .hi = 1, .open_lo = 1, .help = "default 1,0.25 (sparse rows need a sparse spec)"},
+      {.name = "--runs", .arg = "N", .kind = QGEN_OPT_INT, .dst = &runs, .lo = 1, .hi = 1000000,
        .help = "timed steps per cell (median reported), default 50"},
-      {.name = "--warmup", .arg = "N", .kind = QGEN_OPT_INT, .dst = &warmup, .help = "untimed steps first, default 10"},
+      {.name = "--warmup", .arg = "N", .kind = QGEN_OPT_INT, .dst = &warmup, .lo = 0, .hi = 1000000,
+       .help = "untimed steps first, default 10"},
       {.name = "--json", .arg = "FILE", .kind = QGEN_OPT_STR, .dst = &json, .help = "write the rows as a JSON array"},
       {.name = "--jit", .kind = QGEN_OPT_FLAG, .dst = &jit,
        .help = "also time a cold qgen_open (empty cache), a warm one, and a warm one\n"
                "with the device's context already held (as an engine holds it)"},
-      {.name = "--mem-gib", .arg = "N", .kind = QGEN_OPT_DOUBLE, .dst = &mem_gib,
+      {.name = "--mem-gib", .arg = "N", .kind = QGEN_OPT_DOUBLE, .dst = &mem_gib, .lo = 0, .hi = 1e9, .open_lo = 1,
        .help = "skip cells whose caches need more than N GiB (default 100)"},
       {0}};
   const qgen_cmd cmd = {"bench", BENCH_SYNOPSIS, NULL, 20, opts};
   const int done = qgen_opts_parse(&cmd, argc, argv, NULL, 0, NULL);
   if (done >= 0) return done;
-  if (!spec || runs < 1 || warmup < 0) {
-    fprintf(stderr, "qgen: bench: needs --spec FILE, --runs >= 1 and --warmup >= 0 (see qgen bench --help)\n");
+  if (!spec) {
+    fprintf(stderr, "qgen: bench: --spec FILE is required (see qgen bench --help)\n");
     return 1;
   }
-  if (jit) cmd_jit(spec, variant);
+  /* the arguments, before looking for a GPU */
+  char why[4400];
+  if (qgen_opts_variant(spec, variant) != 0) return 1;
+  if (json && qgen_dir_writable(json, why, sizeof why) != 0) {
+    fprintf(stderr, "qgen: bench: --json %s\n", why);
+    return 1;
+  }
+  int rc = jit ? cmd_jit(spec, variant) : 0;
+  if (rc != 0) return rc;
   qgen_ctx *ctx;
   qgen_open_opts o = {QGEN_BACKEND_GPU, 0, variant, NULL};
-  qgen_status st = qgen_open(&ctx, spec, &o);
-  if (st == QGEN_ERR_NO_DRIVER || st == QGEN_ERR_NO_DEVICE) {
-    printf("qgen bench: %s — skipped\n", qgen_error(ctx));
-    qgen_close(ctx);
-    return 77;
-  }
-  API(st);
+  if ((rc = open_spec(&ctx, spec, &o)) != 0) return rc;
   const qgen_layout *L = qgen_ext_layout(ctx);
   qgen_info info;
   qgen_get_info(ctx, &info);
@@ -224,7 +252,7 @@ int qgen_bench_main(int argc, char **argv) {
     }
   FILE *jf = json ? fopen(json, "w") : NULL;
   if (json && !jf) {
-    fprintf(stderr, "qgen: bench: cannot write %s\n", json);
+    fprintf(stderr, "qgen: bench: cannot write %s: %s\n", json, strerror(errno));
     return 1;
   }
   if (jf) fprintf(jf, "[\n");

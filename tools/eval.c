@@ -1395,7 +1395,9 @@ int qgen_eval_main(int argc, char **argv) {
       {.name = "--ctx", .arg = "LIST", .kind = QGEN_OPT_TOKENS, .dst = c.ctx, .count = &c.n_ctx,
        .max = QGEN_EVAL_MAX_LIST, .help = "default 16K"},
       {.name = "--coverage", .arg = "LIST", .kind = QGEN_OPT_NUMS, .dst = c.coverage, .count = &c.n_cov,
-       .max = QGEN_EVAL_MAX_LIST, .help = "fractions of the pages, default 0.25"},
+       .max = QGEN_EVAL_MAX_LIST, .lo = 0, .hi = 1, .open_lo = 1,
+       .help = "fractions of the pages, default the spec's own: its coverage, or its\n"
+               "token budget over the context (one --ctx then)"},
       {.name = "--selector", .arg = "LIST", .kind = QGEN_OPT_FUNC, .dst = &c, .set = set_selectors,
        .help = "default quest,oracle,meanpool"},
       {.name = "--trials", .arg = "N", .kind = QGEN_OPT_INT, .dst = &c.trials, .help = "workloads per cell, default 10"},
@@ -1427,11 +1429,35 @@ int qgen_eval_main(int argc, char **argv) {
       {.name = "--quiet", .alias = "-q", .kind = QGEN_OPT_FLAG, .dst = &quiet, .help = "no progress lines on stderr"},
       {0}};
   const qgen_cmd eval_cmd = {"eval", EVAL_SYNOPSIS, NULL, 20, opts};
+  c.n_cov = 0; /* none given: the spec's own, below */
   const int done = qgen_opts_parse(&eval_cmd, argc, argv, NULL, 0, NULL);
   if (done >= 0) return done;
   c.log = quiet ? NULL : stderr;
   if (!c.spec) {
     fprintf(stderr, "qgen: eval: needs --spec FILE (see qgen eval --help)\n");
+    return 1;
+  }
+  /* the arguments against the spec, before looking for a GPU */
+  static qgen_spec_set set;
+  char why[4400];
+  if (qgen_opts_spec_set(c.spec, &set) == 0) {
+    for (int i = 0; i < c.n_variants; i++)
+      if (qgen_opts_variant_in(c.spec, &set, c.variants[i]) != 0) return 1;
+    const qgen_spec *s = c.n_variants ? qgen_spec_find(&set, c.variants[0]) : &set.v[0];
+    if (!c.n_cov && s->sparse && s->budget && c.n_ctx > 1) {
+      fprintf(stderr, "qgen: eval: %s has a budget of %lld tokens, another coverage at each context: give --coverage "
+              "LIST or one --ctx\n", c.spec, (long long)s->budget);
+      return 1;
+    }
+    if (!c.n_cov && s->sparse) {
+      const double cov = s->budget ? (double)s->budget / (double)c.ctx[0] : s->coverage;
+      c.coverage[0] = cov < 1 ? cov : 1;
+      c.n_cov = 1;
+    }
+  }
+  if (!c.n_cov) c.n_cov = 1; /* 0.25; a spec that does not load or is dense is refused by the run */
+  if (json && qgen_dir_writable(json, why, sizeof why) != 0) {
+    fprintf(stderr, "qgen: eval: --json %s\n", why);
     return 1;
   }
   /* the command, for the record */

@@ -8,6 +8,7 @@
  *   qgen eval   --spec F [--backend cpu|gpu] [--task LIST] [--ctx LIST] ...
  *   qgen cache  path | list | clear
  *   qgen version
+ *   qgen help [CMD]                (= qgen --help, qgen CMD --help)
  *
  * Options are parsed by tools/opts.c from one table per command; check, bench and eval live
  * in their own files (tools/commands.h). Exit codes: 0 ok, 1 user error (bad spec, bad
@@ -48,17 +49,25 @@ static const char USAGE[] =
     "  bench    time the decode step on the GPU (contexts x batches x coverages)\n"
     "  eval     needle recall and attention mass of the selection on synthetic workloads\n"
     "  cache    show (path), list or clear the kernel cache\n"
-    "  version  print versions (qgen, NVRTC)\n"
+    "  version  print versions (qgen, NVRTC and the library file it was loaded from)\n"
+    "  help     this text; 'qgen help CMD' is 'qgen CMD --help'\n"
     "\n"
     "Run 'qgen <command> --help' for the options of a command.\n"
     "\n"
     "environment:\n"
-    "  QGEN_CACHE_DIR     cache directory (default $XDG_CACHE_HOME/qgen, else ~/.cache/qgen)\n"
-    "  QGEN_CACHE=off     keep compiled kernels in memory only\n"
+    "  QGEN_CACHE_DIR     cache directory (default $XDG_CACHE_HOME/qgen, else ~/.cache/qgen);\n"
+    "                     a relative one is taken from the current directory; it is made by\n"
+    "                     the first write\n"
+    "  QGEN_CACHE         off or 0: keep compiled kernels in memory only; on or 1 (default)\n"
+    "  QGEN_TUNE          override the kernels' plan: groups=,stages=,smem=,split=,sel=,\n"
+    "                     selreg=,pdl=,bulk= (each key once; emit, check, bench, eval)\n"
     "  QGEN_TEMPLATE_DIR  read CUDA templates from this directory instead of the embedded copy\n"
     "  QGEN_DUMP_SOURCE   a directory: on a compile error, the failing unit is written there\n"
-    "  CUDA_HOME          CUDA toolkit for NVRTC and its headers (QGEN_NVRTC: libnvrtc.so path,\n"
-    "                     or 'none' to act as if NVRTC were not installed)\n"
+    "  QGEN_QUIET         set: no warnings on stderr\n"
+    "  CUDA_HOME          CUDA toolkit for NVRTC and its headers, else CUDA_PATH\n"
+    "  CUDA_PATH          the same, when CUDA_HOME is unset\n"
+    "  QGEN_NVRTC         the libnvrtc.so to use (an error when it cannot be loaded), or\n"
+    "                     'none' to act as if NVRTC were not installed\n"
     "\n"
     "exit codes: 0 ok, 1 bad spec or arguments, 2 internal or toolchain error, 77 no GPU\n";
 
@@ -67,8 +76,11 @@ static const char EMIT_SYNOPSIS[] =
     "\n"
     "Loads the Lua spec FILE, emits one CUDA translation unit per variant, compiles it with\n"
     "NVRTC to a cubin for every architecture (and keeps the PTX for forward compatibility),\n"
-    "and stores the result in the kernel cache. Prints one line per kernel: name, arch,\n"
-    "registers, spill stores/loads, stack and shared memory, cubin size, time, cache hit/miss.\n"
+    "and stores the result in the kernel cache. Prints, per arch, the module's cubin size,\n"
+    "compile time and cache hit/miss, then one line per kernel: registers, spill\n"
+    "stores/loads, stack, static shared memory and the dynamic shared memory it launches\n"
+    "with (select's grows with the pages of a sequence: its largest). With --print the unit\n"
+    "alone goes to stdout and this report to stderr. Refuses a bundle (see qgen info).\n"
     "\n";
 
 static const char BUNDLE_SYNOPSIS[] =
@@ -87,7 +99,8 @@ static const char INFO_SYNOPSIS[] =
     "Reads the bundle FILE, verifies every checksum and field, and prints what it holds: the\n"
     "spec (shape, types, sparse parameters), the qgen and NVRTC versions that built it, and\n"
     "per arch the kinds, sizes and kernels (registers, spills, stack, static shared memory).\n"
-    "A malformed bundle is an error (exit 1) with the first fault found.\n"
+    "With --lua the spec text alone goes to stdout (a spec file: qgen emit --spec takes it)\n"
+    "and the report to stderr. A malformed bundle is an error (exit 1) with the first fault.\n"
     "\n";
 
 static const char CACHE_SYNOPSIS[] =
@@ -117,42 +130,56 @@ static int is_help(const char *a) { return strcmp(a, "-h") == 0 || strcmp(a, "--
                      .help = "comma-separated sm_XX list, overrides the spec's archs"}
 #define HELP_OPT {.name = "--help", .alias = "-h", .kind = QGEN_OPT_HELP, .help = "this text"}
 
-/* "sm_80,sm_90" -> {80, 90}; returns the count or -1. */
-static int parse_archs(const char *s, int *archs, int max) {
+/* --arch "sm_80,sm_90" -> {80, 90}: every item sm_<number>, none empty, none twice.
+   Returns the count, or the exit code (< 0 negated) after saying why. */
+static int parse_archs(const char *cmd, const char *s, int *archs, int max) {
   int n = 0;
-  while (*s) {
-    int v;
+  for (const char *p = s;; p++) {
     char *end;
-    if (strncmp(s, "sm_", 3) != 0) return -1;
-    v = (int)strtol(s + 3, &end, 10);
-    if (end == s + 3 || (*end && *end != ',') || n == max) return -1;
-    archs[n++] = v;
-    s = *end ? end + 1 : end;
+    const long v = strncmp(p, "sm_", 3) == 0 && p[3] >= '0' && p[3] <= '9' ? strtol(p + 3, &end, 10) : -1;
+    if (v < 0 || v > 1000 || (*end && *end != ','))
+      return -die(EXIT_USER, "%s: --arch '%s': expected a comma-separated list like sm_80,sm_90 (no empty items)",
+                  cmd, s);
+    for (int k = 0; k < n; k++)
+      if (archs[k] == v) return -die(EXIT_USER, "%s: --arch '%s' lists sm_%ld twice", cmd, s, v);
+    if (n == max) return -die(EXIT_USER, "%s: --arch '%s': more than %d archs", cmd, s, max);
+    archs[n++] = (int)v;
+    if (!*end) return n;
+    p = end;
   }
-  return n ? n : -1;
 }
 
 static int write_file(const char *dir, const char *name, const void *data, size_t n) {
-  char path[4096];
+  char path[4096], err[4400];
   qgen_fmt(path, sizeof path, "%s/%s", dir, name);
-  if (qgen_write_atomic(path, data, n) != 0) return die(EXIT_USER, "%s: cannot write: %s", path, strerror(errno));
+  if (qgen_write_atomic(path, data, n, err, sizeof err) != 0) return die(EXIT_USER, "%s", err);
   return 0;
 }
 
-static void print_layout(const qgen_spec *s, const char *path) {
+/* The dynamic shared memory kernel `name` of variant s launches with (runtime/gpu.c):
+   attend's ring, select's key buffer at its largest, none for the others. */
+static int dynamic_smem(const qgen_spec *s, const char *name) {
+  qgen_layout L;
+  qgen_plan P;
+  qgen_spec_layout(s, &L);
+  qgen_plan_make(&L, &P);
+  return strcmp(name, "qg_attend") == 0 ? P.attend_smem : strcmp(name, "qg_select") == 0 ? 4 * P.sel_smem_keys : 0;
+}
+
+static void print_layout(FILE *f, const qgen_spec *s, const char *path) {
   qgen_layout L;
   qgen_spec_layout(s, &L);
   const size_t kt = L.k_row_bytes * (size_t)s->n_head_kv, vt = L.v_row_bytes * (size_t)s->n_head_kv;
-  printf("%s (%s): head_dim %d, heads %d/%d (group %d), k %s, v %s, in %s, out %s, block %d, ", s->name, path,
+  fprintf(f, "%s (%s): head_dim %d, heads %d/%d (group %d), k %s, v %s, in %s, out %s, block %d, ", s->name, path,
          s->head_dim, s->n_head, s->n_head_kv, L.group, qgen_type_traits_of(s->k_type)->name,
          qgen_type_traits_of(s->v_type)->name, qgen_type_traits_of(s->in_type)->name,
          qgen_type_traits_of(s->out_type)->name, s->block);
-  if (!s->sparse) printf("dense\n");
-  else if (s->budget) printf("sparse budget %lld tokens, sink %d, recent %d\n", (long long)s->budget, s->sink, s->recent);
-  else printf("sparse coverage %g, sink %d, recent %d\n", s->coverage, s->sink, s->recent);
-  printf("  cache per token per layer: %zu bytes (K %zu + V %zu)", kt + vt, kt, vt);
-  if (s->sparse) printf(" + bounds %.1f", (double)L.bounds_page_bytes / s->block);
-  printf("; 1M tokens: %.2f GiB\n", (double)(kt + vt + (double)L.bounds_page_bytes / s->block) * (1 << 20) / (1u << 30));
+  if (!s->sparse) fprintf(f, "dense\n");
+  else if (s->budget) fprintf(f, "sparse budget %lld tokens, sink %d, recent %d\n", (long long)s->budget, s->sink, s->recent);
+  else fprintf(f, "sparse coverage %g, sink %d, recent %d\n", s->coverage, s->sink, s->recent);
+  fprintf(f, "  cache per token per layer: %zu bytes (K %zu + V %zu)", kt + vt, kt, vt);
+  if (s->sparse) fprintf(f, " + bounds %.1f", (double)L.bounds_page_bytes / s->block);
+  fprintf(f, "; 1M tokens: %.2f GiB\n", (double)(kt + vt + (double)L.bounds_page_bytes / s->block) * (1 << 20) / (1u << 30));
 }
 
 /* Every arch in use[0..n) must be sm_80+ and known to NVRTC (known[0..n_known)). */
@@ -175,13 +202,16 @@ static int variant_archs(const qgen_spec *s, const char *variant, const int *arc
   return n_archs ? n_archs : s->n_archs;
 }
 
-/* Load spec, check --variant, and refuse (before compiling anything) an arch NVRTC cannot
+/* Load spec (not a bundle), check --variant, and refuse (before compiling anything) an arch NVRTC cannot
    target in any selected variant (the --arch list, else each variant's own archs).
    Returns 0, or the exit code after printing why. */
 static int load_for_build(const char *spec, const char *variant, const int *archs, int n_archs,
                           qgen_spec_set *set, char *err, size_t errlen) {
+  if (qgen_bundle_is(spec))
+    return die(EXIT_USER, "%s is a bundle, not a spec: qgen info shows it, qgen check runs it (qgen info --lua "
+               "prints its spec)", spec);
   if (qgen_spec_load(spec, set, err, errlen) != 0) return die(EXIT_USER, "%s", err);
-  if (variant && !qgen_spec_find(set, variant)) return die(EXIT_USER, "%s: no variant named '%s'", spec, variant);
+  if (qgen_opts_variant_in(spec, set, variant) != 0) return EXIT_USER;
   int known[64], n_known = qgen_nvrtc_archs(known, 64);
   if (n_known < 0) {
     qgen_nvrtc_version(&(int){0}, &(int){0}, err, errlen);
@@ -215,14 +245,28 @@ static int cmd_emit(int argc, char **argv) {
   if (done >= 0) return done;
   if (!spec) return die(EXIT_USER, "emit: --spec FILE is required (see qgen emit --help)");
   int archs[QGEN_MAX_ARCHS], n_archs = 0;
-  if (arch_list && (n_archs = parse_archs(arch_list, archs, QGEN_MAX_ARCHS)) < 0)
-    return die(EXIT_USER, "emit: --arch '%s': expected a comma-separated list like sm_80,sm_90", arch_list);
+  if (arch_list && (n_archs = parse_archs("emit", arch_list, archs, QGEN_MAX_ARCHS)) < 0) return -n_archs;
 
   static qgen_spec_set set;
   static char err[65536];
   int rc = load_for_build(spec, variant, archs, n_archs, &set, err, sizeof err);
   if (rc != 0) return rc;
+  FILE *rep = print ? stderr : stdout; /* the report; stdout then holds the unit alone */
   if (out && qgen_mkdir_p(out, 0755) != 0) return die(EXIT_USER, "%s: cannot create directory: %s", out, strerror(errno));
+  /* every file -o will write, before anything is compiled */
+  for (int v = 0; out && v < set.n; v++) {
+    const qgen_spec *s = &set.v[v];
+    const int *use = NULL;
+    const int nu = variant_archs(s, variant, archs, n_archs, &use);
+    char uri[256], path[4400];
+    qgen_spec_uri(s, uri, sizeof uri);
+    for (int i = -2; i < nu; i++) {
+      if (i == -2) qgen_fmt(path, sizeof path, "%s/%s.cu", out, uri);
+      else if (i == -1) qgen_fmt(path, sizeof path, "%s/%s.ptx", out, uri);
+      else qgen_fmt(path, sizeof path, "%s/%s_sm%d.cubin", out, uri, use[i]);
+      if (nu && qgen_write_check(path, err, sizeof err) != 0) return die(EXIT_USER, "%s", err);
+    }
+  }
 
   qgen_cache *cache = qgen_cache_open(NULL);
   for (int v = 0; v < set.n && rc == 0; v++) {
@@ -230,7 +274,7 @@ static int cmd_emit(int argc, char **argv) {
     const int *use;
     const int nu = variant_archs(s, variant, archs, n_archs, &use);
     if (!nu) continue;
-    print_layout(s, spec);
+    print_layout(rep, s, spec);
     qgen_artifact arts[QGEN_MAX_ARCHS];
     char *src = NULL;
     double t0 = qgen_now_ms();
@@ -246,7 +290,7 @@ static int cmd_emit(int argc, char **argv) {
       rc = write_file(out, name, src, strlen(src));
       qgen_fmt(name, sizeof name, "%s.ptx", uri);
       if (!rc) rc = write_file(out, name, arts[0].ptx, arts[0].ptx_size);
-      if (!rc) printf("  wrote %s/%s.cu and the .ptx\n", out, uri);
+      if (!rc) fprintf(rep, "  wrote %s/%s.cu and the .ptx\n", out, uri);
     }
     for (int i = 0; i < nu; i++) {
       const qgen_artifact *a = &arts[i];
@@ -254,15 +298,18 @@ static int cmd_emit(int argc, char **argv) {
         qgen_fmt(name, sizeof name, "%s_sm%d.cubin", uri, a->arch);
         rc = write_file(out, name, a->cubin, a->cubin_size);
       }
+      /* one module (cubin) holds every kernel: its size and compile time are the module's */
+      fprintf(rep, "  sm_%d  module       cubin %zu B  %7.1f ms  %s\n", a->arch, a->cubin_size, a->ms,
+              a->cache_hit ? "hit" : "miss");
       for (int k = 0; k < a->n_kernels; k++) {
         const qgen_kernel_info *ki = &a->k[k];
-        printf("  sm_%d  %-11s  regs %3d  spill %d/%d  stack %d  smem %d  cubin %zu B  %7.1f ms  %s\n", a->arch,
-               ki->name, ki->regs, ki->spill_stores, ki->spill_loads, ki->stack, ki->smem_static, a->cubin_size,
-               a->ms, a->cache_hit ? "hit" : "miss");
+        fprintf(rep, "  sm_%d  %-11s  regs %3d  spill %d/%d  stack %d  smem %d static + %d dynamic\n", a->arch,
+                ki->name, ki->regs, ki->spill_stores, ki->spill_loads, ki->stack, ki->smem_static,
+                dynamic_smem(s, ki->name));
       }
       qgen_artifact_free(&arts[i]);
     }
-    printf("  %d arch(s) in %.1f ms\n", nu, qgen_now_ms() - t0);
+    fprintf(rep, "  %d arch(s) in %.1f ms\n", nu, qgen_now_ms() - t0);
     free(src);
   }
   qgen_cache_close(cache);
@@ -294,11 +341,7 @@ static int cmd_bundle(int argc, char **argv) {
   if (!spec) return die(EXIT_USER, "bundle: --spec FILE is required (see qgen bundle --help)");
   if (!out || !*out) return die(EXIT_USER, "bundle: -o OUT is required (see qgen bundle --help)");
   int archs[QGEN_MAX_ARCHS], n_archs = 0;
-  if (arch_list && (n_archs = parse_archs(arch_list, archs, QGEN_MAX_ARCHS)) < 0)
-    return die(EXIT_USER, "bundle: --arch '%s': expected a comma-separated list like sm_80,sm_90", arch_list);
-  for (int i = 0; i < n_archs; i++)
-    for (int k = 0; k < i; k++)
-      if (archs[k] == archs[i]) return die(EXIT_USER, "bundle: --arch lists sm_%d twice", archs[i]);
+  if (arch_list && (n_archs = parse_archs("bundle", arch_list, archs, QGEN_MAX_ARCHS)) < 0) return -n_archs;
 
   static qgen_spec_set set;
   static char err[65536];
@@ -309,16 +352,22 @@ static int cmd_bundle(int argc, char **argv) {
     return die(EXIT_USER, "%s has %d variants: give --variant NAME, or a directory -o DIR/ for one bundle each", spec, set.n);
   if (dir && qgen_mkdir_p(out, 0755) != 0) return die(EXIT_USER, "%s: cannot create directory: %s", out, strerror(errno));
 
+  /* the bundle paths, each checked before anything is compiled */
+  static char paths[QGEN_MAX_VARIANTS][4200];
+  for (int v = 0; v < set.n; v++) {
+    if (dir) qgen_fmt(paths[v], sizeof paths[v], "%s%s%s.qgb", out, out[strlen(out) - 1] == '/' ? "" : "/", set.v[v].name);
+    else qgen_fmt(paths[v], sizeof paths[v], "%s", out);
+    if ((!variant || strcmp(set.v[v].name, variant) == 0) && qgen_write_check(paths[v], err, sizeof err) != 0)
+      return die(EXIT_USER, "%s", err);
+  }
   qgen_cache *cache = qgen_cache_open(NULL);
   for (int v = 0; v < set.n && rc == 0; v++) {
     const qgen_spec *s = &set.v[v];
     const int *use;
     const int nu = variant_archs(s, variant, archs, n_archs, &use);
     if (!nu) continue;
-    char path[4200];
-    if (dir) qgen_fmt(path, sizeof path, "%s%s%s.qgb", out, out[strlen(out) - 1] == '/' ? "" : "/", s->name);
-    else qgen_fmt(path, sizeof path, "%s", out);
-    print_layout(s, spec);
+    const char *path = paths[v];
+    print_layout(stdout, s, spec);
     qgen_artifact arts[QGEN_MAX_ARCHS];
     double t0 = qgen_now_ms();
     if (qgen_build(s, use, nu, cache, arts, NULL, err, sizeof err) != 0) {
@@ -353,22 +402,23 @@ static int cmd_info(int argc, char **argv) {
   static qgen_bundle b;
   char err[1024];
   if (qgen_bundle_read(file, &b, err, sizeof err) != 0) return die(EXIT_USER, "%s", err);
-  printf("%s: qgen bundle v%d, %llu bytes, %d entr%s, written by qgen %s with ", file, QGEN_BUNDLE_VERSION,
+  FILE *rep = lua ? stderr : stdout; /* stdout then holds the spec text alone */
+  fprintf(rep, "%s: qgen bundle v%d, %llu bytes, %d entr%s, written by qgen %s with ", file, QGEN_BUNDLE_VERSION,
          (unsigned long long)b.file_size, b.n, b.n == 1 ? "y" : "ies", b.qgen_version);
-  if (b.nvrtc_major) printf("NVRTC %d.%d; checksums ok\n", b.nvrtc_major, b.nvrtc_minor);
-  else printf("an unknown NVRTC; checksums ok\n");
-  print_layout(&b.spec, file);
+  if (b.nvrtc_major) fprintf(rep, "NVRTC %d.%d; checksums ok\n", b.nvrtc_major, b.nvrtc_minor);
+  else fprintf(rep, "an unknown NVRTC; checksums ok\n");
+  print_layout(rep, &b.spec, file);
   for (int i = 0; i < b.n; i++) {
     const qgen_bundle_entry *e = &b.entry[i];
     const qgen_artifact *a = &b.arts[i];
     char hex[65];
     qgen_hex(e->sha256, 32, hex);
-    printf("  sm_%d  %s  payload %llu B at %llu  cubin %zu B  ptx %zu B  sha256 %.16s\n", e->arch,
+    fprintf(rep, "  sm_%d  %s  payload %llu B at %llu  cubin %zu B  ptx %zu B  sha256 %.16s\n", e->arch,
            qgen_bundle_kinds_str(e->kinds), (unsigned long long)e->size, (unsigned long long)e->offset, a->cubin_size,
            a->ptx_size, hex);
     for (int k = 0; k < a->n_kernels; k++) {
       const qgen_kernel_info *ki = &a->k[k];
-      printf("    %-11s  regs %3d  spill %d/%d  stack %d  smem %d\n", ki->name, ki->regs, ki->spill_stores,
+      fprintf(rep, "    %-11s  regs %3d  spill %d/%d  stack %d  smem %d\n", ki->name, ki->regs, ki->spill_stores,
              ki->spill_loads, ki->stack, ki->smem_static);
     }
   }
@@ -393,16 +443,21 @@ static int cmd_cache(int argc, char **argv) {
     qgen_opts_usage(&cmd, stderr);
     return EXIT_USER;
   }
+  if (strcmp(action, "path") == 0) { /* without making the directory */
+    char dir[4096], why[4200];
+    if (qgen_cache_resolve(NULL, dir, sizeof dir, why, sizeof why) == 0) printf("%s\n", dir);
+    else printf("memory only (%s)\n", why[0] ? why : "QGEN_CACHE=off");
+    return 0;
+  }
   qgen_cache *c = qgen_cache_open(NULL);
   if (!c) return die(EXIT_INTERNAL, "out of memory");
   const char *dir = qgen_cache_dir(c);
   int rc = 0;
-  if (strcmp(action, "path") == 0) printf("%s\n", dir ? dir : "memory only (QGEN_CACHE=off or no usable directory)");
-  else if (strcmp(action, "list") == 0) {
-    if (qgen_cache_list(c, list_cb, NULL) < 0) rc = die(EXIT_INTERNAL, "%s: cannot list", dir);
+  if (strcmp(action, "list") == 0) {
+    if (qgen_cache_list(c, list_cb, NULL) < 0) rc = die(EXIT_USER, "%s: cannot list: %s", dir, strerror(errno));
   } else if (strcmp(action, "clear") == 0) {
     int n = qgen_cache_clear(c);
-    if (n < 0) rc = die(EXIT_INTERNAL, "%s: cannot clear", dir ? dir : "cache");
+    if (n < 0) rc = die(EXIT_USER, "%s: cannot clear: %s", dir ? dir : "cache", strerror(errno));
     else printf("removed %d entr%s from %s\n", n, n == 1 ? "y" : "ies", dir ? dir : "memory");
   } else rc = die(EXIT_USER, "cache: unknown action '%s' (path, list or clear)", action);
   qgen_cache_close(c);
@@ -411,25 +466,35 @@ static int cmd_cache(int argc, char **argv) {
 
 static int cmd_version(int argc, char **argv) {
   const qgen_opt opts[] = {{0}};
-  const qgen_cmd cmd = {"version", "usage: qgen version\n\nPrints the versions of qgen and of the NVRTC it finds.\n", NULL, 0, opts};
+  const qgen_cmd cmd = {"version", "usage: qgen version\n\nPrints the versions of qgen and of the NVRTC it finds, and the file that NVRTC\n"
+                        "was loaded from ('none' when it cannot be loaded, and why).\n", NULL, 0, opts};
   const int done = qgen_opts_parse(&cmd, argc, argv, NULL, 0, NULL);
   if (done >= 0) return done;
   int major, minor;
   char err[512];
   printf("qgen %s\n", QGEN_VERSION);
-  if (qgen_nvrtc_version(&major, &minor, err, sizeof err) == 0) printf("nvrtc %d.%d\n", major, minor);
-  else printf("nvrtc: %s\n", err);
+  if (qgen_nvrtc_version(&major, &minor, err, sizeof err) == 0) printf("nvrtc %d.%d %s\n", major, minor, qgen_nvrtc_path());
+  else printf("nvrtc none (%s)\n", err);
   return 0;
 }
 
 int main(int argc, char **argv) {
-  if (argc < 2 || is_help(argv[1])) {
+  if (argc < 2 || is_help(argv[1]) || (strcmp(argv[1], "help") == 0 && argc == 2)) {
     fputs(USAGE, argc < 2 ? stderr : stdout);
     return argc < 2 ? EXIT_USER : 0;
   }
+  if (strcmp(argv[1], "help") == 0) { /* qgen help CMD = qgen CMD --help */
+    if (argc > 3) return die(EXIT_USER, "help: one command expected (see qgen --help)");
+    char *args[] = {argv[0], argv[2], "--help", NULL};
+    return main(3, args);
+  }
   const char *cmd = argv[1];
   char terr[256];
-  const int tuned = qgen_plan_tuned(terr, sizeof terr);
+  /* the environment the command reads, checked before it runs; version and help need none */
+  const int plans = strcmp(cmd, "emit") == 0 || strcmp(cmd, "bundle") == 0 || strcmp(cmd, "check") == 0 ||
+                    strcmp(cmd, "bench") == 0 || strcmp(cmd, "eval") == 0;
+  if ((plans || strcmp(cmd, "cache") == 0) && qgen_cache_env(terr, sizeof terr) < 0) return die(EXIT_USER, "%s", terr);
+  const int tuned = plans ? qgen_plan_tuned(terr, sizeof terr) : 0;
   if (tuned < 0) return die(EXIT_USER, "%s", terr);
   if (tuned && strcmp(cmd, "bundle") == 0)
     return die(EXIT_USER, "bundle: QGEN_TUNE changes the kernels' plan; bundles hold the default plan (unset QGEN_TUNE)");

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "base/util.h"
+#include "jit/bundle.h"
 
 static int is_help(const char *a) { return strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0; }
 
@@ -45,6 +46,17 @@ static int parse_list(const char *s, double *v, long long *t, int max, int *coun
   return 0;
 }
 
+/* Values k of o's list (doubles v or whole numbers t) outside its range: -1 with why. */
+static int check_range(const qgen_opt *o, const double *v, const long long *t, int k, char *why, size_t n) {
+  if (o->lo == 0 && o->hi == 0) return 0;
+  for (int i = 0; i < k; i++) {
+    const double x = v ? v[i] : (double)t[i];
+    if (x < o->lo || x > o->hi || (o->open_lo && x == o->lo))
+      return qgen_fmt(why, n, "%.10g is not in %c%.10g, %.10g]", x, o->open_lo ? '(' : '[', o->lo, o->hi), -1;
+  }
+  return 0;
+}
+
 /* Store value into o's destination; -1 with the reason in why. */
 static int set_value(const qgen_opt *o, const char *value, char *why, size_t n) {
   char *end;
@@ -57,6 +69,8 @@ static int set_value(const qgen_opt *o, const char *value, char *why, size_t n) 
     long x = strtol(value, &end, 10);
     if (end == value || *end || errno == ERANGE || x < INT_MIN || x > INT_MAX)
       return qgen_fmt(why, n, "not a whole number"), -1;
+    const long long t = x;
+    if (check_range(o, NULL, &t, 1, why, n) != 0) return -1;
     *(int *)o->dst = (int)x;
     return 0;
   }
@@ -70,11 +84,20 @@ static int set_value(const qgen_opt *o, const char *value, char *why, size_t n) 
   case QGEN_OPT_DOUBLE: {
     double x = strtod(value, &end);
     if (end == value || *end || errno == ERANGE || !isfinite(x)) return qgen_fmt(why, n, "not a number"), -1;
+    if (check_range(o, &x, NULL, 1, why, n) != 0) return -1;
     *(double *)o->dst = x;
     return 0;
   }
-  case QGEN_OPT_NUMS: return parse_list(value, o->dst, NULL, o->max, o->count, why, n);
-  case QGEN_OPT_TOKENS: return parse_list(value, NULL, o->dst, o->count ? o->max : 1, o->count, why, n);
+  case QGEN_OPT_NUMS:
+  case QGEN_OPT_TOKENS: {
+    const int nums = o->kind == QGEN_OPT_NUMS, cap = nums || o->count ? o->max : 1;
+    int k = 1;
+    if (parse_list(value, nums ? o->dst : NULL, nums ? NULL : o->dst, cap, o->count ? &k : NULL, why, n) != 0 ||
+        check_range(o, nums ? o->dst : NULL, nums ? NULL : o->dst, k, why, n) != 0)
+      return -1;
+    if (o->count) *o->count = k;
+    return 0;
+  }
   case QGEN_OPT_FUNC: return o->set(o->dst, value, why, n);
   case QGEN_OPT_FLAG:
   case QGEN_OPT_HELP: break;
@@ -147,4 +170,31 @@ void qgen_opts_usage(const qgen_cmd *c, FILE *f) {
     }
   }
   if (c->epilog) fputs(c->epilog, f);
+}
+
+int qgen_opts_variant_in(const char *path, const qgen_spec_set *set, const char *variant) {
+  if (!variant || (*variant && qgen_spec_find(set, variant))) return 0;
+  char names[1024];
+  size_t k = 0;
+  names[0] = 0;
+  for (int v = 0; v < set->n && k < sizeof names; v++)
+    k += (size_t)snprintf(names + k, sizeof names - k, "%s%s", v ? ", " : "", set->v[v].name);
+  fprintf(stderr, "qgen: %s: no variant named '%s'; variants: %s\n", path, variant, names);
+  return 1;
+}
+
+int qgen_opts_spec_set(const char *path, qgen_spec_set *set) {
+  static qgen_bundle b;
+  char err[256];
+  if (!qgen_bundle_is(path)) return qgen_spec_load(path, set, err, sizeof err);
+  if (qgen_bundle_read(path, &b, err, sizeof err) != 0) return -1;
+  set->n = 1, set->v[0] = b.spec;
+  qgen_bundle_free(&b);
+  return 0;
+}
+
+int qgen_opts_variant(const char *path, const char *variant) {
+  static qgen_spec_set set;
+  if (!variant || qgen_opts_spec_set(path, &set) != 0) return 0;
+  return qgen_opts_variant_in(path, &set, variant);
 }

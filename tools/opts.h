@@ -11,6 +11,8 @@
 
 #include <stdio.h>
 
+#include "spec/spec.h"
+
 typedef enum qgen_opt_kind {
   QGEN_OPT_FLAG,   /* int: set to 1; takes no value */
   QGEN_OPT_STR,    /* const char *: the value itself */
@@ -33,6 +35,9 @@ typedef struct qgen_opt {
   int *count;        /* NUMS, TOKENS: number of values stored */
   int max;           /* NUMS, TOKENS with count: capacity of dst */
   int (*set)(void *dst, const char *value, char *why, size_t n); /* FUNC */
+  double lo, hi;     /* INT, DOUBLE, NUMS, TOKENS: every value in [lo, hi] ((lo, hi] with
+                        open_lo); both 0: any value of the kind */
+  int open_lo;
   const char *help;  /* usage text (lines after the first start at the help column); NULL:
                         not listed (the synopsis shows it) */
 } qgen_opt;
@@ -54,5 +59,17 @@ int qgen_opts_parse(const qgen_cmd *c, int argc, char **argv, const char **args,
 
 /* The usage text of c. */
 void qgen_opts_usage(const qgen_cmd *c, FILE *f);
+
+/* --variant V of the spec set loaded from path: 0 when V is NULL or names one of its
+   variants, else 1 after "qgen: PATH: no variant named 'V'; variants: a, b, c". */
+int qgen_opts_variant_in(const char *path, const qgen_spec_set *set, const char *variant);
+
+/* The variants of the spec or bundle at path (a bundle holds one): 0, or -1 when it does
+   not load (the command reports that as it opens it). */
+int qgen_opts_spec_set(const char *path, qgen_spec_set *set);
+
+/* qgen_opts_variant_in for the spec or bundle at path, loaded here (before a command looks for a GPU);
+   a file that does not load returns 0: the command reports it as it opens it. */
+int qgen_opts_variant(const char *path, const char *variant);
 
 #endif
