@@ -841,7 +841,13 @@ static void caller_context(void) {
     check(0, "caller context: cuCtxCreate_v2 / cuCtxDestroy_v2 not found");
     return;
   }
-  /* the tensors, in the primary context (current since this thread's first qgen_open) */
+  /* the tensors, in the primary context, held here: the fixtures' qgen_close calls may have
+     released it, leaving this thread without a usable current context */
+  CUcontext prim = NULL;
+  if (cu->cuDevicePrimaryCtxRetain(&prim, dev) != CUDA_SUCCESS || cu->cuCtxSetCurrent(prim) != CUDA_SUCCESS) {
+    check(0, "caller context: the primary context could not be retained");
+    return;
+  }
   const size_t row = 8 * 128, qn = 32 * 128;
   uint16_t *k = f16_rows(40 * row), *v = f16_rows(40 * row), *q = f16_rows(qn), *out = tmalloc(qn * 2);
   memset(out, 0, qn * 2);
@@ -890,6 +896,7 @@ static void caller_context(void) {
   pull(out);
   check(all_finite_f16(out, qn) && !all_zero(out, qn), "caller context: the attend wrote its output");
   tfree(k), tfree(v), tfree(q), tfree(out);
+  cu->cuDevicePrimaryCtxRelease(dev);
 }
 
 /* A cache larger than the memory there is: QGEN_ERR_OUT_OF_MEMORY with the sizes, and
