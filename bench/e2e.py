@@ -196,7 +196,9 @@ def _pre_attention(h, wn, wqkv, qn, kn, cos, sin, eps: float):
     qk = torch.cat([F.rms_norm(qkv[:, :, :N_HEAD], (HEAD_DIM,), qn, eps),
                     F.rms_norm(qkv[:, :, N_HEAD:N_HEAD + N_KV], (HEAD_DIM,), kn, eps)], 2)
     qk = qk * cos + torch.cat([-qk[..., half:], qk[..., :half]], -1) * sin
-    return qk[:, :, :N_HEAD], qk[:, :, N_HEAD:], qkv[:, :, N_HEAD + N_KV:]
+    # contiguous here, where torch.compile writes them so from its own kernels: qgen takes
+    # [B, heads, D] rows, and slices of qk / qkv are strided for B > 1
+    return qk[:, :, :N_HEAD].contiguous(), qk[:, :, N_HEAD:].contiguous(), qkv[:, :, N_HEAD + N_KV:].contiguous()
 
 
 def _post_attention(h, o, wo, wn, wgu, wd, eps: float):
