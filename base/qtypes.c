@@ -189,8 +189,8 @@ static void q5_0_to(const void *src, float *x, int64_t n) {
 /* One row per type. check_tol: f32 and f16 outputs are checked at f16 precision, bf16 ones
    at their own 8 bits. */
 static const qgen_type_traits TRAITS[QGEN_TYPE_COUNT] = {
-    [QGEN_TYPE_F32] = {.name = "f32", .device = "qg_f32", .block = 1, .block_bytes = 4, .io_ok = 1,
-                       .check_tol = 2e-3, .to_f32 = f32_to, .from_f32 = f32_from},
+    [QGEN_TYPE_F32] = {.name = "f32", .device = "qg_f32", .block = 1, .block_bytes = 4, .exact = 1,
+                       .io_ok = 1, .check_tol = 2e-3, .to_f32 = f32_to, .from_f32 = f32_from},
     [QGEN_TYPE_F16] = {.name = "f16", .device = "qg_f16", .block = 1, .block_bytes = 2, .kv_ok = 1, .io_ok = 1,
                        .check_tol = 2e-3, .to_f32 = f16_to, .from_f32 = f16_from},
     [QGEN_TYPE_BF16] = {.name = "bf16", .device = "qg_bf16", .block = 1, .block_bytes = 2, .kv_ok = 1, .io_ok = 1,

@@ -1,10 +1,11 @@
 /* qtypes.h — the element/quant type traits table (host side).
  *
  * One row per type (ggml's type_traits pattern): name, values per block, bytes per block,
- * whether it may be a KV-cache type or an input/output type, whether attend's mma takes it
- * as bf16, the tolerance qgen check applies to an output of it, and the bit-exact CPU
- * conversions. Everything else in qgen (spec validation, layout sizes, the CPU reference,
- * the emitter's choice of device traits) reads this table instead of switching on types.
+ * whether it is a quant block or holds every f32 value, whether it may be a KV-cache type or
+ * an input/output type, whether attend's mma takes it as bf16, the tolerance qgen check
+ * applies to an output of it, and the bit-exact CPU conversions. Everything else in qgen
+ * (spec validation, layout sizes, the CPU reference, the emitter's choice of device traits,
+ * the tools) reads this table instead of switching on types.
  *
  * Quantizers follow ggml's reference quantizers exactly (docs/DESIGN.md §3): f32 arithmetic,
  * `id` from the f32 `d`, the stored `d` rounded to f16 (nearest even). The f16/bf16
@@ -46,6 +47,7 @@ typedef struct qgen_type_traits {
   int block;              /* values per block (1 for plain floats) */
   int block_bytes;        /* bytes per block */
   int is_quant;           /* a ggml block format with an f16 scale (base/qblocks.h) */
+  int exact;              /* holds every f32 value: a round trip through it is the identity */
   int kv_ok;              /* may be a K or V cache type */
   int io_ok;              /* may be the type of q/k/v inputs and of the output */
   int bf16_mma;           /* cache type fed to the tensor cores as bf16, not f16: attend

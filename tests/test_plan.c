@@ -55,7 +55,7 @@ static const char *broken(const qgen_layout *L, const qgen_plan *P, int tuned) {
     if ((16 * row) % 16) return "a sub-tile is whole 16-byte chunks";
     if (tiles[i] != (16 * row + 127) / 128 * 128) return "tile = 16 rows, rounded to a 128-byte line";
   }
-  const int nq = L->k_type == QGEN_TYPE_BF16 ? 2 : 1, q = nq * P->mt * 16 * P->q_srow;
+  const int nq = qgen_type_traits_of(L->k_type)->bf16_mma ? 2 : 1, q = nq * P->mt * 16 * P->q_srow;
   const int ring = P->stages * (P->k_tile_bytes + P->v_tile_bytes), red = P->warps_t * P->mt * 16 * (D + 2) * 4;
   const int comb = L->group * QGEN_MAX_SPLITS * 4;
   const int area = ring > red ? (ring > comb ? ring : comb) : (red > comb ? red : comb);

@@ -453,6 +453,11 @@ static int fail(ev *e, int code, const char *fmt, ...) {
 
 #define API(vi, call) QGEN_API_CHECK(e->ctx[vi], call, return fail(e, 2, "%s", why))
 
+/* Whether a cache of type cache holds every value of type in unchanged. */
+static int stores_exactly(qgen_type cache, qgen_type in) {
+  return cache == in || qgen_type_traits_of(cache)->exact;
+}
+
 /* Open every variant; they must share the shape. */
 static int open_variants(ev *e) {
   const qgen_eval_cfg *cfg = e->cfg;
@@ -480,8 +485,7 @@ static int open_variants(ev *e) {
   e->lossless = -1;
   for (int v = e->nv - 1; v >= 0; v--) {
     const qgen_layout *L = qgen_ext_layout(e->ctx[v]);
-    if ((L->k_type == L->in_type || L->k_type == QGEN_TYPE_F32) && (L->v_type == L->in_type || L->v_type == QGEN_TYPE_F32))
-      e->lossless = v;
+    if (stores_exactly(L->k_type, L->in_type) && stores_exactly(L->v_type, L->in_type)) e->lossless = v;
   }
   snprintf(e->res->backend, sizeof e->res->backend, "%s", cfg->backend == QGEN_BACKEND_CPU ? "cpu" : "gpu");
   if (cfg->backend == QGEN_BACKEND_GPU) {

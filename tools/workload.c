@@ -132,8 +132,8 @@ void qgen_wl_params_json(const qgen_wl_params *p, char *buf, size_t n) {
 
 /* Round n values through the shape's input type (in place). */
 static void round_row(const qgen_wl *w, float *x, int n) {
-  if (w->s.round_type == QGEN_TYPE_F32) return;
   const qgen_type_traits *t = qgen_type_traits_of(w->s.round_type);
+  if (t->exact) return;
   uint8_t tmp[4 * 512];
   for (int i = 0; i < n; i += 512) {
     const int m = n - i < 512 ? n - i : 512;
