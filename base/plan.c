@@ -75,21 +75,9 @@ int qgen_tune_parse(const char *s, qgen_tune *t, char *err, size_t errlen) {
   return t->groups || t->stages || t->smem_kib || t->split || t->sel || t->selreg >= 0;
 }
 
-int qgen_plan_tuned(char *err, size_t errlen) {
-  qgen_tune t;
-  return qgen_tune_parse(getenv("QGEN_TUNE"), &t, err, errlen);
-}
-
-void qgen_plan_make(const qgen_layout *L, qgen_plan *p) {
-  char err[160];
-  qgen_tune t;
-  qgen_tune_parse(getenv("QGEN_TUNE"), &t, err, sizeof err); /* malformed: nothing set */
-  qgen_plan_make_tuned(L, &t, p);
-}
-
 static int pad_rows16(int bytes) { return (bytes / 16) % 2 == 0 ? bytes + 16 : bytes; }
 
-void qgen_plan_make_tuned(const qgen_layout *L, const qgen_tune *tp, qgen_plan *p) {
+void qgen_plan_make(const qgen_layout *L, const qgen_tune *tp, qgen_plan *p) {
   qgen_tune t;
   if (tp) t = *tp;
   else tune_none(&t);

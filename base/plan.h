@@ -52,7 +52,8 @@ typedef struct qgen_plan {
  *   bulk=0|1   attend's quantized slabs by bulk copies (sm_90+) or cp.async
  * All but pdl and bulk change the generated kernels (and so their cache key); bundles hold the
  * default plan, so qgen_open of a bundle and qgen bundle refuse while one of them is set.
- * qgen_open parses it once (qgen_tune_parse) and keeps the result for its plan. */
+ * qgen_open parses it once (qgen_tune_parse) and keeps the result for its plan and its JIT
+ * build; the CLI parses it once at start. Nothing below reads the environment. */
 typedef struct qgen_tune {
   int groups, stages, smem_kib, split, sel, selreg, pdl, bulk; /* 0 / -1 (selreg, pdl, bulk): not set */
 } qgen_tune;
@@ -63,11 +64,6 @@ typedef struct qgen_tune {
 int qgen_tune_parse(const char *s, qgen_tune *t, char *err, size_t errlen);
 
 /* The plan of L under the overrides t (NULL: none). */
-void qgen_plan_make_tuned(const qgen_layout *L, const qgen_tune *t, qgen_plan *p);
-
-/* The same under $QGEN_TUNE (ignored when malformed), for callers that hold no parsed
-   tune; and qgen_tune_parse's result for $QGEN_TUNE. */
-void qgen_plan_make(const qgen_layout *L, qgen_plan *p);
-int qgen_plan_tuned(char *err, size_t errlen);
+void qgen_plan_make(const qgen_layout *L, const qgen_tune *t, qgen_plan *p);
 
 #endif

@@ -70,11 +70,11 @@ static void *run_job(void *arg) {
   return NULL;
 }
 
-int qgen_build(const qgen_spec *s, const int *archs, int n, qgen_cache *cache, qgen_artifact *out,
-               char **src_out, char *err, size_t errlen) {
+int qgen_build(const qgen_spec *s, const qgen_tune *tune, const int *archs, int n, qgen_cache *cache,
+               qgen_artifact *out, char **src_out, char *err, size_t errlen) {
   char uri[256];
   qgen_module_name(s, uri, sizeof uri);
-  char *src = qgen_emit_source(s, NULL, err, errlen);
+  char *src = qgen_emit_source(s, tune, NULL, err, errlen);
   if (!src) return -1;
   job *jobs = calloc((size_t)n, sizeof *jobs);
   pthread_t *th = calloc((size_t)n, sizeof *th);

@@ -7,6 +7,7 @@
 #ifndef QGEN_BUILD_H
 #define QGEN_BUILD_H
 
+#include "base/plan.h"
 #include "jit/artifact.h"
 #include "jit/cache.h"
 #include "spec/spec.h"
@@ -19,10 +20,11 @@
 void qgen_build_key(const char *src, int arch, const char *qgen_version, int nvrtc_major, int nvrtc_minor,
                     uint8_t key[32]);
 
-/* Build spec for each of archs[0..n) into out[0..n) (cache may be NULL: no cache).
+/* Build spec under the plan overrides tune (NULL: none) for each of archs[0..n) into
+   out[0..n) (cache may be NULL: no cache).
    Returns 0, or -1 with a message (err should hold 64 KiB: it may carry NVRTC's log).
    *src_out, if not NULL, receives the emitted unit (caller frees). */
-int qgen_build(const qgen_spec *s, const int *archs, int n, qgen_cache *cache, qgen_artifact *out,
-               char **src_out, char *err, size_t errlen);
+int qgen_build(const qgen_spec *s, const qgen_tune *tune, const int *archs, int n, qgen_cache *cache,
+               qgen_artifact *out, char **src_out, char *err, size_t errlen);
 
 #endif

@@ -98,11 +98,11 @@ void qgen_module_name(const qgen_spec *s, char *buf, size_t n) {
 
 static const char *device_type(qgen_type t) { return qgen_type_traits_of(t)->device; }
 
-char *qgen_emit_source(const qgen_spec *s, size_t *len, char *err, size_t errlen) {
+char *qgen_emit_source(const qgen_spec *s, const qgen_tune *tune, size_t *len, char *err, size_t errlen) {
   qgen_layout L;
   qgen_plan P;
   qgen_spec_layout(s, &L);
-  qgen_plan_make(&L, &P);
+  qgen_plan_make(&L, tune, &P);
   char module[256];
   qgen_module_name(s, module, sizeof module);
 

@@ -13,6 +13,7 @@
 
 #include <stddef.h>
 
+#include "base/plan.h"
 #include "spec/spec.h"
 
 /* The module's name: its compile-time parameters (shape, types, block, scale, sparse), and
@@ -23,8 +24,9 @@ void qgen_module_name(const qgen_spec *s, char *buf, size_t n);
 /* The kernels a spec's unit defines (NULL-terminated list of extern "C" names). */
 const char *const *qgen_kernel_names(const qgen_spec *s);
 
-/* The translation unit as a fresh NUL-terminated malloc string (length in *len), or NULL
-   with a message in err (a template missing from QGEN_TEMPLATE_DIR, OOM). */
-char *qgen_emit_source(const qgen_spec *s, size_t *len, char *err, size_t errlen);
+/* The translation unit under the plan overrides tune (NULL: none) as a fresh NUL-terminated
+   malloc string (length in *len), or NULL with a message in err (a template missing from
+   QGEN_TEMPLATE_DIR, OOM). */
+char *qgen_emit_source(const qgen_spec *s, const qgen_tune *tune, size_t *len, char *err, size_t errlen);
 
 #endif

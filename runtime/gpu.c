@@ -201,7 +201,7 @@ static qgen_status gpu_load(qgen_ctx *c, const qgen_open_opts *o, const qgen_art
   char *err = malloc(65536);
   qgen_status st = QGEN_OK;
   if (!err) st = QGEN_ERR_OUT_OF_MEMORY;
-  else if (qgen_build(&c->spec, &target, 1, cache, &a, NULL, err, 65536) != 0) st = qgen_fail(c, QGEN_ERR_COMPILE, "%s", err);
+  else if (qgen_build(&c->spec, &c->tune, &target, 1, cache, &a, NULL, err, 65536) != 0) st = qgen_fail(c, QGEN_ERR_COMPILE, "%s", err);
   free(err);
   qgen_cache_close(cache);
   if (st != QGEN_OK) return st;

@@ -100,7 +100,7 @@ static qgen_status open_ctx(qgen_ctx **out, const spec_source *src, const qgen_o
   }
   if (st == QGEN_OK) {
     qgen_spec_layout(&c->spec, &c->L);
-    qgen_plan_make_tuned(&c->L, &c->tune, &c->P);
+    qgen_plan_make(&c->L, &c->tune, &c->P);
     c->backend = o->backend;
     fill_info(c);
     st = bundle ? be->open(c, o, bundle->arts, bundle->n) : be->open(c, o, NULL, 0);

@@ -220,7 +220,7 @@ static void build_version_miss(int have_nvrtc, int major, int minor) {
   }
   char err[65536], uri[256], name[300], dir[4200];
   size_t len;
-  char *src = qgen_emit_source(&s, &len, err, sizeof err);
+  char *src = qgen_emit_source(&s, NULL, &len, err, sizeof err);
   if (!src) {
     check(0, "emit: %s", err);
     return;
@@ -245,7 +245,7 @@ static void build_version_miss(int have_nvrtc, int major, int minor) {
   qgen_cache_put(c, name, key, blob, pn);
   qgen_cache_close(c);
   c = qgen_cache_open(dir);
-  int rc = qgen_build(&s, &arch, 1, c, &a, NULL, err, sizeof err);
+  int rc = qgen_build(&s, NULL, &arch, 1, c, &a, NULL, err, sizeof err);
   check(rc == 0 && a.cache_hit && a.cubin_size == 6 && !memcmp(a.cubin, "POISON", 6),
         "qgen_build: an entry under qgen_build_key(this qgen, this NVRTC %d.%d) is a hit", major, minor);
   if (rc == 0) qgen_artifact_free(&a);
@@ -262,14 +262,14 @@ static void build_version_miss(int have_nvrtc, int major, int minor) {
   qgen_cache_put(c, name, key, blob, pn);
   qgen_cache_close(c);
   c = qgen_cache_open(dir);
-  rc = qgen_build(&s, &arch, 1, c, &a, NULL, err, sizeof err);
+  rc = qgen_build(&s, NULL, &arch, 1, c, &a, NULL, err, sizeof err);
   check(rc == 0 && !a.cache_hit && a.cubin_size > 4 && !memcmp(a.cubin, "\177ELF", 4),
         "qgen_build: entries under other qgen / NVRTC versions' keys are misses; it compiled a real cubin%s%s",
         rc ? ": " : "", rc ? err : "");
   if (rc == 0) qgen_artifact_free(&a);
   qgen_cache_close(c);
   c = qgen_cache_open(dir);
-  rc = qgen_build(&s, &arch, 1, c, &a, NULL, err, sizeof err);
+  rc = qgen_build(&s, NULL, &arch, 1, c, &a, NULL, err, sizeof err);
   check(rc == 0 && a.cache_hit && a.cubin_size > 4 && !memcmp(a.cubin, "\177ELF", 4),
         "qgen_build: the next build hits the entry it stored");
   if (rc == 0) qgen_artifact_free(&a);
@@ -333,20 +333,20 @@ static void dump_tests(int have_nvrtc) {
   size_t len;
 
   unsetenv("QGEN_DUMP_SOURCE");
-  int rc = qgen_build(&s, &arch, 1, NULL, &a, NULL, err, 65536);
+  int rc = qgen_build(&s, NULL, &arch, 1, NULL, &a, NULL, err, 65536);
   check(rc == -1 && strstr(err, "NVRTC failed") && !strstr(err, "source written") && strstr(err, "attend.cu"),
         "a template with a syntax error fails to compile, naming attend.cu; without QGEN_DUMP_SOURCE nothing is written");
   check(count_files(ddir, NULL) == 0, "  (the dump directory is still empty)");
 
   setenv("QGEN_DUMP_SOURCE", ddir, 1);
-  rc = qgen_build(&s, &arch, 1, NULL, &a, NULL, err, 65536);
+  rc = qgen_build(&s, NULL, &arch, 1, NULL, &a, NULL, err, 65536);
   char *nl = strchr(err, '\n');
   char first[4600];
   snprintf(first, sizeof first, "%.*s", nl ? (int)(nl - err) : (int)strlen(err), err);
   char want_msg[4700];
   snprintf(want_msg, sizeof want_msg, "source written to %s", want_path);
   check(rc == -1 && strstr(first, want_msg) != NULL, "with QGEN_DUMP_SOURCE the first line says \"%s\": \"%s\"", want_msg, first);
-  src = qgen_emit_source(&s, &len, err, 65536);
+  src = qgen_emit_source(&s, NULL, &len, err, 65536);
   size_t n = 0;
   char rerr[256];
   char *dumped = qgen_read_file(want_path, 1 << 24, &n, rerr, sizeof rerr);
@@ -357,18 +357,18 @@ static void dump_tests(int have_nvrtc) {
   free(src);
 
   /* a second failure overwrites it atomically */
-  rc = qgen_build(&s, &arch, 1, NULL, &a, NULL, err, 65536);
+  rc = qgen_build(&s, NULL, &arch, 1, NULL, &a, NULL, err, 65536);
   check(rc == -1 && strstr(err, want_path) && count_files(ddir, NULL) == 1, "a second failure rewrites the same file");
 
   char notdir[4200];
   snprintf(notdir, sizeof notdir, "%s/no/such/dir", root);
   setenv("QGEN_DUMP_SOURCE", notdir, 1);
-  rc = qgen_build(&s, &arch, 1, NULL, &a, NULL, err, 65536);
+  rc = qgen_build(&s, NULL, &arch, 1, NULL, &a, NULL, err, 65536);
   check(rc == -1 && strstr(err, "not a directory") && strstr(err, "NVRTC failed") && strstr(err, "qgen_injected_error"),
         "QGEN_DUMP_SOURCE naming no directory: the compile error is still reported, with a note");
   snprintf(notdir, sizeof notdir, "%s/dump/%s_sm90.cu", root, uri); /* a file, not a dir */
   setenv("QGEN_DUMP_SOURCE", notdir, 1);
-  rc = qgen_build(&s, &arch, 1, NULL, &a, NULL, err, 65536);
+  rc = qgen_build(&s, NULL, &arch, 1, NULL, &a, NULL, err, 65536);
   check(rc == -1 && strstr(err, "not a directory"), "QGEN_DUMP_SOURCE naming a file: a note, no crash");
 
   unsetenv("QGEN_DUMP_SOURCE");

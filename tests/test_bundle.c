@@ -908,7 +908,7 @@ int main(int argc, char **argv) {
   char cpath[4096];
   qgen_cache *cache = qgen_cache_open(cdir && *cdir ? cdir : tpath(cpath, "cache"));
   int archs[2] = {80, 90};
-  int rc = qgen_build(&spec, archs, 2, cache, arts, NULL, err, sizeof err);
+  int rc = qgen_build(&spec, NULL, archs, 2, cache, arts, NULL, err, sizeof err);
   check(rc == 0 && arts[0].arch == 80 && arts[1].arch == 90 && arts[0].n_kernels == 4,
         "qgen_build qwen2.5-0.5b for sm_80, sm_90 (%s, %.0f ms)%s%s", arts[0].cache_hit ? "cache" : "NVRTC",
         qgen_now_ms() - t0, rc ? ": " : "", rc ? err : "");

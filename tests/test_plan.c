@@ -65,7 +65,7 @@ static const char *broken(const qgen_layout *L, const qgen_plan *P, int tuned) {
 }
 
 /* Every shape; returns the number of plans that broke an invariant (printing the first). */
-static int sweep(int tuned, int *n_plans, int *max_smem) {
+static int sweep(const qgen_tune *t, int *n_plans, int *max_smem) {
   static const int groups[] = {1, 2, 3, 4, 5, 7, 8, 12, 16, 17, 24, 32, 33, 48, 64};
   int bad = 0;
   *n_plans = 0;
@@ -79,10 +79,10 @@ static int sweep(int tuned, int *n_plans, int *max_smem) {
             qgen_layout L;
             qgen_layout_init(&L, D, 2 * G, 2, block, CACHE_TYPES[k], CACHE_TYPES[v], QGEN_TYPE_F16, QGEN_TYPE_F16, 1.0, 1);
             qgen_plan P;
-            qgen_plan_make(&L, &P);
+            qgen_plan_make(&L, t, &P);
             (*n_plans)++;
             if (P.attend_smem > *max_smem) *max_smem = P.attend_smem;
-            const char *why = broken(&L, &P, tuned);
+            const char *why = broken(&L, &P, t != NULL);
             if (why && bad++ == 0)
               printf("  first broken: D %d, group %d, block %d, k %s, v %s: %s (groups %d, stages %d, threads %d, smem %d)\n", D, G,
                      block, qgen_type_traits_of(CACHE_TYPES[k])->name, qgen_type_traits_of(CACHE_TYPES[v])->name, why, P.warps_t,
@@ -92,62 +92,60 @@ static int sweep(int tuned, int *n_plans, int *max_smem) {
 }
 
 int main(void) {
-  unsetenv("QGEN_TUNE");
-  int n, smem, bad = sweep(0, &n, &smem);
+  int n, smem, bad = sweep(NULL, &n, &smem);
   check(bad == 0, "default plan: %d shapes x types, %d break an invariant (largest attend smem %d bytes)", n, bad, smem);
 
   /* the default ring for the shape the benchmarks use: 3 groups x 4 stages, 128 threads */
   qgen_layout L;
   qgen_plan P;
+  qgen_tune t;
   qgen_layout_init(&L, 128, 32, 8, 64, QGEN_TYPE_F16, QGEN_TYPE_F16, QGEN_TYPE_F16, QGEN_TYPE_F16, 0.088, 1);
-  qgen_plan_make(&L, &P);
+  qgen_plan_make(&L, NULL, &P);
   check(P.warps_t == 3 && P.stages == 12 && P.attend_threads == 128, "qwen3-4b f16: 3 groups x 4 stages, 128 threads (got %d, %d, %d)",
         P.warps_t, P.stages, P.attend_threads);
 
   char err[256];
-  setenv("QGEN_TUNE", "groups=2,stages=3", 1);
-  qgen_plan_make(&L, &P);
-  check(qgen_plan_tuned(err, sizeof err) == 1 && P.warps_t == 2 && P.stages == 6 && P.attend_threads == 96,
+  int rc = qgen_tune_parse("groups=2,stages=3", &t, err, sizeof err);
+  qgen_plan_make(&L, &t, &P);
+  check(rc == 1 && P.warps_t == 2 && P.stages == 6 && P.attend_threads == 96,
         "QGEN_TUNE=groups=2,stages=3: 2 groups, a ring of 6, 96 threads (got %d, %d, %d)", P.warps_t, P.stages, P.attend_threads);
 
-  setenv("QGEN_TUNE", "groups=16,stages=8", 1);
-  bad = sweep(1, &n, &smem);
+  qgen_tune_parse("groups=16,stages=8", &t, err, sizeof err);
+  bad = sweep(&t, &n, &smem);
   check(bad == 0, "QGEN_TUNE=groups=16,stages=8: %d shapes, %d break an invariant (at most 1024 threads: fewer groups)", n, bad);
   qgen_layout_init(&L, 64, 128, 2, 64, QGEN_TYPE_Q4_0, QGEN_TYPE_Q4_0, QGEN_TYPE_F16, QGEN_TYPE_F16, 0.125, 1);
-  qgen_plan_make(&L, &P);
+  qgen_plan_make(&L, &t, &P);
   check(P.mt == 4 && P.warps_t == 7 && P.attend_threads == 32 * 29, "group 64: 16 groups asked, 7 given (%d threads)", P.attend_threads);
 
-  setenv("QGEN_TUNE", "bulk=0,pdl=0", 1);
-  qgen_plan_make(&L, &P);
-  check(qgen_plan_tuned(err, sizeof err) == 0 && P.bulk == 0 && P.pdl == 0, "QGEN_TUNE=bulk=0,pdl=0: launch-time keys, kernels unchanged");
-  unsetenv("QGEN_TUNE");
-  qgen_plan_make(&L, &P);
-  check(P.bulk == 1 && P.pdl == 1, "default: bulk copies and PDL on (got bulk %d, pdl %d)", P.bulk, P.pdl);
+  rc = qgen_tune_parse("bulk=0,pdl=0", &t, err, sizeof err);
+  qgen_plan_make(&L, &t, &P);
+  check(rc == 0 && P.bulk == 0 && P.pdl == 0, "QGEN_TUNE=bulk=0,pdl=0: launch-time keys, kernels unchanged");
+  rc = qgen_tune_parse(NULL, &t, err, sizeof err);
+  qgen_plan_make(&L, &t, &P);
+  check(rc == 0 && P.bulk == 1 && P.pdl == 1, "default: bulk copies and PDL on (got bulk %d, pdl %d)", P.bulk, P.pdl);
   qgen_layout_init(&L, 128, 32, 8, 64, QGEN_TYPE_Q8_0, QGEN_TYPE_Q8_0, QGEN_TYPE_F16, QGEN_TYPE_F16, 0.088, 1);
-  qgen_plan_make(&L, &P);
+  qgen_plan_make(&L, NULL, &P);
   check(P.warps_t == 4 && P.stages == 16 && P.attend_threads == 160, "qwen3-4b q8_0: 4 groups x 4 stages, 160 threads (got %d, %d, %d)",
         P.warps_t, P.stages, P.attend_threads);
 
   check(P.sel_regs == 4 && P.sel_threads == 1024, "default select: 1024 threads, short lists of up to 4 keys a thread (got %d, %d)",
         P.sel_threads, P.sel_regs);
-  setenv("QGEN_TUNE", "selreg=0", 1);
-  qgen_plan_make(&L, &P);
-  check(qgen_plan_tuned(err, sizeof err) == 1 && P.sel_regs == 0, "QGEN_TUNE=selreg=0: short path off, a kernel-shaping key (got %d)",
-        P.sel_regs);
+  rc = qgen_tune_parse("selreg=0", &t, err, sizeof err);
+  qgen_plan_make(&L, &t, &P);
+  check(rc == 1 && P.sel_regs == 0, "QGEN_TUNE=selreg=0: short path off, a kernel-shaping key (got %d)", P.sel_regs);
 
   const char *refused[] = {"groups=0", "groups=17", "stages=1", "stages=9", "groups=x", "groups=", "bulk=2", "selreg=33", "selreg=-1"};
   for (size_t i = 0; i < sizeof refused / sizeof *refused; i++) {
-    setenv("QGEN_TUNE", refused[i], 1);
     err[0] = 0;
-    check(qgen_plan_tuned(err, sizeof err) == -1 && strstr(err, "groups=1..16"), "QGEN_TUNE=%s is refused: %s", refused[i], err);
+    check(qgen_tune_parse(refused[i], &t, err, sizeof err) == -1 && strstr(err, "groups=1..16"), "QGEN_TUNE=%s is refused: %s",
+          refused[i], err);
   }
-  setenv("QGEN_TUNE", "selreg=17", 1); /* 17 x 1024 keys: more than the packed counts and registers allow */
-  err[0] = 0;
-  check(qgen_plan_tuned(err, sizeof err) == -1 && strstr(err, "at most 16384"), "QGEN_TUNE=selreg=17 is refused with sel=1024: %s", err);
-  setenv("QGEN_TUNE", "sel=512,selreg=32", 1);
-  qgen_plan_make(&L, &P);
-  check(qgen_plan_tuned(err, sizeof err) == 1 && P.sel_regs == 32 && P.sel_threads == 512, "QGEN_TUNE=sel=512,selreg=32 reaches the plan");
-  unsetenv("QGEN_TUNE");
+  err[0] = 0; /* 17 x 1024 keys: more than the packed counts and registers allow */
+  check(qgen_tune_parse("selreg=17", &t, err, sizeof err) == -1 && strstr(err, "at most 16384"),
+        "QGEN_TUNE=selreg=17 is refused with sel=1024: %s", err);
+  rc = qgen_tune_parse("sel=512,selreg=32", &t, err, sizeof err);
+  qgen_plan_make(&L, &t, &P);
+  check(rc == 1 && P.sel_regs == 32 && P.sel_threads == 512, "QGEN_TUNE=sel=512,selreg=32 reaches the plan");
   printf("%d passed, %d failed\n", passed, failed);
   return failed ? 1 : 0;
 }

@@ -121,6 +121,9 @@ static int die(int code, const char *fmt, ...) {
   return code;
 }
 
+/* $QGEN_TUNE, parsed once in main before a command that plans runs. */
+static qgen_tune tune;
+
 static int is_help(const char *a) { return strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0; }
 
 /* The options emit and bundle share (same spelling, same help), in their usage's order. */
@@ -162,7 +165,7 @@ static int dynamic_smem(const qgen_spec *s, const char *name) {
   qgen_layout L;
   qgen_plan P;
   qgen_spec_layout(s, &L);
-  qgen_plan_make(&L, &P);
+  qgen_plan_make(&L, &tune, &P);
   return strcmp(name, "qg_attend") == 0 ? P.attend_smem : strcmp(name, "qg_select") == 0 ? 4 * P.sel_smem_keys : 0;
 }
 
@@ -278,7 +281,7 @@ static int cmd_emit(int argc, char **argv) {
     qgen_artifact arts[QGEN_MAX_ARCHS];
     char *src = NULL;
     double t0 = qgen_now_ms();
-    if (qgen_build(s, use, nu, cache, arts, &src, err, sizeof err) != 0) {
+    if (qgen_build(s, &tune, use, nu, cache, arts, &src, err, sizeof err) != 0) {
       rc = die(EXIT_INTERNAL, "%s", err);
       break;
     }
@@ -370,7 +373,7 @@ static int cmd_bundle(int argc, char **argv) {
     print_layout(stdout, s, spec);
     qgen_artifact arts[QGEN_MAX_ARCHS];
     double t0 = qgen_now_ms();
-    if (qgen_build(s, use, nu, cache, arts, NULL, err, sizeof err) != 0) {
+    if (qgen_build(s, &tune, use, nu, cache, arts, NULL, err, sizeof err) != 0) {
       rc = die(EXIT_INTERNAL, "%s", err);
       break;
     }
@@ -494,7 +497,7 @@ int main(int argc, char **argv) {
   const int plans = strcmp(cmd, "emit") == 0 || strcmp(cmd, "bundle") == 0 || strcmp(cmd, "check") == 0 ||
                     strcmp(cmd, "bench") == 0 || strcmp(cmd, "eval") == 0;
   if ((plans || strcmp(cmd, "cache") == 0) && qgen_cache_env(terr, sizeof terr) < 0) return die(EXIT_USER, "%s", terr);
-  const int tuned = plans ? qgen_plan_tuned(terr, sizeof terr) : 0;
+  const int tuned = plans ? qgen_tune_parse(getenv("QGEN_TUNE"), &tune, terr, sizeof terr) : 0;
   if (tuned < 0) return die(EXIT_USER, "%s", terr);
   if (tuned && strcmp(cmd, "bundle") == 0)
     return die(EXIT_USER, "bundle: QGEN_TUNE changes the kernels' plan; bundles hold the default plan (unset QGEN_TUNE)");
