@@ -26,4 +26,7 @@ static inline uint64_t qgen_rng_next(uint64_t *state) {
   return x;
 }
 
+/* The next draw as a double uniform in [-1, 1) (its top 53 bits): test and bench data. */
+static inline double qgen_rng_signed(uint64_t *state) { return (double)(qgen_rng_next(state) >> 11) * 0x1p-52 - 1.0; }
+
 #endif

@@ -28,6 +28,7 @@
 #include "runtime/qgen.h"
 #include "runtime/qgen_ext.h" /* only to clear ctx's message before a call, so a stale one can't pass */
 #include "base/qtypes.h"
+#include "base/rng.h"
 #include "spec/spec.h"
 
 #include "testlib.h"
@@ -39,12 +40,7 @@
 
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
-static float frand(void) { /* uniform in [-1, 1) */
-  rng ^= rng << 13;
-  rng ^= rng >> 7;
-  rng ^= rng << 17;
-  return (float)((double)(rng >> 11) / 9007199254740992.0 * 2.0 - 1.0);
-}
+static float frand(void) { return (float)qgen_rng_signed(&rng); } /* uniform in [-1, 1) */
 
 /* ---- buffers: host memory, mirrored on the device in GPU mode ------------------------ */
 

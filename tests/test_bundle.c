@@ -18,6 +18,7 @@
 #include "jit/nvrtc.h"
 #include "runtime/qgen.h"
 #include "base/le.h"
+#include "base/rng.h"
 #include "base/sha256.h"
 #include "base/util.h"
 
@@ -59,10 +60,7 @@ static int write_bytes(const char *path, const void *p, size_t n) {
 }
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
-static uint64_t rnd(void) {
-  rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
-  return rng;
-}
+static uint64_t rnd(void) { return qgen_rng_next(&rng); }
 
 /* The layout as bundle.h documents it (computed here, not taken from bundle.c). */
 static size_t T_of(const uint8_t *b) { return 64 + (size_t)qgen_rd32(b + 28) + qgen_rd32(b + 32); }

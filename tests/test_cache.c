@@ -4,6 +4,7 @@
 #define _GNU_SOURCE
 #include "jit/cache.h"
 #include "base/le.h"
+#include "base/rng.h"
 #include "base/sha256.h"
 #include "base/util.h"
 
@@ -52,11 +53,7 @@ static uint8_t *make_payload(const uint8_t key[32], size_t n) {
   uint8_t *p = malloc(n ? n : 1);
   uint64_t x;
   memcpy(&x, key, 8);
-  x |= 1;
-  for (size_t i = 0; i < n; i++) {
-    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-    p[i] = (uint8_t)(x >> 24);
-  }
+  for (size_t i = 0; i < n; i++) p[i] = (uint8_t)(qgen_rng_next(&x) >> 24);
   return p;
 }
 

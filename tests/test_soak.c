@@ -23,6 +23,7 @@
 
 #include "base/cudrv.h"
 #include "base/qtypes.h"
+#include "base/rng.h"
 #include "ref/ref.h"
 #include "runtime/qgen.h"
 #include "runtime/qgen_ext.h"
@@ -37,10 +38,7 @@ static const char *SPEC = "return spec{ name = \"soak\", head_dim = 64, n_head =
                           "  sparse = { block = 32, coverage = 0.5, sink = 32, recent = 32 }, archs = { \"sm_90\" } }\n";
 
 static uint64_t rng = 0x2545f4914f6cdd1dull;
-static float frand(void) {
-  rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
-  return (float)((double)(rng >> 11) / 9007199254740992.0 * 2.0 - 1.0);
-}
+static float frand(void) { return (float)qgen_rng_signed(&rng); } /* uniform in [-1, 1) */
 
 static long host_rss_kib(void) {
   long pages = 0, rss = 0;

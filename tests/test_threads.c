@@ -15,6 +15,7 @@
 
 #include "base/cudrv.h"
 #include "base/qtypes.h"
+#include "base/rng.h"
 #include "runtime/qgen.h"
 
 #include "testlib.h"
@@ -42,10 +43,7 @@ typedef struct {
 
 static uint16_t *rows(uint64_t seed, size_t n) {
   uint16_t *p = malloc(n * 2);
-  for (size_t i = 0; i < n; i++) {
-    seed ^= seed << 13, seed ^= seed >> 7, seed ^= seed << 17;
-    p[i] = qgen_f32_to_f16((float)((double)(seed >> 11) / 9007199254740992.0 * 2.0 - 1.0));
-  }
+  for (size_t i = 0; i < n; i++) p[i] = qgen_f32_to_f16((float)qgen_rng_signed(&seed));
   return p;
 }
 

@@ -26,6 +26,7 @@
 #include "jit/nvrtc.h"
 #include "base/util.h"
 #include "base/cudrv.h"
+#include "base/rng.h"
 #include "runtime/qgen_ext.h"
 
 static const char STREAM_SRC[] =
@@ -272,8 +273,7 @@ int qgen_bench_main(int argc, char **argv) {
     for (int w = 0; w < 2; w++) {
       for (int64_t r = 0; r < chunk * L->n_head_kv; r++) {
         for (int d = 0; d < L->head_dim; d++) {
-          x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-          f[d] = (float)((x >> 40) * 0x1p-24 * 2.0 - 1.0);
+          f[d] = (float)qgen_rng_signed(&x);
         }
         qgen_type_traits_of(L->in_type)->from_f32(f, h + r * L->in_row_bytes, L->head_dim);
       }
