@@ -17,12 +17,11 @@
  *    launches at most one wave of CTAs, each looping over its share. Its registers hold two
  *    rounds' bounds: sized for four CTAs an SM (at most 128 registers) for head_dim <= 128,
  *    three (168) for larger heads, whose two rounds' bounds alone take 128 (left to itself
- *    ptxas took 158 and 188: a CTA an SM fewer). A group of more than 8 heads multiplies
- *    by one more n-tile of Qsplit per 8 heads (two words each with an f32/bf16 query's
- *    residue), and past 4 such tiles at head_dim <= 128, or past one above, ptxas spilled
- *    at those budgets: two CTAs (up to 255 registers), spill-free over every shape
- *    (tests/test_spec_grid.sh). Its staged Qsplit is dynamic shared memory (up to 130 KiB
- *    for head_dim 256, group 64, an f32 query).
+ *    ptxas took 158 and 188: a CTA an SM fewer). Each 8 heads of a group past 8 add an
+ *    n-tile of Qsplit (two with an f32/bf16 query's residue); ptxas spilled at those
+ *    budgets past 4 of them at head_dim <= 128 and past 1 above: there two CTAs (up to 255
+ *    registers), spill-free over the grid of tests/test_spec_grid.sh. The staged Qsplit is
+ *    dynamic shared memory (up to 130 KiB: head_dim 256, group 64, an f32 query).
  *  - select: 1024 threads; a list of up to 4 pages a thread (256K tokens at block 64) is
  *    held in registers and placed by one block scan (select.cu's short path); on sm_90 a
  *    cluster of up to 8 such CTAs shares a longer one (runtime/gpu.c select_cluster).
