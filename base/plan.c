@@ -14,7 +14,14 @@
  *    ring), the L2 serves those sectors twice (bench/NOTES.md 23). Quantized rows are one
  *    contiguous slab (not 16-byte multiples), copied by one bulk copy on sm_90 (bulk=1).
  *  - estimate: one m16 tile of pages per warp and round, 4 warps a CTA; runtime/gpu.c
- *    launches at most one wave of CTAs, each looping over its share.
+ *    launches at most one wave of CTAs, each looping over its share. Its registers hold two
+ *    rounds' bounds: sized for four CTAs an SM (at most 128 registers) for head_dim <= 128,
+ *    three (168) for larger heads, whose two rounds' bounds alone take 128 (left to itself
+ *    ptxas took 158 and 188: a CTA an SM fewer). Each 8 heads of a group past 8 add an
+ *    n-tile of Qsplit (two with an f32/bf16 query's residue); ptxas spilled at those
+ *    budgets past 4 of them at head_dim <= 128 and past 1 above: there two CTAs (up to 255
+ *    registers), spill-free over the grid of tests/test_spec_grid.sh. The staged Qsplit is
+ *    dynamic shared memory (up to 130 KiB: head_dim 256, group 64, an f32 query).
  *  - select: 1024 threads; a list of up to 4 pages a thread (256K tokens at block 64) is
  *    held in registers and placed by one block scan (select.cu's short path); on sm_90 a
  *    cluster of up to 8 such CTAs shares a longer one (runtime/gpu.c select_cluster).
@@ -119,6 +126,9 @@ void qgen_plan_make(const qgen_layout *L, const qgen_tune *tp, qgen_plan *p) {
   p->est_threads = 128;
   p->est_pages = 16 * (p->est_threads / 32); /* an m16 tile of pages per warp */
   p->est_qrow = pad_rows16(4 * D);            /* 2D halves: [Q- | Q+] */
+  const int est_nt = (L->group + 7) / 8, est_nq = L->in_type == QGEN_TYPE_F16 ? 1 : 2; /* n-tiles, f16 (+ residue) */
+  p->est_smem = est_nq * est_nt * 8 * p->est_qrow;
+  p->est_min_ctas = est_nt == 1 ? (D <= 128 ? 4 : 3) : D <= 128 && est_nq * est_nt <= 4 ? 4 : 2;
   p->sel_threads = t.sel ? t.sel : 1024;
   p->sel_smem_keys = 24576; /* 96 KiB: a 1.5M-token sequence at block 64 */
   p->sel_regs = t.selreg >= 0 ? t.selreg : 4; /* lists up to 4 x sel_threads pages: keys in registers */

@@ -27,8 +27,9 @@
   X(k_piece, 1) X(v_piece, 1)                                                                  \
   X(attend_smem, 0)      /* dynamic shared memory of attend, bytes */                          \
   X(min_split_tokens, 1) /* a split gets at least this many tokens */                          \
-  /* estimate: CTA size, pages a CTA per round, staged q row bytes */                         \
-  X(est_threads, 1) X(est_pages, 1) X(est_qrow, 1)                                             \
+  /* estimate: CTA size, pages a CTA per round, staged q row bytes, the staged q (dynamic    \
+     shared memory, bytes), the CTAs an SM its registers are sized for (launch bounds) */     \
+  X(est_threads, 1) X(est_pages, 1) X(est_qrow, 1) X(est_smem, 1) X(est_min_ctas, 1)           \
   X(sel_threads, 1) X(sel_smem_keys, 1) /* select: CTA size, pages whose keys it keeps in smem */ \
   /* select: keys a thread holds in registers (short lists of <= sel_regs x sel_threads      \
      pages; 0: never) */                                                                    \

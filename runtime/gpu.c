@@ -108,10 +108,15 @@ static qgen_status load_module(qgen_ctx *c, const qgen_artifact *a) {
   }
   int smem_max = 0;
   CU(cu->cuDeviceGetAttribute(&smem_max, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, g->dev));
-  if (c->P.attend_smem > smem_max)
-    return qgen_fail(c, QGEN_ERR_UNSUPPORTED, "attend needs %d bytes of shared memory; this device allows %d per block",
-                     c->P.attend_smem, smem_max);
-  CU(cu->cuFuncSetAttribute(g->f_attend, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, c->P.attend_smem));
+  const struct { const char *name; CUfunction f; int smem; } dyn[] = {{"attend", g->f_attend, c->P.attend_smem},
+                                                                      {"estimate", g->f_estimate, c->P.est_smem}};
+  for (int i = 0; i < 2; i++) {
+    if (!dyn[i].f) continue;
+    if (dyn[i].smem > smem_max)
+      return qgen_fail(c, QGEN_ERR_UNSUPPORTED, "%s needs %d bytes of shared memory; this device allows %d per block",
+                       dyn[i].name, dyn[i].smem, smem_max);
+    CU(cu->cuFuncSetAttribute(dyn[i].f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, dyn[i].smem));
+  }
   /* all of L1 as shared memory, for every kernel: attend's occupancy is bounded by it, and
      kernels that agree on the carveout need no SM reconfiguration between them */
   CUfunction all[] = {g->f_append, g->f_attend, g->f_estimate, g->f_select};
@@ -119,7 +124,8 @@ static qgen_status load_module(qgen_ctx *c, const qgen_artifact *a) {
     if (all[i]) CU(cu->cuFuncSetAttribute(all[i], CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, 100));
   CU(cu->cuOccupancyMaxActiveBlocksPerMultiprocessor(&g->attend_per_sm, g->f_attend, c->P.attend_threads,
                                                      (size_t)c->P.attend_smem));
-  if (g->f_estimate) CU(cu->cuOccupancyMaxActiveBlocksPerMultiprocessor(&g->est_per_sm, g->f_estimate, c->P.est_threads, 0));
+  if (g->f_estimate) CU(cu->cuOccupancyMaxActiveBlocksPerMultiprocessor(&g->est_per_sm, g->f_estimate, c->P.est_threads,
+                                                                                  (size_t)c->P.est_smem));
   if (g->attend_per_sm < 1) return qgen_fail(c, QGEN_ERR_UNSUPPORTED, "attend cannot run on this device (occupancy 0)");
   if (g->f_select && g->code_arch >= 90)
     for (int n = 2; n <= 8; n++) { /* with the most shared memory a select launch asks for */
@@ -429,7 +435,7 @@ static qgen_status attend_in(qgen_kv *kv, const int *seq, int n_seq, qgen_ptr q,
       int64_t ex = (kv->pps + P->est_pages - 1) / P->est_pages;
       const int64_t wave = (int64_t)g->sm_count * (g->est_per_sm > 0 ? g->est_per_sm : 1) / (bt.n * L->n_head_kv);
       if (ex > wave) ex = wave > 0 ? wave : 1;
-      if ((st = launch(c, g->f_estimate, (unsigned)ex, (unsigned)L->n_head_kv, (unsigned)bt.n, P->est_threads, 0, s, ea))) return st;
+      if ((st = launch(c, g->f_estimate, (unsigned)ex, (unsigned)L->n_head_kv, (unsigned)bt.n, P->est_threads, P->est_smem, s, ea))) return st;
     }
     if (g->marks) CU(g->cu->cuEventRecordWithFlags(g->marks[0], s, CU_EVENT_RECORD_EXTERNAL));
     if (!dense) {

@@ -33,6 +33,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <lauxlib.h>
 #include <lua.h>
@@ -42,6 +43,7 @@
 #include "spec/spec_int.h"
 
 #define SPEC_FILE_MAX ((size_t)1 << 20)     /* bytes of source */
+#define SPEC_MSG_MAX 1024                   /* bytes of an error message shown after the path */
 #ifndef QGEN_SPEC_FUZZ_LIMITS
 #define SPEC_MEM_LIMIT ((size_t)64 << 20)   /* bytes held by the Lua state */
 #define SPEC_STEP_LIMIT 50000000LL          /* VM instructions */
@@ -151,22 +153,17 @@ int spec_line_at(lua_State *L, int level) {
   return ar.currentline > 0 ? ar.currentline : 0;
 }
 
-/* "path:line: " or "path: " */
-static void where(char *buf, size_t n, const char *path, int line) {
-  if (line > 0)
-    qgen_fmt(buf, n, "%s:%d: ", path, line);
-  else
-    qgen_fmt(buf, n, "%s: ", path);
-}
-
+/* "path:line: msg" or "path: msg" (the path whole, however long) */
 _Noreturn void spec_raise_at(lua_State *L, int line, const char *fmt, ...) {
-  char pre[512], msg[1024];
+  char msg[1024];
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
-  where(pre, sizeof pre, box_of(L)->path, line);
-  lua_pushfstring(L, "%s%s", pre, msg);
+  if (line > 0)
+    lua_pushfstring(L, "%s:%d: %s", box_of(L)->path, line, msg);
+  else
+    lua_pushfstring(L, "%s: %s", box_of(L)->path, msg);
   lua_error(L);
   abort(); /* not reached: lua_error does not return */
 }
@@ -489,21 +486,25 @@ static int pmain(lua_State *L) {
   return 0;
 }
 
-/* Copy msg into err as one line; a message that does not start with the path gets
-   "path: " in front, and Lua's shortened spelling of a long path is replaced. */
+/* Copy msg into err as one line: the path (whole: Lua's shortened spelling of a long one
+   is replaced; "path: " in front of a message that names none), then the rest of the
+   message, of which at most SPEC_MSG_MAX bytes (a spec's error() may raise any string). */
 static void set_error(char *err, size_t errlen, const sandbox *box, const char *msg, size_t len) {
   if (!err || !errlen) return;
   size_t sl = strlen(box->short_src), pl = strlen(box->path);
-  if (sl && len > sl && !memcmp(msg, box->short_src, sl) && msg[sl] == ':' &&
-      !(len > pl && !memcmp(msg, box->path, pl) && msg[pl] == ':')) {
-    msg += sl;
-    len -= sl;
-    qgen_fmt(err, errlen, "%s%.*s", box->path, (int)(len > INT_MAX ? INT_MAX : len), msg);
-  } else if (len > pl && !memcmp(msg, box->path, pl) && msg[pl] == ':') {
-    qgen_fmt(err, errlen, "%.*s", (int)(len > INT_MAX ? INT_MAX : len), msg);
-  } else {
-    qgen_fmt(err, errlen, "%s: %.*s", box->path, (int)(len > INT_MAX ? INT_MAX : len), msg);
+  const char *sep = "";
+  if (len > pl && !memcmp(msg, box->path, pl) && msg[pl] == ':')
+    msg += pl, len -= pl;
+  else if (sl && len > sl && !memcmp(msg, box->short_src, sl) && msg[sl] == ':')
+    msg += sl, len -= sl;
+  else
+    sep = ": ";
+  size_t keep = len;
+  if (keep > SPEC_MSG_MAX) {
+    keep = SPEC_MSG_MAX;
+    while (keep && ((unsigned char)msg[keep] & 0xC0) == 0x80) keep--; /* not inside a UTF-8 character */
   }
+  qgen_fmt(err, errlen, keep < len ? "%s%s%.*s... (%zu more bytes)" : "%s%s%.*s", box->path, sep, (int)keep, msg, len - keep);
   for (char *p = err; *p; p++)
     if ((unsigned char)*p < 0x20 || *p == 0x7f) *p = ' ';
 }
@@ -576,11 +577,17 @@ int qgen_spec_load_string(const char *chunkname, const char *src, size_t len, qg
 
 int qgen_spec_load(const char *path, qgen_spec_set *out, char *err, size_t errlen) {
   size_t len = 0;
-  char rerr[512];
+  char rerr[4096 + 256];
   if (out) out->n = 0;
   char *src = qgen_read_file(path, SPEC_FILE_MAX, &len, rerr, sizeof rerr);
   if (!src) {
     qgen_fmt(err, errlen, "%s", rerr);
+    return -1;
+  }
+  struct stat st;
+  if (len == 0 && stat(path, &st) == 0 && !S_ISREG(st.st_mode)) { /* a FIFO nobody writes reads as empty */
+    free(src);
+    qgen_fmt(err, errlen, "%s: is not a regular file and nothing was read from it (a FIFO without a writer?)", path);
     return -1;
   }
   int rc = qgen_spec_load_string(path, src, len, out, err, errlen);

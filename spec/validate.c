@@ -7,7 +7,8 @@
  *
  *  field            default                allowed
  *  ---------------  ---------------------  ---------------------------------------------
- *  name             (required)             1..64 characters of A-Z a-z 0-9 . _ -
+ *  name             (required)             1..64 characters of A-Z a-z 0-9 . _ -, the first
+ *                                          a letter or digit (not "-o", ".", "..")
  *  head_dim         (required)             integer, a multiple of 32 in 32..256
  *  n_head           (required)             integer in 1..65536
  *  n_head_kv        (required)             integer in 1..65536; n_head % n_head_kv == 0
@@ -16,7 +17,9 @@
  *  v_type           = k_type               a KV cache type
  *  in_type          "f16"                  an input/output type: f32, f16, bf16
  *  out_type         "f16"                  an input/output type
- *  scale            1/sqrt(head_dim)       a finite number > 0
+ *  scale            1/sqrt(head_dim)       a number > 0 that is a normal f32 (>= FLT_MIN)
+ *                                          with scale * log2(e) finite in f32 (the kernels'
+ *                                          softmax constant): at most ~2.36e38
  *  sparse           absent = false         false: dense; true: sparse with the defaults
  *                                          below; or a table of:
  *    enabled        true                   boolean (false: dense, but block is kept)
@@ -37,6 +40,7 @@
 #include "spec/spec.h"
 
 #include <ctype.h>
+#include <float.h>
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
@@ -358,7 +362,7 @@ static qgen_type type_field(checker *c, int t, const char *field, int which, qge
 
 static void check_name(checker *c, int t, qgen_spec *s) {
   lua_State *L = c->L;
-  const char *allowed = "1..64 characters of A-Z a-z 0-9 . _ -";
+  const char *allowed = "1..64 characters of A-Z a-z 0-9 . _ -, the first a letter or digit";
   char v[96];
   size_t len;
   if (get(c, t, "name") == LUA_TNIL) fail(c, "missing required field 'name'; allowed: %s", allowed);
@@ -377,6 +381,8 @@ static void check_name(checker *c, int t, qgen_spec *s) {
       fail(c, "name = %s contains %s at position %zu; allowed: %s", v, shown, i + 1, allowed);
     }
   }
+  /* a name is a file name and a command-line word: no ".", "..", hidden files or "-o" */
+  if (!isalnum((unsigned char)str[0])) fail(c, "name = %s starts with '%c'; allowed: %s", v, str[0], allowed);
   memcpy(s->name, str, len);
   s->name[len] = 0;
   lua_pop(L, 1);
@@ -548,12 +554,17 @@ static void check_spec(checker *c, int t, qgen_spec *s) {
   s->out_type = type_field(c, t, "out_type", 2, QGEN_TYPE_F16);
   s->scale = 1.0 / sqrt((double)s->head_dim);
   if (get(c, t, "scale") != LUA_TNIL) {
-    const char *allowed = "a finite number > 0 (default: 1/sqrt(head_dim))";
+    const char *allowed = "a number > 0, a normal f32 with scale * log2(e) finite: 1.17549435e-38 .. ~2.36e38 "
+                          "(default: 1/sqrt(head_dim))";
     double x = to_number(c, "scale", allowed);
-    if (!(isfinite(x) && x > 0)) {
+    /* the kernels use (float)scale * log2(e) as an f32 literal (common.cuh SCALE_LOG2) */
+    const float f = (float)x, f2 = f * 1.4426950408889634f;
+    if (!(isfinite(x) && x > 0 && f >= FLT_MIN && isfinite(f2))) {
       char v[96];
       spec_fmt_value(L, -1, v, sizeof v);
-      fail(c, "scale = %s is %s; allowed: %s", v, isfinite(x) ? "not positive" : "not finite", allowed);
+      fail(c, "scale = %s is %s; allowed: %s", v,
+           !isfinite(x) ? "not finite" : x <= 0 ? "not positive" : f < FLT_MIN ? "below the smallest normal f32" : "too large",
+           allowed);
     }
     s->scale = x;
   }
@@ -605,7 +616,7 @@ void spec_take_result(lua_State *L, int idx, qgen_spec_set *set) {
     fail(&c, "the spec returned %s; allowed: a spec table (spec{...}) or a list of them", spec_a_type(L, idx));
   int line = mark_of(L, idx);
   int is_list = line < 0;
-  lua_Integer count = 0;
+  lua_Integer count = 0, low = 1; /* integer keys, the smallest */
   if (is_list) { /* a list has only integer keys */
     lua_pushnil(L);
     while (lua_next(L, idx)) {
@@ -615,9 +626,13 @@ void spec_take_result(lua_State *L, int idx, qgen_spec_set *set) {
         lua_pop(L, 1);
         break;
       }
+      if (lua_tointeger(L, -1) < low) low = lua_tointeger(L, -1);
       count++;
     }
   }
+  if (is_list && low < 1)
+    fail(&c, "the variant list has the key [%lld], not a positive integer; allowed: a list { spec{...}, spec{...}, ... }",
+         (long long)low);
   if (is_list && count == 0)
     fail(&c, "the spec returned an empty table; allowed: a spec table (spec{...}) or a non-empty list of them");
   if (!is_list) {

@@ -27,14 +27,14 @@ constexpr int EST_NT = (G + 7) / 8;               // n-tiles of 8 heads
 constexpr int EST_NQ = IT::EXACT_F16 ? 1 : 2;      // q as f16 (+ residue)
 constexpr int EST_QROW = QG_EST_QROW;             // bytes of one staged Qsplit row
 
-// Four CTAs an SM (at most 128 registers) for head_dim <= 128, where two rounds' bounds and
-// Qsplit's fragments fit; three (170) for larger heads, whose two rounds' bounds alone take
-// 128. (Left to itself ptxas took 158 and 188: a CTA an SM fewer.)
-constexpr int EST_MIN_CTAS = 2 * D / 32 <= 8 ? 4 : 3;
-extern "C" __global__ void __launch_bounds__(QG_EST_THREADS, EST_MIN_CTAS) qg_estimate(qg_cache c, qg_work wk, qg_batch bt, qg_budget bg, const void *q) {
+// The CTAs an SM the registers are sized for: base/plan.c says why.
+extern "C" __global__ void __launch_bounds__(QG_EST_THREADS, QG_EST_MIN_CTAS) qg_estimate(qg_cache c, qg_work wk, qg_batch bt, qg_budget bg, const void *q) {
   constexpr int NW = QG_EST_THREADS / 32, K2 = 2 * D, NB = K2 / 32;
   static_assert(QG_EST_PAGES == 16 * NW, "estimate: 16 pages a warp");
-  __shared__ __align__(16) u8 qsm[EST_NQ * EST_NT * 8 * EST_QROW];
+  static_assert(QG_EST_SMEM == EST_NQ * EST_NT * 8 * EST_QROW, "estimate: the plan's staged Qsplit size");
+  // dynamic: a large group's Qsplit passes the 48 KiB of static shared memory (the same
+  // code as a static array for the small ones: nothing else is in estimate's shared memory)
+  extern __shared__ __align__(16) u8 qsm[];
   const int b = blockIdx.z, h = blockIdx.y, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, j = lane & 3;
   grid_dep_launch(); // select may start; it waits for all of estimate before reading

@@ -3,7 +3,7 @@
 #
 # For each tests/specs_bad/*.lua (first line "-- expect: REGEX") and a few cases made here
 # at test time (a real bytecode file from mkbytecode, a file over 1 MiB, a missing file,
-# a directory, an empty file), run
+# a directory, an empty file, a FIFO, a path of over 500 bytes), run
 #     timeout 20 "$QGEN" emit --spec FILE -o OUTDIR
 # and check: exit status exactly 1 (not a crash, not a timeout), stderr matches REGEX
 # (grep -E), stderr names FILE, and nothing was written to OUTDIR.
@@ -100,6 +100,15 @@ mkdir -p "$tmp/dir.lua"
 run_case "$tmp/dir.lua" "read error|cannot open|directory" "a directory"
 : >"$tmp/empty.lua"
 run_case "$tmp/empty.lua" "returned nothing" "empty file"
+
+# A FIFO nobody writes (it reads as empty), and a spec under a path of over 500 bytes: the
+# message names it once, whole, with the line.
+mkfifo "$tmp/fifo.lua"
+run_case "$tmp/fifo.lua" "is not a regular file and nothing was read from it" "a FIFO without a writer"
+long="$tmp/$(printf 'd%.0s' $(seq 200))/$(printf 'e%.0s' $(seq 200))/$(printf 'f%.0s' $(seq 150))"
+mkdir -p "$long"
+printf 'local x = 1\n\nreturn spec{ name = "m", head_dim = 100, n_head = 32, n_head_kv = 8 }\n' >"$long/s.lua"
+run_case "$long/s.lua" "^qgen: /[^ ]*/s\.lua:3: head_dim = 100 is not a multiple of 32" "a spec under a 570-byte path"
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -13,6 +13,9 @@
  *   - shared memory: q + the larger of the ring, the token groups' merge area and the
  *     merge weights + 128 bytes of alignment slack, at most 227 KiB (the H100/H200 per-block limit) by default (a tuned
  *     plan may ask for more: qgen_open refuses it, naming the device's limit);
+ *   - estimate (also for f32 queries): its staged Qsplit is n-tiles x 8 rows (twice with
+ *     the residue of an f32/bf16 query), at most 163 KiB; its launch bounds ask 4 CTAs an
+ *     SM (3 above head_dim 128) for groups of up to 8 as before, 2..4 for larger ones;
  *   - QGEN_TUNE groups= / stages= / selreg= reach the plan, a CTA never exceeds 1024
  *     threads, and out-of-range values are refused by name.
  * Prints one line per check and "N passed, N failed"; exits 1 on any failure.
@@ -61,6 +64,11 @@ static const char *broken(const qgen_layout *L, const qgen_plan *P, int tuned) {
   const int area = ring > red ? (ring > comb ? ring : comb) : (red > comb ? red : comb);
   if (P->attend_smem != q + area + 128) return "shared memory = q + max(ring, merge, weights) + 128 (to align the ring)";
   if (!tuned && P->attend_smem > 227 * 1024) return "shared memory over 227 KiB"; /* tuned: qgen_open refuses by the device's limit */
+  const int est_nt = (L->group + 7) / 8, est_nq = L->in_type == QGEN_TYPE_F16 ? 1 : 2;
+  if (P->est_smem != est_nq * est_nt * 8 * P->est_qrow || P->est_qrow < 4 * D) return "estimate: staged Qsplit = n-tiles x 8 rows (x 2 with a residue)";
+  if (P->est_smem > 163 * 1024) return "estimate: shared memory over 163 KiB (the A100's per-block limit)";
+  if (P->est_min_ctas < 2 || P->est_min_ctas > 4 || (est_nt == 1 && P->est_min_ctas != (D <= 128 ? 4 : 3)))
+    return "estimate: 2..4 CTAs an SM, 4 (3 above head_dim 128) for groups of up to 8";
   return NULL;
 }
 
@@ -76,8 +84,9 @@ static int sweep(const qgen_tune *t, int *n_plans, int *max_smem) {
         for (int k = 0; k < N_TYPES; k++)
           for (int v = 0; v < N_TYPES; v++) {
             const int G = groups[gi];
-            qgen_layout L;
-            qgen_layout_init(&L, D, 2 * G, 2, block, CACHE_TYPES[k], CACHE_TYPES[v], QGEN_TYPE_F16, QGEN_TYPE_F16, 1.0, 1);
+            qgen_layout L; /* an f32 query on every other plan (estimate's residue) */
+            const qgen_type in = (k + v) % 2 ? QGEN_TYPE_F32 : QGEN_TYPE_F16;
+            qgen_layout_init(&L, D, 2 * G, 2, block, CACHE_TYPES[k], CACHE_TYPES[v], in, QGEN_TYPE_F16, 1.0, 1);
             qgen_plan P;
             qgen_plan_make(&L, t, &P);
             (*n_plans)++;

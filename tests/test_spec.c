@@ -336,8 +336,16 @@ static void test_defaults(void) {
   expect_fail("scale inf", "return { " OK4 ", scale = 1/0 }", "scale = inf is not finite");
   s = expect_ok("scale 0.1 + 0.2", "return { " OK4 ", scale = 0.1 + 0.2 }");
   round_trip(s);
-  s = expect_ok("scale tiny", "return { " OK4 ", scale = 5e-324 }");
+  /* the kernels' f32 literal scale * log2(e) (common.cuh) must be a normal, finite f32 */
+  expect_fail("scale denormal", "return { " OK4 ", scale = 5e-324 }", "scale = 4.94065645841247e-324 is below the smallest normal f32");
+  expect_fail("scale 1e-38", "return { " OK4 ", scale = 1e-38 }", "below the smallest normal f32");
+  s = expect_ok("scale FLT_MIN", "return { " OK4 ", scale = 1.17549435082228751e-38 }");
   round_trip(s);
+  s = expect_ok("scale 2.35e38", "return { " OK4 ", scale = 2.35e38 }");
+  round_trip(s);
+  expect_fail("scale 2.4e38", "return { " OK4 ", scale = 2.4e38 }", "scale = 2.4e+38 is too large");
+  expect_fail("scale 3.4e38", "return { " OK4 ", scale = 3.4e38 }", "scale = 3.4e+38 is too large");
+  expect_fail("scale 1e300", "return { " OK4 ", scale = 1e300 }", "scale = 1e+300 is too large");
 
   static const int sorted[] = {80, 90, 121};
   s = expect_ok("archs unsorted", "return { " OK4 ", archs = { 'sm_90', 'sm_80', 'sm_90', 'sm_121', 'sm_80' } }");
@@ -364,6 +372,13 @@ static void test_defaults(void) {
   s = expect_ok("name charset", "return { name = 'Az09._-', head_dim = 64, n_head = 1, n_head_kv = 1 }");
   expect_fail("empty name", "return { name = '', head_dim = 64, n_head = 1, n_head_kv = 1 }", "name = \"\" is empty");
   expect_fail("name slash", "return { name = '../x', head_dim = 64, n_head = 1, n_head_kv = 1 }", "name = \"../x\" contains '/' at position 3");
+  /* a name is a file name and a command-line word: it starts with a letter or digit */
+  expect_fail("name -o", "return { name = '-o', head_dim = 64, n_head = 1, n_head_kv = 1 }", "name = \"-o\" starts with '-'");
+  expect_fail("name .", "return { name = '.', head_dim = 64, n_head = 1, n_head_kv = 1 }", "name = \".\" starts with '.'");
+  expect_fail("name ..", "return { name = '..', head_dim = 64, n_head = 1, n_head_kv = 1 }", "name = \"..\" starts with '.'");
+  expect_fail("name _x", "return { name = '_x', head_dim = 64, n_head = 1, n_head_kv = 1 }", "name = \"_x\" starts with '_'");
+  s = expect_ok("name 7b.q-8_0", "return { name = '7b.q-8_0', head_dim = 64, n_head = 1, n_head_kv = 1 }");
+  check(!strcmp(s->name, "7b.q-8_0"), "a name may start with a digit and hold . _ -");
   expect_fail("name number", "return { name = 7, head_dim = 64, n_head = 1, n_head_kv = 1 }", "name = 7 is an integer");
   expect_fail("several unknown fields", "return { " OK4 ", zz = 1, aa = 2, [3] = 4 }", "unknown field '[3]' (and 2 more)");
 
@@ -398,6 +413,9 @@ static void test_variants(void) {
   strcat(src, "}");
   rc = load(src);
   check(rc == 0 && set.n == QGEN_MAX_VARIANTS, "%d variants are accepted", QGEN_MAX_VARIANTS);
+  expect_fail("negative key", "return { [-1] = { " OK4 " } }", "the variant list has the key [-1], not a positive integer");
+  expect_fail("key 0", "return { [0] = { " OK4 " }, { name = 'n', head_dim = 64, n_head = 1, n_head_kv = 1 } }",
+              "the key [0], not a positive integer");
   expect_fail("hole", "return { [1] = { " OK4 " }, [3] = { name = 'n', head_dim = 64, n_head = 1, n_head_kv = 1 } }",
               "hole at [2]");
   expect_fail("variant error names the variant", "return { { " OK4 " }, { name = 'b', head_dim = 64, n_head = 1 } }",
@@ -503,6 +521,22 @@ static void test_sandbox(void) {
         "the message is cut to the buffer (%s)", small);
   rc = qgen_spec_load("/nonexistent/spec.lua", &set, err, sizeof err);
   check(rc == -1 && strstr(err, "/nonexistent/spec.lua") && strstr(err, "cannot open"), "missing file: %s", err);
+
+  /* a long path is named once and whole, with the line; a long message is cut to ~1 KiB */
+  static char longname[801], want[900], bigerr[70000];
+  memset(longname, 'p', 800);
+  memcpy(longname + 794, "/x.lua", 6);
+  static const char at3[] = "\n\nreturn spec{ name = 'm', head_dim = 100, n_head = 1, n_head_kv = 1 }", boom[] = "local x\nerror('boom')";
+  rc = qgen_spec_load_string(longname, at3, strlen(at3), &set, bigerr, sizeof bigerr);
+  snprintf(want, sizeof want, "%s:3: head_dim = 100 is not a multiple of 32", longname);
+  check(rc == -1 && !strncmp(bigerr, want, strlen(want)) && !strstr(bigerr + strlen(want), "/x.lua"), "an 800-byte path is named once, with its line (%.40s...)",
+        bigerr + 790);
+  rc = qgen_spec_load_string(longname, boom, strlen(boom), &set, bigerr, sizeof bigerr);
+  snprintf(want, sizeof want, "%s:2: boom", longname);
+  check(rc == -1 && !strcmp(bigerr, want), "a Lua error under an 800-byte path: the path whole, the line (%.40s)", bigerr + 790);
+  rc = qgen_spec_load_string("t.lua", "error(string.rep('A', 1e5))", 27, &set, bigerr, sizeof bigerr);
+  check(rc == -1 && strlen(bigerr) < 1100 && strstr(bigerr, "t.lua:1: AAAA") && strstr(bigerr, "A... (98980 more bytes)"),
+        "error(string.rep('A', 1e5)) is cut to 1 KiB (%zu bytes, ends %s)", strlen(bigerr), bigerr + strlen(bigerr) - 24);
   char big[] = "/tmp/qgen_spec_bigXXXXXX";
   int fd = mkstemp(big);
   if (fd >= 0) {

@@ -160,13 +160,16 @@ static int write_file(const char *dir, const char *name, const void *data, size_
 }
 
 /* The dynamic shared memory kernel `name` of variant s launches with (runtime/gpu.c):
-   attend's ring, select's key buffer at its largest, none for the others. */
+   attend's ring, select's key buffer at its largest, estimate's staged query, none for append. */
 static int dynamic_smem(const qgen_spec *s, const char *name) {
   qgen_layout L;
   qgen_plan P;
   qgen_spec_layout(s, &L);
   qgen_plan_make(&L, &tune, &P);
-  return strcmp(name, "qg_attend") == 0 ? P.attend_smem : strcmp(name, "qg_select") == 0 ? 4 * P.sel_smem_keys : 0;
+  return strcmp(name, "qg_attend") == 0     ? P.attend_smem
+         : strcmp(name, "qg_select") == 0   ? 4 * P.sel_smem_keys
+         : strcmp(name, "qg_estimate") == 0 ? P.est_smem
+                                            : 0;
 }
 
 static void print_layout(FILE *f, const qgen_spec *s, const char *path) {
