@@ -211,8 +211,24 @@ static int variant_archs(const qgen_spec *s, const char *variant, const int *arc
 /* Load spec (not a bundle), check --variant, and refuse (before compiling anything) an arch NVRTC cannot
    target in any selected variant (the --arch list, else each variant's own archs).
    Returns 0, or the exit code after printing why. */
-static int load_for_build(const char *spec, const char *variant, const int *archs, int n_archs,
-                          qgen_spec_set *set, char *err, size_t errlen) {
+/* What emit and bundle build: the spec's variants, the archs asked for (none: each
+   variant's own), room for messages. */
+typedef struct {
+  qgen_spec_set set;
+  int archs[QGEN_MAX_ARCHS], n_archs;
+  char err[65536];
+} build_job;
+
+/* Load spec for `cmd` (emit, bundle) into j, with --arch (NULL: the spec's) and --variant
+   checked; 0, or the exit code after a message. */
+static int load_for_build(const char *cmd, const char *spec, const char *variant, const char *arch_list,
+                          build_job *j) {
+  j->n_archs = 0;
+  if (arch_list && (j->n_archs = parse_archs(cmd, arch_list, j->archs, QGEN_MAX_ARCHS)) < 0) return -j->n_archs;
+  qgen_spec_set *set = &j->set;
+  const int *archs = j->archs, n_archs = j->n_archs;
+  char *err = j->err;
+  const size_t errlen = sizeof j->err;
   if (qgen_bundle_is(spec))
     return die(EXIT_USER, "%s is a bundle, not a spec: qgen info shows it, qgen check runs it (qgen info --lua "
                "prints its spec)", spec);
@@ -250,18 +266,17 @@ static int cmd_emit(int argc, char **argv) {
   const int done = qgen_opts_parse(&cmd, argc, argv, NULL, 0, NULL);
   if (done >= 0) return done;
   if (!spec) return die(EXIT_USER, "emit: --spec FILE is required (see qgen emit --help)");
-  int archs[QGEN_MAX_ARCHS], n_archs = 0;
-  if (arch_list && (n_archs = parse_archs("emit", arch_list, archs, QGEN_MAX_ARCHS)) < 0) return -n_archs;
-
-  static qgen_spec_set set;
-  static char err[65536];
-  int rc = load_for_build(spec, variant, archs, n_archs, &set, err, sizeof err);
+  static build_job job;
+  int rc = load_for_build("emit", spec, variant, arch_list, &job);
   if (rc != 0) return rc;
+  const qgen_spec_set *set = &job.set;
+  const int *archs = job.archs, n_archs = job.n_archs;
+  char *err = job.err;
   FILE *rep = print ? stderr : stdout; /* the report; stdout then holds the unit alone */
   if (out && qgen_mkdir_p(out, 0755) != 0) return die(EXIT_USER, "%s: cannot create directory: %s", out, strerror(errno));
   /* every file -o will write, before anything is compiled */
-  for (int v = 0; out && v < set.n; v++) {
-    const qgen_spec *s = &set.v[v];
+  for (int v = 0; out && v < set->n; v++) {
+    const qgen_spec *s = &set->v[v];
     const int *use = NULL;
     const int nu = variant_archs(s, variant, archs, n_archs, &use);
     char uri[256], path[4400];
@@ -270,13 +285,13 @@ static int cmd_emit(int argc, char **argv) {
       if (i == -2) qgen_fmt(path, sizeof path, "%s/%s.cu", out, uri);
       else if (i == -1) qgen_fmt(path, sizeof path, "%s/%s.ptx", out, uri);
       else qgen_fmt(path, sizeof path, "%s/%s_sm%d.cubin", out, uri, use[i]);
-      if (nu && qgen_write_check(path, err, sizeof err) != 0) return die(EXIT_USER, "%s", err);
+      if (nu && qgen_write_check(path, err, sizeof job.err) != 0) return die(EXIT_USER, "%s", err);
     }
   }
 
   qgen_cache *cache = qgen_cache_open(NULL);
-  for (int v = 0; v < set.n && rc == 0; v++) {
-    const qgen_spec *s = &set.v[v];
+  for (int v = 0; v < set->n && rc == 0; v++) {
+    const qgen_spec *s = &set->v[v];
     const int *use;
     const int nu = variant_archs(s, variant, archs, n_archs, &use);
     if (!nu) continue;
@@ -284,7 +299,7 @@ static int cmd_emit(int argc, char **argv) {
     qgen_artifact arts[QGEN_MAX_ARCHS];
     char *src = NULL;
     double t0 = qgen_now_ms();
-    if (qgen_build(s, &tune, use, nu, cache, arts, &src, err, sizeof err) != 0) {
+    if (qgen_build(s, &tune, use, nu, cache, arts, &src, err, sizeof job.err) != 0) {
       rc = die(EXIT_INTERNAL, "%s", err);
       break;
     }
@@ -346,29 +361,28 @@ static int cmd_bundle(int argc, char **argv) {
   if (done >= 0) return done;
   if (!spec) return die(EXIT_USER, "bundle: --spec FILE is required (see qgen bundle --help)");
   if (!out || !*out) return die(EXIT_USER, "bundle: -o OUT is required (see qgen bundle --help)");
-  int archs[QGEN_MAX_ARCHS], n_archs = 0;
-  if (arch_list && (n_archs = parse_archs("bundle", arch_list, archs, QGEN_MAX_ARCHS)) < 0) return -n_archs;
-
-  static qgen_spec_set set;
-  static char err[65536];
-  int rc = load_for_build(spec, variant, archs, n_archs, &set, err, sizeof err);
+  static build_job job;
+  int rc = load_for_build("bundle", spec, variant, arch_list, &job);
   if (rc != 0) return rc;
+  const qgen_spec_set *set = &job.set;
+  const int *archs = job.archs, n_archs = job.n_archs;
+  char *err = job.err;
   const int dir = is_dir(out);
-  if (!variant && set.n > 1 && !dir)
-    return die(EXIT_USER, "%s has %d variants: give --variant NAME, or a directory -o DIR/ for one bundle each", spec, set.n);
+  if (!variant && set->n > 1 && !dir)
+    return die(EXIT_USER, "%s has %d variants: give --variant NAME, or a directory -o DIR/ for one bundle each", spec, set->n);
   if (dir && qgen_mkdir_p(out, 0755) != 0) return die(EXIT_USER, "%s: cannot create directory: %s", out, strerror(errno));
 
   /* the bundle paths, each checked before anything is compiled */
   static char paths[QGEN_MAX_VARIANTS][4200];
-  for (int v = 0; v < set.n; v++) {
-    if (dir) qgen_fmt(paths[v], sizeof paths[v], "%s%s%s.qgb", out, out[strlen(out) - 1] == '/' ? "" : "/", set.v[v].name);
+  for (int v = 0; v < set->n; v++) {
+    if (dir) qgen_fmt(paths[v], sizeof paths[v], "%s%s%s.qgb", out, out[strlen(out) - 1] == '/' ? "" : "/", set->v[v].name);
     else qgen_fmt(paths[v], sizeof paths[v], "%s", out);
-    if ((!variant || strcmp(set.v[v].name, variant) == 0) && qgen_write_check(paths[v], err, sizeof err) != 0)
+    if ((!variant || strcmp(set->v[v].name, variant) == 0) && qgen_write_check(paths[v], err, sizeof job.err) != 0)
       return die(EXIT_USER, "%s", err);
   }
   qgen_cache *cache = qgen_cache_open(NULL);
-  for (int v = 0; v < set.n && rc == 0; v++) {
-    const qgen_spec *s = &set.v[v];
+  for (int v = 0; v < set->n && rc == 0; v++) {
+    const qgen_spec *s = &set->v[v];
     const int *use;
     const int nu = variant_archs(s, variant, archs, n_archs, &use);
     if (!nu) continue;
@@ -376,14 +390,14 @@ static int cmd_bundle(int argc, char **argv) {
     print_layout(stdout, s, spec);
     qgen_artifact arts[QGEN_MAX_ARCHS];
     double t0 = qgen_now_ms();
-    if (qgen_build(s, &tune, use, nu, cache, arts, NULL, err, sizeof err) != 0) {
+    if (qgen_build(s, &tune, use, nu, cache, arts, NULL, err, sizeof job.err) != 0) {
       rc = die(EXIT_INTERNAL, "%s", err);
       break;
     }
     for (int i = 0; i < nu; i++)
       printf("  sm_%d  cubin %zu B  ptx %zu B  %d kernels  %7.1f ms  %s\n", arts[i].arch, arts[i].cubin_size,
              arts[i].ptx_size, arts[i].n_kernels, arts[i].ms, arts[i].cache_hit ? "hit" : "miss");
-    if (qgen_bundle_write(path, s, arts, nu, err, sizeof err) != 0) rc = die(EXIT_USER, "%s", err);
+    if (qgen_bundle_write(path, s, arts, nu, err, sizeof job.err) != 0) rc = die(EXIT_USER, "%s", err);
     for (int i = 0; i < nu; i++) qgen_artifact_free(&arts[i]);
     if (rc) break;
     struct stat st;
