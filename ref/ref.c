@@ -30,6 +30,13 @@
  *             qgen_budget_pages, then the best K_eff - |forced| other pages by score: NaN
  *             first, then larger scores, ties to the lower page index (one qsort with that
  *             total order). Written back in ascending page order.
+ *             Two-stage (issue 20): the same ranking keeps r times as many candidates,
+ *             a second qsort of those by their exact scores from a compact K (the cache's
+ *             own quantized K, or a q4_0 round trip of it) keeps the K_eff - |forced| best.
+ *
+ *   i8 bounds (issue 19) per (page, KV head): offset = min kmin, scale = range / 255
+ *             rounded up to f16, kmin codes rounded down and kmax codes rounded up (checked
+ *             in exact double arithmetic), so the decoded bounds contain the f16 ones.
  *
  *   attend    Per query head hq (KV head hq / group), over the listed pages in list order
  *             and their tokens in order: s_t = scale * q.k_t (double, k dequantized with the
@@ -113,7 +120,7 @@ struct qgen_ref_scratch {
   ranked *cand;
   float *x, *lo, *hi, *qf;
   int32_t *all, *lists;
-  uint8_t *flags;
+  uint8_t *flags, *codes; /* codes: one page's 8-bit bounds */
 };
 
 #define SCRATCH_ALIGN(n) (((n) + 63) / 64 * 64)
@@ -145,6 +152,7 @@ static size_t scratch_layout(qgen_ref_scratch *w, const qgen_layout *L, uint8_t 
   CARVE(all, N);
   CARVE(lists, Hkv * N);
   CARVE(flags, N);
+  CARVE(codes, 2 * D);
 #undef CARVE
   return off;
 }
@@ -247,8 +255,9 @@ void qgen_ref_append(const qgen_layout *L, qgen_kvmem *m, int seq, int64_t n_new
 
 /* ---- estimate ----------------------------------------------------------------------- */
 
+/* i8: over the 8-bit form of the bounds (qgen_ref_bounds_i8) instead of the f16 ones. */
 static void estimate(qgen_ref_scratch *w, const qgen_layout *L, const qgen_kvmem *m, int seq, const void *q,
-                     double *scores) {
+                     int i8, double *scores) {
   const int D = L->head_dim, G = L->group;
   const int64_t n = qgen_pages_of(m->seq_len[seq], L->block);
   float *qf = w->qf;
@@ -258,9 +267,18 @@ static void estimate(qgen_ref_scratch *w, const qgen_layout *L, const qgen_kvmem
   for (int h = 0; h < L->n_head_kv; h++)
     for (int64_t p = 0; p < n; p++) {
       const uint16_t *bnd = page_bounds(L, m, phys_page(m, seq, p), h);
-      for (int d = 0; d < D; d++) {
-        kmin[d] = qgen_f16_to_f32(bnd[d]);
-        kmax[d] = qgen_f16_to_f32(bnd[D + d]);
+      if (i8) {
+        uint16_t so[2];
+        if (qgen_ref_bounds_i8(bnd, D, so, w->codes) != 0) {
+          scores[(int64_t)h * n + p] = NAN;
+          continue;
+        }
+        qgen_ref_bounds_i8_decode(so, w->codes, D, kmin, kmax);
+      } else {
+        for (int d = 0; d < D; d++) {
+          kmin[d] = qgen_f16_to_f32(bnd[d]);
+          kmax[d] = qgen_f16_to_f32(bnd[D + d]);
+        }
       }
       double best = -INFINITY;
       for (int g = 0; g < G; g++) {
@@ -279,8 +297,55 @@ static void estimate(qgen_ref_scratch *w, const qgen_layout *L, const qgen_kvmem
 void qgen_ref_estimate(const qgen_layout *L, const qgen_kvmem *m, int seq, const void *q,
                        double *scores) {
   qgen_ref_scratch *w = scratch_or_die(L, 1);
-  estimate(w, L, m, seq, q, scores);
+  estimate(w, L, m, seq, q, 0, scores);
   qgen_ref_scratch_free(w);
+}
+
+void qgen_ref_estimate_i8(const qgen_layout *L, const qgen_kvmem *m, int seq, const void *q,
+                          double *scores) {
+  qgen_ref_scratch *w = scratch_or_die(L, 1);
+  estimate(w, L, m, seq, q, 1, scores);
+  qgen_ref_scratch_free(w);
+}
+
+/* ---- 8-bit bounds ------------------------------------------------------------------- */
+
+int qgen_ref_bounds_i8(const uint16_t *bnd, int D, uint16_t so[2], uint8_t *codes) {
+  double lo = INFINITY, hi = -INFINITY;
+  for (int d = 0; d < D; d++) {
+    const double a = qgen_f16_to_f32(bnd[d]), b = qgen_f16_to_f32(bnd[D + d]);
+    if (!isfinite(a) || !isfinite(b)) return -1;
+    if (a < lo) lo = a;
+    if (b > hi) hi = b;
+  }
+  /* lo is an f16 value, so the offset is exact; every sum below is exact in double (f16
+     grid values times 8-bit integers) */
+  const uint16_t off = qgen_f32_to_f16((float)lo);
+  uint16_t sc = qgen_f32_to_f16_ru((float)((hi - lo) / 255.0));
+  while (lo + 255.0 * qgen_f16_to_f32(sc) < hi) sc++; /* the next f16 up (sc is positive) */
+  const double s = qgen_f16_to_f32(sc);
+  for (int d = 0; d < D; d++) {
+    const double a = qgen_f16_to_f32(bnd[d]), b = qgen_f16_to_f32(bnd[D + d]);
+    double cl = s > 0 ? floor((a - lo) / s) : 0, ch = s > 0 ? ceil((b - lo) / s) : 0;
+    cl = cl < 0 ? 0 : cl > 255 ? 255 : cl;
+    ch = ch < 0 ? 0 : ch > 255 ? 255 : ch;
+    while (cl > 0 && lo + cl * s > a) cl--;   /* the division may have rounded across */
+    while (ch < 255 && lo + ch * s < b) ch++; /* lo + 255 s >= hi ends it */
+    codes[d] = (uint8_t)cl;
+    codes[D + d] = (uint8_t)ch;
+  }
+  so[0] = off;
+  so[1] = sc;
+  return 0;
+}
+
+void qgen_ref_bounds_i8_decode(const uint16_t so[2], const uint8_t *codes, int D, double *lo,
+                               double *hi) {
+  const double off = qgen_f16_to_f32(so[0]), s = qgen_f16_to_f32(so[1]);
+  for (int d = 0; d < D; d++) {
+    lo[d] = off + codes[d] * s;
+    hi[d] = off + codes[D + d] * s;
+  }
 }
 
 /* ---- select ------------------------------------------------------------------------- */
@@ -294,9 +359,11 @@ static int rank_cmp(const void *pa, const void *pb) {
   return a->page < b->page ? -1 : a->page > b->page ? 1 : 0;
 }
 
-/* chosen and cand: room for the sequence's pages. */
+/* chosen and cand: room for the sequence's pages. exact != NULL: two stages, the best
+   r * K by scores are ranked again by exact (one stage otherwise). */
 static int64_t select_pages(const qgen_budget *b, int64_t len, int block, const double *scores,
-                            int32_t *list, uint8_t *chosen, ranked *cand) {
+                            int r, const double *exact, int32_t *list, uint8_t *chosen,
+                            ranked *cand) {
   const int64_t n = qgen_pages_of(len, block);
   if (n <= 0) return 0;
   const int64_t n_forced = qgen_forced_pages(b, len, block, chosen); /* forced pages chosen */
@@ -313,7 +380,13 @@ static int64_t select_pages(const qgen_budget *b, int64_t len, int block, const 
         nc++;
       }
     qsort(cand, (size_t)nc, sizeof *cand, rank_cmp);
-    for (int64_t i = 0; i < k - n_forced; i++) chosen[cand[i].page] = 1;
+    const int64_t keep = k - n_forced;
+    if (exact) {
+      const int64_t c = keep * (r > 1 ? r : 1) < nc ? keep * (r > 1 ? r : 1) : nc;
+      for (int64_t i = 0; i < c; i++) cand[i].score = exact[cand[i].page];
+      qsort(cand, (size_t)c, sizeof *cand, rank_cmp);
+    }
+    for (int64_t i = 0; i < keep; i++) chosen[cand[i].page] = 1;
   }
 
   int64_t c = 0;
@@ -328,10 +401,54 @@ int64_t qgen_ref_select(const qgen_budget *b, int64_t len, int block, const doub
   if (n <= 0) return 0;
   uint8_t *chosen = xmalloc((size_t)n);
   ranked *cand = xmalloc((size_t)n * sizeof *cand);
-  const int64_t c = select_pages(b, len, block, scores, list, chosen, cand);
+  const int64_t c = select_pages(b, len, block, scores, 1, NULL, list, chosen, cand);
   free(chosen);
   free(cand);
   return c;
+}
+
+int64_t qgen_ref_select_rescore(const qgen_budget *b, int64_t len, int block, int r,
+                                const double *bound, const double *exact, int32_t *list) {
+  const int64_t n = qgen_pages_of(len, block);
+  if (n <= 0) return 0;
+  uint8_t *chosen = xmalloc((size_t)n);
+  ranked *cand = xmalloc((size_t)n * sizeof *cand);
+  const int64_t c = select_pages(b, len, block, bound, r, exact, list, chosen, cand);
+  free(chosen);
+  free(cand);
+  return c;
+}
+
+void qgen_ref_sketch_scores(const qgen_layout *L, const qgen_kvmem *m, int seq, const void *q,
+                            int h, const uint8_t *want, double *scores) {
+  const int D = L->head_dim, G = L->group, B = L->block;
+  const int64_t len = m->seq_len[seq], n = qgen_pages_of(len, B);
+  const qgen_type_traits *kt = traits(L->k_type), *q4 = traits(QGEN_TYPE_Q4_0);
+  float *qf = xmalloc((size_t)G * (size_t)D * sizeof *qf), *row = xmalloc((size_t)D * sizeof *row);
+  uint8_t *blk = xmalloc(qgen_type_row_bytes(QGEN_TYPE_Q4_0, D));
+  traits(L->in_type)->to_f32((const uint8_t *)q + (size_t)h * (size_t)G * L->in_row_bytes, qf, (int64_t)G * D);
+  for (int64_t p = 0; p < n; p++) {
+    if (want && !want[p]) continue;
+    const int64_t page = phys_page(m, seq, p);
+    double best = -INFINITY;
+    for (int64_t t = p * B; t < len && t < (p + 1) * B; t++) {
+      kt->to_f32(pool_row(L, m, 0, page, h, t - p * B), row, D);
+      if (!kt->is_quant) { /* the q4_0 sketch of an unquantized cache */
+        q4->from_f32(row, blk, D);
+        q4->to_f32(blk, row, D);
+      }
+      for (int g = 0; g < G; g++) {
+        const float *qg = qf + (size_t)g * (size_t)D;
+        double dot = 0.0;
+        for (int d = 0; d < D; d++) dot += (double)qg[d] * (double)row[d];
+        if (isnan(dot) || dot > best) best = dot; /* once NaN, stays NaN */
+      }
+    }
+    scores[p] = best;
+  }
+  free(qf);
+  free(row);
+  free(blk);
 }
 
 /* ---- attend ------------------------------------------------------------------------- */
@@ -463,9 +580,9 @@ void qgen_ref_step_in(qgen_ref_scratch *w, const qgen_layout *L, const qgen_kvme
     }
   } else {
     double *scores = w->scores;
-    estimate(w, L, m, seq, q, scores);
+    estimate(w, L, m, seq, q, 0, scores);
     for (int h = 0; h < Hkv; h++)
-      counts[h] = select_pages(b, len, L->block, scores + (size_t)h * (size_t)n,
+      counts[h] = select_pages(b, len, L->block, scores + (size_t)h * (size_t)n, 1, NULL,
                                lists + (size_t)h * room, w->flags, w->cand);
   }
   for (int h = 0; h < Hkv; h++) ptrs[h] = lists + (size_t)h * room;

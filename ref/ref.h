@@ -38,6 +38,45 @@ void qgen_ref_estimate(const qgen_layout *L, const qgen_kvmem *m, int seq, const
 int64_t qgen_ref_select(const qgen_budget *b, int64_t len, int block, const double *scores,
                         int32_t *list);
 
+/* Two-stage selection (issue 20), stage 2: the exact page scores of KV head h from a compact
+   copy of K. For every page p of seq with want[p] (want NULL: every page), scores[p] = max
+   over the group's query heads g and the page's tokens t of q_g·k_t (unscaled, double, d
+   increasing), k_t the cache's own K row when k_type is a quant block type (q8_0, q4_0,
+   q5_0: no extra memory), else the q4_0 round trip of the cache's row (the sketch an f16,
+   bf16 or f32 cache would keep beside it). Other entries are left alone. q is
+   [n_head][head_dim] (in_type). */
+void qgen_ref_sketch_scores(const qgen_layout *L, const qgen_kvmem *m, int seq, const void *q,
+                            int h, const uint8_t *want, double *scores);
+
+/* Two-stage selection of one (sequence, KV head): the forced pages as in qgen_ref_select;
+   stage 1 keeps the C = r * K best non-forced pages by the Quest bound `bound` (K = the
+   budget's non-forced count K_eff - |forced|; C capped at the non-forced pages); stage 3
+   keeps the K best of those by `exact` (qgen_ref_sketch_scores; read only at the
+   candidates). Both rankings: NaN first, then larger scores, ties to the lower page. Writes
+   the ascending list into list (room for n) and returns its length. r = 1 is
+   qgen_ref_select's list; a budget covering the context lists every page. r >= 1. */
+int64_t qgen_ref_select_rescore(const qgen_budget *b, int64_t len, int block, int r,
+                                const double *bound, const double *exact, int32_t *list);
+
+/* 8-bit page bounds (issue 19) of one (page, KV head), from its f16 bounds bnd (kmin at
+   [0, D), kmax at [D, 2D)): so[0] = offset, so[1] = scale (f16), codes[d] = kmin code,
+   codes[D + d] = kmax code, with offset + code * scale (exact in double) <= kmin_d for the
+   kmin codes and >= kmax_d for the kmax codes: the bounds only widen, so the Quest score
+   over them stays a true upper bound. offset = the smallest kmin, scale = the range / 255
+   rounded up. Returns 0, or -1 when a bound is not finite (an empty channel, or a key f16
+   cannot hold): such a page has no 8-bit form and its score is NaN (always attended). */
+int qgen_ref_bounds_i8(const uint16_t *bnd, int D, uint16_t so[2], uint8_t *codes);
+
+/* The decoded 8-bit bounds: lo[d] = offset + codes[d] * scale, hi[d] = offset + codes[D + d]
+   * scale. */
+void qgen_ref_bounds_i8_decode(const uint16_t so[2], const uint8_t *codes, int D, double *lo,
+                               double *hi);
+
+/* qgen_ref_estimate over the 8-bit form of the cache's bounds (qgen_ref_bounds_i8; NaN for
+   a page without one). */
+void qgen_ref_estimate_i8(const qgen_layout *L, const qgen_kvmem *m, int seq, const void *q,
+                          double *scores);
+
 /* Attention of one query over seq restricted, per KV head h, to the logical pages
    lists[h][0..counts[h]) (lists == NULL: every page). q is [n_head][head_dim] (in_type).
    Writes out [n_head][head_dim] in out_type when out != NULL, and the exact result in

@@ -24,6 +24,12 @@
  *   7. len 0 gives zeros.
  *   8. Caches of every K type filled from the same keys hold the same bounds and select
  *      the same pages.
+ *   9. 8-bit page bounds: the decoded bounds contain the f16 ones; the i8 score is a true
+ *      upper bound (>= the page's max logit, and >= the f16 score) on random and
+ *      adversarial pages; NaN only for pages without finite bounds.
+ *  10. Two-stage selection: the sketch scores (q4_0 round trip of the keys), r = 1 is
+ *      Quest's list, every page a candidate is the exact scores' list, coverage 1 is every
+ *      page, and the rules for r = 2..16.
  * Several caches hold several sequences under a shuffled page table with spare pages that
  * must stay untouched.
  *
@@ -1283,6 +1289,176 @@ static void test_long(int64_t len, qgen_type kt, qgen_type vt) {
   cache_free(&c);
 }
 
+/* ---- 9. 8-bit page bounds (issue 19) ------------------------------------------------- */
+
+/* The true max over page p's tokens and the group's heads of q.k, from keys k ([len][Hkv][D]). */
+static double page_max_logit(const qgen_layout *L, const float *k, int64_t len, const float *qf,
+                             int h, int64_t p) {
+  const int D = L->head_dim, Hkv = L->n_head_kv, B = L->block, G = L->group;
+  double best = -INFINITY;
+  for (int64_t t = p * B; t < len && t < (p + 1) * B; t++)
+    for (int g = 0; g < G; g++) {
+      const float *q = qf + (size_t)(h * G + g) * D, *kr = k + ((size_t)t * Hkv + h) * D;
+      double dot = 0.0;
+      for (int d = 0; d < D; d++) dot += (double)q[d] * (double)kr[d];
+      if (dot > best) best = dot;
+    }
+  return best;
+}
+
+/* For random and adversarial pages and every query kind: the decoded 8-bit bounds contain
+   the f16 ones, so the i8 score is >= the f16 score and >= the true max logit of the page
+   (exact comparisons, as in 1.); NaN (always attended) only for pages whose f16 bounds are
+   not all finite. */
+static void test_bounds_i8(const shape_t *sh, qgen_type it, int data) {
+  qgen_layout L;
+  layout_make(&L, sh, F16, F16, it, F32, 1);
+  const char *nm = layout_name(&L);
+  const int D = L.head_dim, Hkv = L.n_head_kv;
+  const int64_t len = 9 * (int64_t)L.block + 7, n = qgen_pages_of(len, L.block);
+  cache_t c;
+  cache_init(&c, &L, 1, n, NULL, 1);
+  seq_t sq;
+  seq_make(&sq, &L, len, data);
+  append_span(&c, 0, &sq, 0, len);
+  uint8_t *q_in = xmalloc(L.q_bytes), *codes = xmalloc((size_t)2 * D);
+  float *qf = xmalloc((size_t)L.n_head * D * sizeof *qf);
+  double *s16 = xmalloc((size_t)Hkv * n * sizeof *s16), *s8 = xmalloc((size_t)Hkv * n * sizeof *s8);
+  double *lo = xmalloc((size_t)D * sizeof *lo), *hi = xmalloc((size_t)D * sizeof *hi);
+  int64_t outside = 0, below_true = 0, below_f16 = 0, bad_nan = 0, nan_pages = 0;
+  for (int64_t p = 0; p < n; p++)
+    for (int h = 0; h < Hkv; h++) {
+      const uint16_t *b = c.m.bounds + ((size_t)c.m.page_table[p] * Hkv + h) * 2 * D;
+      uint16_t so[2];
+      if (qgen_ref_bounds_i8(b, D, so, codes) != 0) continue;
+      qgen_ref_bounds_i8_decode(so, codes, D, lo, hi);
+      for (int d = 0; d < D; d++) outside += !(lo[d] <= hv(b[d]) && hi[d] >= hv(b[D + d]));
+    }
+  for (int kind = 0; kind < 4; kind++) {
+    query_make(&L, kind, q_in, qf);
+    qgen_ref_estimate(&L, &c.m, 0, q_in, s16);
+    qgen_ref_estimate_i8(&L, &c.m, 0, q_in, s8);
+    for (int h = 0; h < Hkv; h++)
+      for (int64_t p = 0; p < n; p++) {
+        const double x8 = s8[(size_t)h * n + p], x16 = s16[(size_t)h * n + p];
+        const uint16_t *b = c.m.bounds + ((size_t)c.m.page_table[p] * Hkv + h) * 2 * D;
+        int finite = 1;
+        for (int d = 0; d < 2 * D; d++) finite &= isfinite(hv(b[d]));
+        if (isnan(x8)) {
+          nan_pages++;
+          bad_nan += finite;
+          continue;
+        }
+        below_true += !(x8 >= page_max_logit(&L, sq.kx, len, qf, h, p));
+        below_f16 += !(x8 >= x16);
+      }
+  }
+  check(outside == 0 && below_true == 0 && below_f16 == 0 && bad_nan == 0,
+        "%s %s keys: i8 bounds contain the f16 ones (%lld outside), i8 score >= true max (%lld "
+        "violations) and >= the f16 score (%lld), NaN only without finite bounds (%lld of %lld)",
+        nm, data == DATA_RANDOM ? "random" : "adversarial", (long long)outside,
+        (long long)below_true, (long long)below_f16, (long long)bad_nan, (long long)nan_pages);
+  seq_free(&sq);
+  cache_free(&c);
+  free(q_in), free(codes), free(qf), free(s16), free(s8), free(lo), free(hi);
+}
+
+/* ---- 10. two-stage selection (issue 20) ---------------------------------------------- */
+
+/* The sketch scores equal the max logit over the cache's keys (dequantized here from the
+   inputs), through a q4_0 round trip for an f16 cache, as they are for a q4_0 one; r = 1 gives qgen_ref_select's list; r large
+   enough to take every page gives the selection rules' list for the exact scores; a budget
+   covering the context gives every page; and for every r the list keeps the budget's count
+   and the forced pages, drawn from the best r * K by the Quest bound. */
+static void test_rescore(qgen_type kt) {
+  const shape_t *sh = &SHAPES[1];
+  qgen_layout L;
+  layout_make(&L, sh, kt, F16, F32, F32, 1);
+  const char *nm = layout_name(&L);
+  const int D = L.head_dim, Hkv = L.n_head_kv, B = L.block;
+  const int64_t len = 97 * (int64_t)B + 11, n = qgen_pages_of(len, B);
+  cache_t c;
+  cache_init(&c, &L, 1, n, NULL, 0);
+  seq_t sq;
+  seq_make(&sq, &L, len, DATA_RANDOM);
+  append_span(&c, 0, &sq, 0, len);
+  /* the compact K, computed here: the cache's keys (kq), through q4_0 unless quantized */
+  const size_t nk = (size_t)len * Hkv * D;
+  float *k4 = xmalloc(nk * sizeof *k4);
+  uint8_t *blk = xmalloc(qgen_type_row_bytes(Q4_0, D));
+  for (size_t r = 0; r < (size_t)len * Hkv; r++) {
+    if (tr(kt)->is_quant) {
+      memcpy(k4 + r * D, sq.kq + r * D, (size_t)D * sizeof *k4);
+      continue;
+    }
+    tr(Q4_0)->from_f32(sq.kq + r * D, blk, D);
+    tr(Q4_0)->to_f32(blk, k4 + r * D, D);
+  }
+  uint8_t *q_in = xmalloc(L.q_bytes);
+  float *qf = xmalloc((size_t)L.n_head * D * sizeof *qf);
+  double *bound = xmalloc((size_t)Hkv * n * sizeof *bound), *exact = xmalloc((size_t)n * sizeof *exact);
+  int32_t *l1 = xmalloc((size_t)n * sizeof *l1), *l2 = xmalloc((size_t)n * sizeof *l2);
+  uint8_t *forced = xmalloc((size_t)n), *top = xmalloc((size_t)n);
+  const qgen_budget b = {QGEN_BUDGET_COVERAGE, 0.125, 0, 64, 128}, all = {QGEN_BUDGET_COVERAGE, 1.0, 0, 64, 128};
+  int64_t sk_bad = 0, r1_bad = 0, rmax_bad = 0, all_bad = 0, rule_bad = 0;
+  const char *why = "";
+  for (int kind = 0; kind < 2; kind++) {
+    query_make(&L, kind, q_in, qf);
+    qgen_ref_estimate(&L, &c.m, 0, q_in, bound);
+    for (int h = 0; h < Hkv; h++) {
+      const double *bh = bound + (size_t)h * n;
+      qgen_ref_sketch_scores(&L, &c.m, 0, q_in, h, NULL, exact);
+      for (int64_t p = 0; p < n; p++) sk_bad += exact[p] != page_max_logit(&L, k4, len, qf, h, p);
+      const int64_t c0 = qgen_ref_select(&b, len, B, bh, l1);
+      const int64_t c1 = qgen_ref_select_rescore(&b, len, B, 1, bh, exact, l2);
+      r1_bad += c0 != c1 || memcmp(l1, l2, (size_t)c0 * sizeof *l1) != 0;
+      const int64_t cm = qgen_ref_select_rescore(&b, len, B, (int)n, bh, exact, l2);
+      rmax_bad += !list_is_right(&b, len, B, exact, l2, cm, &why);
+      const int64_t ca = qgen_ref_select_rescore(&all, len, B, 4, bh, exact, l2);
+      for (int64_t p = 0; p < ca; p++) all_bad += l2[p] != p;
+      all_bad += ca != n;
+      for (int r = 2; r <= 16; r *= 2) {
+        /* the rules restated: forced pages, K = count - |forced| non-forced pages, each
+           among the first r * K non-forced pages by the bound, and no left-out candidate
+           above a chosen one by the exact score */
+        const int64_t cr = qgen_ref_select_rescore(&b, len, B, r, bh, exact, l2);
+        const int64_t nf = qgen_forced_pages(&b, len, B, forced);
+        const int64_t keep = c0 - nf;
+        memset(top, 0, (size_t)n);
+        for (int64_t p = 0; p < n; p++) {
+          int64_t rank = 0;
+          for (int64_t x = 0; x < n && !forced[p]; x++) rank += !forced[x] && better(bh, x, p);
+          top[p] = !forced[p] && rank < keep * r;
+        }
+        uint8_t *in = xcalloc((size_t)n, 1);
+        for (int64_t i = 0; i < cr; i++) in[l2[i]] = 1;
+        int ok = cr == c0;
+        for (int64_t i = 1; i < cr; i++) ok &= l2[i] > l2[i - 1];
+        for (int64_t p = 0; p < n; p++) {
+          ok &= !forced[p] || in[p];
+          ok &= forced[p] || !in[p] || top[p];
+          for (int64_t x = 0; x < n && in[p] && !forced[p]; x++) ok &= in[x] || !top[x] || better(exact, p, x);
+        }
+        rule_bad += !ok;
+        free(in);
+      }
+    }
+  }
+  check(sk_bad == 0, "%s sketch scores == max logit over the compact K (the cache's keys, q4_0 unless "
+        "quantized; %lld pages differ)", nm, (long long)sk_bad);
+  check(r1_bad == 0, "%s rescore r = 1 gives Quest's list exactly (%lld heads differ)", nm,
+        (long long)r1_bad);
+  check(rmax_bad == 0, "%s rescore with every page a candidate: the selection rules over the "
+        "exact scores (%lld heads wrong%s%s)", nm, (long long)rmax_bad, *why ? ": " : "", why);
+  check(all_bad == 0, "%s rescore with coverage 1: every page (%lld wrong)", nm, (long long)all_bad);
+  check(rule_bad == 0, "%s rescore r = 2, 4, 8, 16: count, forced pages, candidates from the "
+        "bound's best r * K, best by the exact score (%lld heads wrong)", nm, (long long)rule_bad);
+  seq_free(&sq);
+  cache_free(&c);
+  free(k4), free(blk), free(q_in), free(qf), free(bound), free(exact), free(l1), free(l2);
+  free(forced), free(top);
+}
+
 int main(void) {
   const char *env = getenv("QGEN_SEED");
   uint64_t seed = env ? strtoull(env, NULL, 0) : (uint64_t)time(NULL) ^ (uint64_t)clock() << 32;
@@ -1339,6 +1515,12 @@ int main(void) {
   test_select();
   test_same_selection();
   test_empty();
+  test_rescore(F16);
+  test_rescore(Q4_0);
+  for (int si = 0; si < n_shapes; si++) {
+    test_bounds_i8(&SHAPES[si], F16, DATA_RANDOM);
+    test_bounds_i8(&SHAPES[si], F32, DATA_ADVERSARIAL);
+  }
 
   t[3] = now();
   test_long(quick ? 3000 : 16384 + 1000, F16, F16);

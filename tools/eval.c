@@ -25,6 +25,13 @@
  *                  proj_dim (32) dimensions, scored by the projected query (max over the
  *                  group's heads) — the JL-projection block selector of the seed note's
  *                  comparison;
+ *      and, asked for by name (previews of selection modes the GPU does not have yet),
+ *      from the variant's cache (ref/ref.h):
+ *        quest-i8  Quest's bound over the 8-bit form of the cache's bounds (one f16
+ *                  offset and scale per page and KV head, codes rounded outward);
+ *        rescoreR  (R = 2, 4, 8, 16) two-stage: R times the budget's non-forced pages
+ *                  by the Quest bound, the best of those by their exact max logit from
+ *                  the cache's K as q4_0 (its own K when it is quantized);
  *      each keeps exactly Quest's page count per KV head: the same forced pages (sink,
  *      recent, last; layout.h) plus the best K_eff - |forced| others (ties: lower page);
  *   6. metrics per selector:
@@ -75,8 +82,17 @@
 #include "runtime/qgen_ext.h"
 #include "ref/ref.h"
 
-static const char *const SEL_NAMES[QGEN_SEL_COUNT] = {"quest", "oracle", "meanpool"};
+static const char *const SEL_NAMES[QGEN_SEL_COUNT] = {"quest",    "oracle",   "meanpool", "quest-i8",
+                                                       "rescore2", "rescore4", "rescore8", "rescore16"};
 const char *qgen_eval_selector_name(int s) { return s >= 0 && s < QGEN_SEL_COUNT ? SEL_NAMES[s] : "?"; }
+
+/* The candidate factor of a two-stage selector (2, 4, 8, 16), or 0. */
+static int rescore_r(int sel) { return sel >= QGEN_SEL_RESCORE2 ? 2 << (sel - QGEN_SEL_RESCORE2) : 0; }
+
+/* The host selectors' reference list set of coverage c: set 0 is every page, then one set
+   per (coverage, selector other than quest). */
+#define HSET(c, sel) (1 + (c) * (QGEN_SEL_COUNT - 1) + (sel) - 1)
+#define N_HSETS(nc) (1 + (nc) * (QGEN_SEL_COUNT - 1))
 
 void qgen_eval_cfg_init(qgen_eval_cfg *c) {
   memset(c, 0, sizeof *c);
@@ -87,8 +103,8 @@ void qgen_eval_cfg_init(qgen_eval_cfg *c) {
   c->n_ctx = 1;
   c->coverage[0] = 0.25;
   c->n_cov = 1;
-  for (int i = 0; i < QGEN_SEL_COUNT; i++) c->selectors[i] = i;
-  c->n_sel = QGEN_SEL_COUNT;
+  for (int i = 0; i < QGEN_SEL_DEFAULTS; i++) c->selectors[i] = i;
+  c->n_sel = QGEN_SEL_DEFAULTS;
   c->margin[0] = 4.0;
   c->n_margin = 1;
   c->trials = 10;
@@ -234,17 +250,18 @@ typedef struct {
   double *wgt;           /* [np][Hq] each page's share of the head's softmax mass */
   double nmass;          /* the needles' mean softmax weight */
   double *score[QGEN_SEL_COUNT]; /* [Hkv][np] page scores per selector (quest: the reference
-                                    estimate over the cache's bounds) */
+                                    estimate over the cache's bounds; rescore: unused) */
+  double *sketch;        /* [Hkv][np] the two-stage selectors' exact page scores (q4_0 K) */
   int32_t *order[QGEN_SEL_COUNT]; /* [Hkv][np] rankings of the host selectors */
   uint8_t *forced;       /* [np] */
   uint8_t *mark;         /* [n_cov][SEL][Hkv][np] selected pages */
   int32_t *qlist;        /* [n_cov][Hkv][np] Quest's lists */
   int *qcount;           /* [n_cov][Hkv] */
-  int32_t *hlist;        /* [1 + 2 n_cov][Hkv][np] reference lists: every page, then oracle and
-                            meanpool per coverage */
+  int32_t *hlist;        /* [N_HSETS(n_cov)][Hkv][np] reference lists: every page, then each
+                            host selector's per coverage (HSET) */
   int64_t *hcount;
   double *outs;          /* [n_cov + 1][Hq][D] the backend's outputs */
-  double *refo;          /* [1 + 2 n_cov][Hq][D] fp64 reference outputs, same sets as hlist */
+  double *refo;          /* [N_HSETS(n_cov)][Hq][D] fp64 reference outputs, same sets as hlist */
   double *exact;         /* [Hq][D] dense attention of the unquantized rows */
   uint16_t *bounds;      /* GPU: host copies of the cache's bounds, page table, K and V */
   int32_t *ptab;
@@ -382,6 +399,7 @@ typedef struct {
   const uint16_t *bounds;
   const int32_t *pt;
   const float *q;
+  int sel; /* quest, or quest-i8: over the 8-bit form of the bounds */
 } qs_job;
 
 static void quest_head(void *arg, int64_t h) {
@@ -389,9 +407,18 @@ static void quest_head(void *arg, int64_t h) {
   ev *e = j->e;
   const int D = e->D;
   double *lo = xcalloc((size_t)D, sizeof *lo), *hi = xcalloc((size_t)D, sizeof *hi);
+  uint8_t *codes = xcalloc((size_t)D, 2);
   for (int64_t p = 0; p < e->np; p++) {
     const uint16_t *b = j->bounds + ((size_t)j->pt[p] * e->Hkv + (size_t)h) * 2 * D;
-    for (int d = 0; d < D; d++) lo[d] = qgen_f16_to_f32(b[d]), hi[d] = qgen_f16_to_f32(b[D + d]);
+    uint16_t so[2];
+    if (j->sel != QGEN_SEL_QUEST_I8)
+      for (int d = 0; d < D; d++) lo[d] = qgen_f16_to_f32(b[d]), hi[d] = qgen_f16_to_f32(b[D + d]);
+    else if (qgen_ref_bounds_i8(b, D, so, codes) == 0)
+      qgen_ref_bounds_i8_decode(so, codes, D, lo, hi);
+    else { /* no 8-bit form: always attended */
+      e->score[j->sel][(size_t)h * e->np + p] = INFINITY;
+      continue;
+    }
     double best = -INFINITY;
     for (int g = 0; g < e->G; g++) {
       const float *q = j->q + (size_t)(h * e->G + g) * D;
@@ -399,10 +426,23 @@ static void quest_head(void *arg, int64_t h) {
       for (int d = 0; d < D; d++) sum += q[d] > 0 ? q[d] * hi[d] : q[d] < 0 ? q[d] * lo[d] : 0.0;
       if (sum > best || sum != sum) best = sum;
     }
-    e->score[QGEN_SEL_QUEST][(size_t)h * e->np + p] = best;
+    e->score[j->sel][(size_t)h * e->np + p] = best;
   }
   free(lo);
   free(hi);
+  free(codes);
+}
+
+/* The two-stage selectors' exact page scores from variant vi's K, one KV head per item. */
+typedef struct {
+  ev *e;
+  const qgen_layout *L;
+  const qgen_kvmem *m;
+} sk_job;
+
+static void sketch_head(void *arg, int64_t h) {
+  sk_job *j = arg;
+  qgen_ref_sketch_scores(j->L, j->m, 0, j->e->qin, (int)h, NULL, j->e->sketch + (size_t)h * j->e->np);
 }
 
 /* The smallest coverage at which the ranking by `score` selects every needle of P in every
@@ -515,7 +555,8 @@ static void ctx_end(ev *e) {
                 (void **)&e->lse_tot, (void **)&e->wgt,     (void **)&e->forced,   (void **)&e->mark,
                 (void **)&e->qlist,   (void **)&e->qcount,  (void **)&e->hlist,    (void **)&e->hcount,
                 (void **)&e->outs,    (void **)&e->refo,    (void **)&e->exact,    (void **)&e->bounds,
-                (void **)&e->ptab,    (void **)&e->hkv_k,   (void **)&e->hkv_v,    (void **)&e->hkv_sl};
+                (void **)&e->ptab,    (void **)&e->hkv_k,   (void **)&e->hkv_v,    (void **)&e->hkv_sl,
+                (void **)&e->sketch};
   for (size_t i = 0; i < sizeof p / sizeof p[0]; i++) free(*p[i]), *p[i] = NULL;
   for (int s = 0; s < QGEN_SEL_COUNT; s++) free(e->score[s]), free(e->order[s]), e->score[s] = NULL, e->order[s] = NULL;
 }
@@ -561,14 +602,17 @@ static int ctx_begin(ev *e, int ci) {
   e->mark = xcalloc((size_t)nc * QGEN_SEL_COUNT * e->Hkv * np, 1);
   e->qlist = xcalloc((size_t)nc * e->Hkv * np, sizeof *e->qlist);
   e->qcount = xcalloc((size_t)nc * e->Hkv, sizeof *e->qcount);
-  e->hlist = xcalloc((size_t)(1 + 2 * nc) * e->Hkv * np, sizeof *e->hlist);
-  e->hcount = xcalloc((size_t)(1 + 2 * nc) * e->Hkv, sizeof *e->hcount);
+  e->hlist = xcalloc((size_t)N_HSETS(nc) * e->Hkv * np, sizeof *e->hlist);
+  e->hcount = xcalloc((size_t)N_HSETS(nc) * e->Hkv, sizeof *e->hcount);
+  e->sketch = xcalloc((size_t)e->Hkv * np, sizeof *e->sketch);
   e->outs = xcalloc((size_t)(nc + 1) * e->Hq * e->D, sizeof *e->outs);
-  e->refo = xcalloc((size_t)(1 + 2 * nc) * e->Hq * e->D, sizeof *e->refo);
+  e->refo = xcalloc((size_t)N_HSETS(nc) * e->Hq * e->D, sizeof *e->refo);
   e->exact = xcalloc((size_t)e->Hq * e->D, sizeof *e->exact);
   e->bounds = xcalloc((size_t)np * e->L->bounds_page_bytes, 1);
   e->ptab = xcalloc((size_t)np, sizeof *e->ptab);
-  if (e->ref_on && cfg->backend == QGEN_BACKEND_GPU) {
+  int rescore = 0;
+  for (int si = 0; si < cfg->n_sel; si++) rescore |= rescore_r(cfg->selectors[si]) > 0;
+  if ((e->ref_on || rescore) && cfg->backend == QGEN_BACKEND_GPU) {
     size_t kb = 0, vb = 0;
     for (int v = 0; v < e->nv; v++) {
       if (qgen_kv_size(e->kv[v], QGEN_KV_K) > kb) kb = qgen_kv_size(e->kv[v], QGEN_KV_K);
@@ -693,12 +737,12 @@ static int64_t workload_begin(ev *e, const qgen_wl_trial *T, const qgen_wl_plan 
   return nspec;
 }
 
-/* The host selectors' page scores and rankings (shared by every variant and coverage). */
+/* Oracle's and meanpool's page scores and rankings (shared by every variant and coverage). */
 static void host_rankings(ev *e, const qgen_wl_trial *T, const qgen_wl_plan *P) {
   const int64_t N = e->N, np = e->np;
   for (int si = 0; si < e->cfg->n_sel; si++) {
     const int sel = e->cfg->selectors[si];
-    if (sel == QGEN_SEL_QUEST) continue;
+    if (sel != QGEN_SEL_ORACLE && sel != QGEN_SEL_MEANPOOL) continue; /* the others read the cache */
     if (sel == QGEN_SEL_ORACLE) {
       for (int h = 0; h < e->Hkv; h++)
         for (int64_t p = 0; p < np; p++) {
@@ -788,7 +832,8 @@ static int decode(ev *e, int vi) {
 }
 
 /* Every selector's selection at every coverage into mark (and the host selectors' lists
-   into hlist, sets 1 + 2c + (meanpool)); returns |forced|. */
+   into hlist, sets HSET(c, sel)); returns |forced|. The variant's scores are in place
+   (variant_scores). */
 static int64_t build_selections(ev *e, int vi) {
   const qgen_attend_opts d0 = qgen_attend_defaults(e->ctx[vi]);
   const int64_t np = e->np;
@@ -810,10 +855,16 @@ static int64_t build_selections(ev *e, int vi) {
           if (cnt != keff && e->cfg->log)
             fprintf(e->cfg->log, "qgen eval: note: quest selected %d pages in head %d, the budget says %lld\n", cnt, h,
                     (long long)keff);
+        } else if (rescore_r(sel)) {
+          int32_t *l = e->hlist + ((size_t)HSET(c, sel) * e->Hkv + h) * np;
+          const int64_t cnt = qgen_ref_select_rescore(&bud, e->N, e->B, rescore_r(sel), e->score[QGEN_SEL_QUEST] + (size_t)h * np,
+                                                      e->sketch + (size_t)h * np, l);
+          e->hcount[(size_t)HSET(c, sel) * e->Hkv + h] = cnt;
+          memset(mk, 0, (size_t)np);
+          for (int64_t i = 0; i < cnt; i++) mk[l[i]] = 1;
         } else {
-          const int set = 1 + 2 * c + (sel == QGEN_SEL_MEANPOOL);
-          e->hcount[(size_t)set * e->Hkv + h] =
-              build_list(e->order[sel] + (size_t)h * np, np, e->forced, nf, keff, mk, e->hlist + ((size_t)set * e->Hkv + h) * np);
+          e->hcount[(size_t)HSET(c, sel) * e->Hkv + h] = build_list(e->order[sel] + (size_t)h * np, np, e->forced, nf, keff,
+                                                                    mk, e->hlist + ((size_t)HSET(c, sel) * e->Hkv + h) * np);
         }
       }
     }
@@ -821,36 +872,43 @@ static int64_t build_selections(ev *e, int vi) {
   return nf;
 }
 
-/* The fp64 reference outputs of variant vi's cache: dense (set 0) and, for oracle and
-   meanpool, over their lists (sets 1 + 2c + k), one (set, KV head) per thread item. */
-static int reference(ev *e, int vi) {
-  const int nc = e->cfg->n_cov;
+/* Variant vi's cache as host memory (*m): the CPU backend's own; on the GPU, K, V, the
+   page table and the length read back into hm (no bounds). */
+static int host_cache(ev *e, int vi, qgen_kvmem *hm, const qgen_kvmem **m) {
   const int64_t np = e->np;
   qgen_kv *kv = e->kv[vi];
-  qgen_kvmem hm;
-  const qgen_kvmem *m = qgen_ext_host_cache(kv); /* NULL on the GPU: read back below */
+  *m = qgen_ext_host_cache(kv);
   if (e->cfg->backend == QGEN_BACKEND_GPU) {
     API(vi, qgen_kv_read(kv, QGEN_KV_K, e->hkv_k, qgen_kv_size(kv, QGEN_KV_K)));
     API(vi, qgen_kv_read(kv, QGEN_KV_V, e->hkv_v, qgen_kv_size(kv, QGEN_KV_V)));
     API(vi, qgen_kv_read(kv, QGEN_KV_PAGE_TABLE, e->ptab, (size_t)np * sizeof(int32_t)));
     API(vi, qgen_kv_read(kv, QGEN_KV_SEQ_LEN, e->hkv_sl, sizeof(int32_t)));
-    hm.k = e->hkv_k, hm.v = e->hkv_v, hm.bounds = NULL, hm.page_table = e->ptab, hm.seq_len = e->hkv_sl;
-    hm.max_seqs = 1, hm.pages_per_seq = np, hm.n_pages = np;
-    m = &hm;
+    hm->k = e->hkv_k, hm->v = e->hkv_v, hm->bounds = NULL, hm->page_table = e->ptab, hm->seq_len = e->hkv_sl;
+    hm->max_seqs = 1, hm->pages_per_seq = np, hm->n_pages = np;
+    *m = hm;
   }
+  return 0;
+}
+
+/* The fp64 reference outputs of variant vi's cache: dense (set 0) and, for every host
+   selector, over its lists (sets HSET(c, sel)), one (set, KV head) per thread item. */
+static int reference(ev *e, int vi) {
+  const int nc = e->cfg->n_cov;
+  const int64_t np = e->np;
+  qgen_kvmem hm;
+  const qgen_kvmem *m;
+  int rc = host_cache(e, vi, &hm, &m);
+  if (rc) return rc;
   for (int h = 0; h < e->Hkv; h++) { /* set 0: every page */
     int32_t *l = e->hlist + (size_t)h * np;
     for (int64_t p = 0; p < np; p++) l[p] = (int32_t)p;
     e->hcount[h] = np;
   }
-  int has[2] = {0, 0};
-  for (int si = 0; si < e->cfg->n_sel; si++)
-    if (e->cfg->selectors[si] != QGEN_SEL_QUEST) has[e->cfg->selectors[si] == QGEN_SEL_MEANPOOL] = 1;
-  int sets[1 + 2 * QGEN_EVAL_MAX_LIST], nsets = 0;
+  int sets[N_HSETS(QGEN_EVAL_MAX_LIST)], nsets = 0;
   sets[nsets++] = 0;
   for (int c = 0; c < nc; c++)
-    for (int k = 0; k < 2; k++)
-      if (has[k]) sets[nsets++] = 1 + 2 * c + k;
+    for (int si = 0; si < e->cfg->n_sel; si++)
+      if (e->cfg->selectors[si] != QGEN_SEL_QUEST) sets[nsets++] = HSET(c, e->cfg->selectors[si]);
   int32_t **lp = xcalloc((size_t)nsets * e->Hkv, sizeof *lp);
   int64_t *cnts = xcalloc((size_t)nsets * e->Hkv, sizeof *cnts);
   double *out = xcalloc((size_t)nsets * e->Hq * e->D, sizeof *out);
@@ -869,18 +927,40 @@ static int reference(ev *e, int vi) {
   return 0;
 }
 
-/* Quest's ranking for the coverage-needed diagnostic: the reference estimate over variant
-   vi's own bounds (the decode path's rule), one KV head per item. */
-static int quest_scores(ev *e, int vi, const qgen_wl_trial *T) {
+/* The scores that depend on variant vi's cache: Quest's (the reference estimate over its own
+   bounds, the decode path's rule: the coverage-needed diagnostic and the two-stage
+   selectors' first stage), quest-i8's and its ranking, and the two-stage selectors' exact
+   page scores; each only when a selector asks for it, one KV head per item. */
+static int variant_scores(ev *e, int vi, const qgen_wl_trial *T) {
+  int want_q = 0, want_i8 = 0, want_sk = 0;
+  for (int si = 0; si < e->cfg->n_sel; si++) {
+    const int sel = e->cfg->selectors[si];
+    want_q |= sel == QGEN_SEL_QUEST || rescore_r(sel);
+    want_i8 |= sel == QGEN_SEL_QUEST_I8;
+    want_sk |= rescore_r(sel) > 0;
+  }
   qgen_kv *kv = e->kv[vi];
   const qgen_kvmem *hc = qgen_ext_host_cache(kv); /* NULL on the GPU: read back below */
-  qs_job qj = {e, hc ? hc->bounds : NULL, hc ? hc->page_table : NULL, T->q};
-  if (e->cfg->backend == QGEN_BACKEND_GPU) {
+  qs_job qj = {e, hc ? hc->bounds : NULL, hc ? hc->page_table : NULL, T->q, QGEN_SEL_QUEST};
+  if ((want_q || want_i8) && e->cfg->backend == QGEN_BACKEND_GPU) {
     API(vi, qgen_kv_read(kv, QGEN_KV_BOUNDS, e->bounds, qgen_kv_size(kv, QGEN_KV_BOUNDS)));
     API(vi, qgen_kv_read(kv, QGEN_KV_PAGE_TABLE, e->ptab, (size_t)e->np * sizeof(int32_t)));
     qj.bounds = e->bounds, qj.pt = e->ptab;
   }
-  qgen_wl_parallel(e->Hkv, e->threads, quest_head, &qj);
+  if (want_q) qgen_wl_parallel(e->Hkv, e->threads, quest_head, &qj);
+  if (want_i8) {
+    qj.sel = QGEN_SEL_QUEST_I8;
+    qgen_wl_parallel(e->Hkv, e->threads, quest_head, &qj);
+    rank_job rj = {e, QGEN_SEL_QUEST_I8};
+    qgen_wl_parallel(e->Hkv, e->threads, rank_head, &rj);
+  }
+  if (want_sk) {
+    qgen_kvmem hm;
+    sk_job sj = {e, qgen_ext_layout(e->ctx[vi]), NULL};
+    const int rc = host_cache(e, vi, &hm, &sj.m);
+    if (rc) return rc;
+    qgen_wl_parallel(e->Hkv, e->threads, sketch_head, &sj);
+  }
   return 0;
 }
 
@@ -917,7 +997,7 @@ static void score_variant(ev *e, int vi, int ti, int mi, const qgen_wl_plan *P, 
       double er = NAN, et = NAN;
       const double *x = NULL;
       if (sel == QGEN_SEL_QUEST) x = e->outs + (size_t)c * on;
-      else if (e->ref_on) x = e->refo + (size_t)(1 + 2 * c + (sel == QGEN_SEL_MEANPOOL)) * on;
+      else if (e->ref_on) x = e->refo + (size_t)HSET(c, sel) * on;
       if (e->ref_on) {
         er = rel_l2(x, e->refo, on);
         ce->err_fp64 = 1;
@@ -965,12 +1045,12 @@ static int run_workload(ev *e, const qgen_wl_trial *T, const qgen_wl_plan *P, in
     if ((rc = append_sequence(e, vi, nspec)) != 0 || (rc = decode(e, vi)) != 0) return rc;
     res->t_backend += now_s() - t;
     t = now_s();
+    if ((rc = variant_scores(e, vi, T)) != 0) return rc;
     const int64_t nf = build_selections(e, vi);
-    double need[QGEN_SEL_COUNT] = {0, 0, 0};
+    double need[QGEN_SEL_COUNT] = {0};
     for (int si = 0; si < e->cfg->n_sel; si++) {
       const int sel = e->cfg->selectors[si];
-      if (sel == QGEN_SEL_QUEST && (rc = quest_scores(e, vi, T)) != 0) return rc;
-      need[sel] = coverage_needed(e, e->score[sel], P, e->forced, nf);
+      if (!rescore_r(sel)) need[sel] = coverage_needed(e, e->score[sel], P, e->forced, nf);
     }
     res->t_host_sel += now_s() - t;
     t = now_s();
@@ -1015,8 +1095,8 @@ static void make_rows(ev *e) {
               r->rel_err_total = ce->errt_n ? ce->errt_sum / ce->errt_n : NAN;
               r->rel_err_total_max = ce->errt_n ? ce->errt_max : NAN;
               r->pages = n ? ce->pages_sum / n : NAN;
-              r->need = n ? ce->need_sum / n : NAN;
-              r->need_max = n ? ce->need_max : NAN;
+              r->need = n && !rescore_r(r->selector) ? ce->need_sum / n : NAN;
+              r->need_max = n && !rescore_r(r->selector) ? ce->need_max : NAN;
               r->needle_mass = n ? ce->nmass_sum / n : NAN;
             }
   /* per (ctx, variant, task, coverage, selector), over the margins in increasing order */
@@ -1296,7 +1376,7 @@ int qgen_eval_write_json(const qgen_eval_cfg *c, const qgen_eval_result *r, cons
 
 static const char EVAL_SYNOPSIS[] =
     "usage: qgen eval --spec FILE [--variant V[,V...]] [--backend cpu|gpu] [--task T[,T...]|all]\n"
-    "                 [--ctx N[,N...]] [--coverage c[,c...]] [--selector quest,oracle,meanpool]\n"
+    "                 [--ctx N[,N...]] [--coverage c[,c...]] [--selector S[,S...]]\n"
     "                 [--trials N] [--margin m[,m...]] [--seed S] [--json FILE] [--threads N]\n"
     "                 [--ref-ctx N] [--chunk N] [--proj-dim R] [--fresh-haystack] [--wl NAME=VALUE]... [-q]\n"
     "\n"
@@ -1370,7 +1450,9 @@ static int set_selectors(void *dst, const char *v, char *why, size_t n) {
     int s = -1;
     for (int j = 0; j < QGEN_SEL_COUNT; j++)
       if (!strcmp(names[k], SEL_NAMES[j])) s = j;
-    if (s < 0) return qgen_fmt(why, n, "unknown selector '%s' (quest, oracle, meanpool)", names[k]), -1;
+    if (s < 0)
+      return qgen_fmt(why, n, "unknown selector '%s' (quest, oracle, meanpool, quest-i8, rescore2, rescore4, rescore8, "
+                      "rescore16)", names[k]), -1;
     c->selectors[k] = s;
   }
   c->n_sel = m;
@@ -1403,7 +1485,9 @@ int qgen_eval_main(int argc, char **argv) {
        .help = "fractions of the pages, default the spec's own: its coverage, or its\n"
                "token budget over the context (one --ctx then)"},
       {.name = "--selector", .arg = "LIST", .kind = QGEN_OPT_FUNC, .dst = &c, .set = set_selectors,
-       .help = "default quest,oracle,meanpool"},
+       .help = "default quest,oracle,meanpool; also quest-i8 (Quest over 8-bit\n"
+               "page bounds) and rescore2, rescore4, rescore8, rescore16 (two-stage:\n"
+               "R x the budget's candidates by Quest, rescored from a q4_0 K)"},
       {.name = "--trials", .arg = "N", .kind = QGEN_OPT_INT, .dst = &c.trials, .help = "workloads per cell, default 10"},
       {.name = "--margin", .arg = "LIST", .kind = QGEN_OPT_NUMS, .dst = c.margin, .count = &c.n_margin,
        .max = QGEN_EVAL_MAX_LIST,

@@ -15,7 +15,21 @@
 #include "runtime/qgen.h"
 #include "tools/workload.h"
 
-enum { QGEN_SEL_QUEST = 0, QGEN_SEL_ORACLE, QGEN_SEL_MEANPOOL, QGEN_SEL_COUNT };
+/* The selectors. The first QGEN_SEL_DEFAULTS run by default; the others are the host-side
+   previews of issue 19's 8-bit bounds (quest-i8) and issue 20's two-stage selection
+   (rescoreR: R times the budget's candidates by the Quest bound, rescored from a q4_0 K). */
+enum {
+  QGEN_SEL_QUEST = 0,
+  QGEN_SEL_ORACLE,
+  QGEN_SEL_MEANPOOL,
+  QGEN_SEL_DEFAULTS,
+  QGEN_SEL_QUEST_I8 = QGEN_SEL_DEFAULTS,
+  QGEN_SEL_RESCORE2,
+  QGEN_SEL_RESCORE4,
+  QGEN_SEL_RESCORE8,
+  QGEN_SEL_RESCORE16,
+  QGEN_SEL_COUNT
+};
 const char *qgen_eval_selector_name(int sel);
 
 #define QGEN_EVAL_MAX_LIST 16
@@ -48,7 +62,7 @@ typedef struct qgen_eval_cfg {
   FILE *log;              /* progress lines; NULL = quiet */
 } qgen_eval_cfg;
 
-/* Defaults: every task, ctx 16K, coverage 0.25, every selector, margin 4, 10 trials, seed 1,
+/* Defaults: every task, ctx 16K, coverage 0.25, the default selectors, margin 4, 10 trials, seed 1,
    ref_ctx 128K, chunk 64K, projection 32, the workload defaults, GPU backend. */
 void qgen_eval_cfg_init(qgen_eval_cfg *c);
 
@@ -71,7 +85,8 @@ typedef struct qgen_eval_row {
   double pages;         /* mean pages selected per KV head */
   double needle_mass;   /* mean fp64 softmax weight of one needle token (its owner heads' query heads) */
   double need, need_max; /* coverage the selector's ranking needs to select every needle (mean, max
-                            over trials); Quest's ranking is the reference estimate of the cache */
+                            over trials); Quest's ranking is the reference estimate of the cache;
+                            NAN for the two-stage selectors (no single ranking) */
 } qgen_eval_row;
 
 typedef struct qgen_eval_threshold {
