@@ -68,7 +68,24 @@ def _int(x, what):
     return x.__index__()
 
 
-class Context:
+class _Handle:
+    """A libqgen object: closed by close(), at the end of a with block, or when collected."""
+
+    def _owner_alive(self):
+        return True
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        if getattr(self, "_ptr", None) and self._owner_alive():
+            self.close()
+
+
+class Context(_Handle):
     """An opened spec: a spec file or bundle path, Lua spec text (text=), or spec fields
     as keywords (head_dim=128, n_head=32, n_head_kv=8, k_type="q4_0", sparse={...})."""
 
@@ -126,22 +143,12 @@ class Context:
             lib().qgen_close(self._ptr)
             self._ptr = None
 
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        if getattr(self, "_ptr", None):
-            self.close()
-
     def __repr__(self):
         i = self.info if self._ptr else {}
         return f"qgen.Context({i.get('name', 'closed')!r}, backend={self.backend!r})"
 
 
-class Cache:
+class Cache(_Handle):
     """One layer's paged KV cache (qgen_kv)."""
 
     def __init__(self, ctx, max_seqs, max_tokens):
@@ -370,12 +377,5 @@ class Cache:
             lib().qgen_cache_destroy(self._ptr)
             self._ptr = None
 
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        if getattr(self, "_ptr", None) and self.ctx._ptr:
-            self.close()
+    def _owner_alive(self):
+        return bool(self.ctx._ptr)  # a closed context has destroyed its caches already
