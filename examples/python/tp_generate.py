@@ -106,7 +106,7 @@ def main():
     for mode in [m.strip() for m in a.modes.split(",") if m.strip()]:
         if mode not in ("dense", "sparse"):
             raise SystemExit(f"tp_generate: unknown mode {mode!r}; allowed: dense, sparse")
-        sparse = dict(coverage=a.coverage, block=32, sink=32, recent=32) if mode == "sparse" else {}
+        sparse = dict(coverage=a.coverage, block=64, sink=64, recent=64) if mode == "sparse" else {}
         cache = qt.QgenCache(model.config, max_tokens=a.prompt + a.new, k_type=a.k_type, tp_size=world, **sparse)
         tokens, logits = generate(model, ids, cache, a.new)
         if world > 1:  # every rank decoded the same tokens
