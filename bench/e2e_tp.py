@@ -222,7 +222,7 @@ def main():
 
     env = e2e.environment(sys.argv) if rank == 0 else {}
     env.update(command=" ".join(["torchrun", f"--nproc-per-node {world}"] + sys.argv), world=world,
-               nccl=".".join(map(str, torch.cuda.nccl.version())),
+               nccl=str(torch.cuda.nccl.version()),
                nccl_env={k: os.environ.get(k) for k in ("NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST",
                                                         "NVSHMEM_DISABLE_NVLS")},
                steps=a.steps, warm=a.warm, greedy=a.greedy, layers=a.layers)
@@ -232,7 +232,7 @@ def main():
         if rank == 0:
             print("1 GPU (rank 0 alone):", flush=True)
             env["weight_bytes_1gpu"] = phase(0, 1, cells, configs, a, results)
-        dist.barrier()
+        dist.barrier(device_ids=[torch.cuda.current_device()])
     if rank == 0:
         print(f"{world} GPUs, tensor-parallel:", flush=True)
     env[f"weight_bytes_per_gpu_{world}gpu"] = phase(rank, world, cells, configs, a, results)

@@ -109,10 +109,10 @@ def main():
         sparse = dict(coverage=a.coverage, block=64, sink=64, recent=64) if mode == "sparse" else {}
         cache = qt.QgenCache(model.config, max_tokens=a.prompt + a.new, k_type=a.k_type, tp_size=world, **sparse)
         tokens, logits = generate(model, ids, cache, a.new)
-        if world > 1:  # every rank decoded the same tokens
-            mine = tokens.clone()
-            dist.broadcast(tokens, 0)
-            if not torch.equal(mine, tokens):
+        if world > 1:  # every rank decoded the same tokens (NCCL sends GPU tensors, gloo host ones)
+            first = tokens.to(dev if dist.get_backend() == "nccl" else "cpu", copy=True)
+            dist.broadcast(first, 0)
+            if not torch.equal(first.cpu(), tokens.cpu()):
                 raise SystemExit(f"tp_generate: rank {rank} decoded other tokens than rank 0")
         result["modes"][mode] = {"tokens": tokens.cpu(), "logits": logits.cpu(), "spec": cache.info["name"],
                                  "n_head": cache.info["n_head"], "n_head_kv": cache.info["n_head_kv"]}

@@ -99,10 +99,9 @@ def split_model(model, rank, world, group=None):
 
 
 def _all_reduce(dist, out, group):
-    import torch
-
-    if out.dtype == torch.bfloat16 and dist.get_backend(group) == "gloo":
-        wide = out.float()  # gloo has no bf16 sum
+    if dist.get_backend(group) == "gloo":
+        # through a float32 copy on the host: gloo sums no bf16, and its CUDA support varies
+        wide = out.float().cpu()
         dist.all_reduce(wide, group=group)
         return out.copy_(wide)
     dist.all_reduce(out, group=group)
