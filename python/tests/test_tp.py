@@ -3,8 +3,8 @@ share of the heads.
 
     rank_fields divides n_head and n_head_kv by the world size and refuses what does not split;
     two caches over halves of the KV heads, attended with halves of the query heads, give
-      concatenated the output of one full-width cache bit for bit (dense and sparse, with the
-      same page lists per KV head), on the CPU backend;
+      concatenated the output of one full-width cache (dense and sparse, with the same page
+      lists per KV head): bit for bit on the CPU backend, within 2e-3 on the GPU;
     a Qwen3 config with random weights split over 2 processes (torchrun, gloo; the CPU, or
       both ranks on one GPU) and generating through QgenCache(tp_size=2) on every rank gives
       the greedy tokens of the whole model in one process, logits within a measured error
@@ -45,8 +45,21 @@ def test_rank_fields_refuses(world, err):
         head_range(8, 2, 2)
 
 
-def test_head_split_is_exact():
-    """Rank r: KV heads [4r, 4r+4) of the tokens, query heads [16r, 16r+16)."""
+def _gpu_ready():
+    try:
+        import torch
+    except ImportError:
+        return False
+    return torch.cuda.is_available()
+
+
+@pytest.mark.parametrize("backend", ["cpu", "gpu"])
+def test_head_split(backend):
+    """Rank r: KV heads [4r, 4r+4) of the tokens, query heads [16r, 16r+16). On the CPU
+    backend bit for bit; on the GPU (whose launch plan may split a sequence differently
+    for fewer heads) within the GPU check's tolerance, printing whether bit for bit."""
+    if backend == "gpu" and not _gpu_ready():
+        pytest.skip("needs torch and a CUDA device")
     rng = np.random.default_rng(3)
     lens = [700, 1000]
     k = rng.uniform(-1, 1, (sum(lens), 8, 64)).astype(np.float32)
@@ -54,14 +67,23 @@ def test_head_split_is_exact():
     q = rng.uniform(-1, 1, (len(lens), 32, 64)).astype(np.float32)
     seqs = list(range(len(lens)))
 
+    def arr(x):
+        x = np.ascontiguousarray(x)
+        if backend == "cpu":
+            return x
+        import torch
+
+        return torch.from_numpy(x).cuda()
+
     def run(fields, kk, vv, qq):
-        with qgen.Context(backend="cpu", **fields) as ctx:
+        with qgen.Context(backend=backend, **fields) as ctx:
             kv = ctx.cache(len(lens), 1024)
-            kv.append(np.ascontiguousarray(kk), np.ascontiguousarray(vv), seqs=seqs, n_new=lens)
-            qq = np.ascontiguousarray(qq)
-            dense = kv.attend(qq, dense=True)
-            sparse = kv.attend(qq)
-            return dense, sparse, [kv.selection(s) for s in seqs]
+            kv.append(arr(kk), arr(vv), seqs=seqs, n_new=lens)
+            dense = kv.attend(arr(qq), dense=True)
+            sparse = kv.attend(arr(qq))
+            lists = [kv.selection(s) for s in seqs]
+            host = [x if backend == "cpu" else x.cpu().numpy() for x in (dense, sparse)]
+            return host[0], host[1], lists
 
     full = run(FIELDS, k, v, q)
     parts = []
@@ -69,7 +91,13 @@ def test_head_split_is_exact():
         (q0, q1), (k0, k1) = head_range(32, 2, r), head_range(8, 2, r)
         parts.append(run(rank_fields(FIELDS, 2), k[:, k0:k1], v[:, k0:k1], q[:, q0:q1]))
     for i, what in enumerate(("dense", "sparse")):
-        assert np.array_equal(np.concatenate([p[i] for p in parts], axis=1), full[i]), f"{what} differs"
+        joined = np.concatenate([p[i] for p in parts], axis=1)
+        if backend == "cpu":
+            assert np.array_equal(joined, full[i]), f"{what} differs"
+        else:
+            np.testing.assert_allclose(joined, full[i], rtol=2e-3, atol=2e-3, err_msg=what)
+            print(f"gpu {what}: the halves equal the whole {'bit for bit' if np.array_equal(joined, full[i]) else 'within 2e-3'}"
+                  f" (max |difference| {float(np.abs(joined - full[i]).max()):.3g})")
     for s in seqs:
         lists, counts = full[2][s]
         assert np.array_equal(np.concatenate([p[2][s][1] for p in parts]), counts)
