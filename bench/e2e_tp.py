@@ -109,7 +109,7 @@ def allreduce_ms(n, batch, hidden, a):
 
 
 def run_cell(model, rank, world, batch, ctx, configs, a, results):
-    """The rows of one cell; results[(batch, ctx, config)] gets (row, tokens, logits)."""
+    """The rows of one cell; results[(batch, ctx, config, world)] gets (row, tokens, logits)."""
     tok = torch.zeros(batch, 1, dtype=torch.long, device="cuda")
     pos = torch.full((batch, 1), ctx, dtype=torch.long, device="cuda")
     reduce = None if world == 1 else (lambda t: dist.all_reduce(t))
