@@ -13,7 +13,7 @@
  *  n_head           (required)             integer in 1..65536
  *  n_head_kv        (required)             integer in 1..65536; n_head % n_head_kv == 0
  *                                          and n_head / n_head_kv <= 64 (QGEN_MAX_GROUP)
- *  k_type           "f16"                  a KV cache type: f16, bf16, q8_0, q4_0, q5_0
+ *  k_type           "f16"                  a KV cache type: f16, bf16, q8_0, q4_0, q5_0, e4m3, e5m2
  *  v_type           = k_type               a KV cache type
  *  in_type          "f16"                  an input/output type: f32, f16, bf16
  *  out_type         "f16"                  an input/output type

@@ -192,7 +192,7 @@ __device__ __forceinline__ void qk_tile(float (&s)[2][4], const u8 *qa, const u8
 // row 1 = head g + 8 of the m-tile. Leaves P as the A operand of P V (pa, and its residue
 // pl for bf16 V).
 __device__ __forceinline__ void softmax_tile(float (&s)[2][4], float (&o)[D / 8][4], float (&m)[2], float (&l)[2], u32 (&pa)[4],
-                                             u32 (&pl)[4], int nvalid, int lane) {
+                                             u32 (&pl)[4], int nvalid, int lane, float sl2) {
   const int tok0 = 2 * (lane & 3);
   float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
@@ -200,7 +200,7 @@ __device__ __forceinline__ void softmax_tile(float (&s)[2][4], float (&o)[D / 8]
 #pragma unroll
     for (int e = 0; e < 4; e++) {
       const bool ok = tok0 + nt * 8 + (e & 1) < nvalid;
-      s[nt][e] = ok ? s[nt][e] * SCALE_LOG2 : -INFINITY;
+      s[nt][e] = ok ? s[nt][e] * sl2 : -INFINITY;
       mx[e >> 1] = fmaxf(mx[e >> 1], s[nt][e]);
     }
   float ref[2], alpha[2];
@@ -278,11 +278,11 @@ __device__ __forceinline__ void pv_tile(float (&o)[D / 8][4], const u32 (&pa)[4]
 
 // A consumer warp's step over one sub-tile of nvalid valid rows: K at ks, V at vs.
 __device__ __forceinline__ void consume(float (&o)[D / 8][4], float (&m)[2], float (&l)[2], const u8 *qa, const u8 *ks, const u8 *vs,
-                                        int nvalid, int lane) {
+                                        int nvalid, int lane, float sl2) {
   float s[2][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}};
   qk_tile(s, qa, ks, lane);
   u32 pa[4], pl[4];
-  softmax_tile(s, o, m, l, pa, pl, nvalid, lane);
+  softmax_tile(s, o, m, l, pa, pl, nvalid, lane, sl2);
   pv_tile(o, pa, pl, vs, lane);
 }
 
@@ -399,6 +399,8 @@ extern "C" __global__ void __launch_bounds__(QG_ATTEND_THREADS) qg_attend(qg_cac
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
   const int wm = warp % WARPS_M, wt = warp / WARPS_M;
 
+  // fp8 per-tensor scales (qtypes.cuh): K's in the score scale, V's on the output
+  const float sl2 = TENSOR_UNIT<KT> != 0.0f ? SCALE_LOG2 * (c.k_scale * TENSOR_UNIT<KT>) : SCALE_LOG2;
   if (warp == NC) {
     produce(c, list, seq, h, sh, n_sub, stages, full, empty, lane, bulk);
   } else {
@@ -408,8 +410,13 @@ extern "C" __global__ void __launch_bounds__(QG_ATTEND_THREADS) qg_attend(qg_cac
       const int nvalid = sh.valid(jt);
       const u8 *ks = stages + si * STAGE;
       const u8 *qa = qsm + (wm * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * Q_SROW + ((lane >> 4) * 8) * 2;
-      consume(o, m, l, qa, ks, ks + K_TILE, nvalid, lane);
+      consume(o, m, l, qa, ks, ks + K_TILE, nvalid, lane, sl2);
       mbar_arrive(&empty[si]); // every lane, after its own reads of the stage (release)
+    }
+    if constexpr (TENSOR_UNIT<VT> != 0.0f) {
+      const float vsc = c.v_scale * TENSOR_UNIT<VT>;
+#pragma unroll
+      for (int i = 0; i < D / 8; i++) o[i][0] *= vsc, o[i][1] *= vsc, o[i][2] *= vsc, o[i][3] *= vsc;
     }
   }
 

@@ -18,6 +18,8 @@
 // Quantized blocks are only 2-byte aligned: a 4-byte load is one 32-bit load where its
 // offset is a multiple of 4 (ld_u32_at), else two 16-bit loads. A block's f16 scale d is its
 // first field, at byte 0.
+#include <cuda_fp8.h>
+
 static_assert(QGEN_QK == 32, "store_row quantizes a block per warp, one value per lane");
 
 __device__ __forceinline__ u32 ld_u32_a2(const u8 *p) { // 4 bytes at a 2-byte boundary
@@ -175,6 +177,60 @@ template <typename TT> __device__ __forceinline__ uint4 load8(const u8 *tile, in
   const __half d = *(const __half *)(tile + blk);
   const uint2 a = scale_half4(TT::quad(tile, blk, d0 % QGEN_QK), d), b = scale_half4(TT::quad(tile, blk, d0 % QGEN_QK + 16), d);
   return make_uint4(a.x, a.y, b.x, b.y);
+}
+
+// fp8 (qgen_type e4m3 / e5m2): one byte a value, rows of D bytes, no block header. The
+// cache's per-tensor scale is outside the bytes: append stores fp8(x / scale)
+// (store_row_scaled), and attend reads the codes as a quantized type whose "blocks" are 32
+// channels with no scale (BLK, quad; load4 / load8 specialised below), then applies
+// TENSOR_UNIT times the scale once per tensor: folded into the score scale for K, into the
+// output for V. The codes become f16 exactly: e5m2 is an f16's high byte; e4m3's bits,
+// exponent and mantissa shifted into an f16's, are its value times 2^-8 (subnormals
+// included), so its unit is 2^8. The NaN code (0x7f) reads as 480 (append never writes it
+// from a finite input). The quantizer is CUDA's round-to-nearest-even, saturating
+// conversion (hardware on sm_89+, software before), bit-exact with base/qtypes.c's.
+template <__nv_fp8_interpretation_t KIND> struct qg_fp8 {
+  static constexpr int ROW = D, BLK = 32;
+  static constexpr bool Q16 = false, BF = false;
+  static __device__ __forceinline__ void store_row(u8 *row, const float (&x)[D / 32], int lane) {
+#pragma unroll
+    for (int i = 0; i < D / 32; i++) row[lane + 32 * i] = __nv_cvt_float_to_fp8(x[i], __NV_SATFINITE, KIND);
+  }
+  static __device__ __forceinline__ uint2 quad(const u8 *tile, int blk, int w) {
+    const u32 q = *(const u32 *)(tile + blk + w); // rows of D bytes: 4-byte aligned
+    u32 lo = __byte_perm(q, 0, 0x1404), hi = __byte_perm(q, 0, 0x3424); // each byte into the high byte of an f16
+    if constexpr (KIND == __NV_E4M3) {
+      lo = (lo & 0x80008000u) | (lo >> 1 & 0x3f803f80u);
+      hi = (hi & 0x80008000u) | (hi >> 1 & 0x3f803f80u);
+    }
+    return make_uint2(lo, hi);
+  }
+};
+struct qg_e4m3 : qg_fp8<__NV_E4M3> {};
+struct qg_e5m2 : qg_fp8<__NV_E5M2> {};
+template <> __device__ __forceinline__ uint2 load4<qg_e4m3>(const u8 *tile, int row, int d0) { return qg_e4m3::quad(tile, row, d0); }
+template <> __device__ __forceinline__ uint2 load4<qg_e5m2>(const u8 *tile, int row, int d0) { return qg_e5m2::quad(tile, row, d0); }
+template <typename TT> __device__ __forceinline__ uint4 load8_fp8(const u8 *tile, int row, int d0) {
+  const uint2 a = TT::quad(tile, row, d0), b = TT::quad(tile, row, d0 + 16);
+  return make_uint4(a.x, a.y, b.x, b.y);
+}
+template <> __device__ __forceinline__ uint4 load8<qg_e4m3>(const u8 *tile, int row, int d0) { return load8_fp8<qg_e4m3>(tile, row, d0); }
+template <> __device__ __forceinline__ uint4 load8<qg_e5m2>(const u8 *tile, int row, int d0) { return load8_fp8<qg_e5m2>(tile, row, d0); }
+
+// What a value attend reads of a cache type must be multiplied by, besides the cache's
+// per-tensor scale; 0: the type takes no per-tensor scale (the traits' tensor_scale).
+template <typename TT> constexpr float TENSOR_UNIT = 0.0f;
+template <> constexpr float TENSOR_UNIT<qg_e4m3> = 256.0f;
+template <> constexpr float TENSOR_UNIT<qg_e5m2> = 1.0f;
+
+// append's store of a row (x is consumed): divided by the per-tensor scale first where the
+// type takes one, as base/qtypes.c's reference does (one f32 division, nearest even).
+template <typename TT> __device__ __forceinline__ void store_row_scaled(u8 *row, float (&x)[D / 32], float scale, int lane) {
+  if constexpr (TENSOR_UNIT<TT> != 0.0f) {
+#pragma unroll
+    for (int i = 0; i < D / 32; i++) x[i] = __fdiv_rn(x[i], scale);
+  }
+  TT::store_row(row, x, lane);
 }
 
 using KT = QG_K_TYPE;
