@@ -91,8 +91,8 @@ void qgen_plan_make(const qgen_layout *L, const qgen_tune *tp, qgen_plan *p) {
   const int D = L->head_dim;
   p->mt = (L->group + 15) / 16;
   p->warps_m = p->mt;
-  /* 16-bit rows are swizzled for ldmatrix; quantized and fp8 rows are read 4 bytes at a time */
-  const int k16 = L->k_row_bytes == 2 * (size_t)D, v16 = L->v_row_bytes == 2 * (size_t)D;
+  const int k16 = !qgen_type_traits_of(L->k_type)->is_quant;
+  const int v16 = !qgen_type_traits_of(L->v_type)->is_quant;
   p->k_srow = (int)L->k_row_bytes;
   p->v_srow = (int)L->v_row_bytes;
   p->k_piece = k16 ? (p->k_srow % 128 == 0 ? 128 : 64) : 0;

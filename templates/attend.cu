@@ -58,9 +58,9 @@ static_assert(BLOCK % SUB == 0 && STAGES % WARPS_T == 0 && STAGES >= 2 * WARPS_T
 static_assert(THREADS == QG_ATTEND_THREADS, "plan and template disagree on the CTA size");
 static_assert(K_TILE % 128 == 0 && V_TILE % 128 == 0 && Q_BYTES % 16 == 0 && (SUB * KT::ROW) % 16 == 0 && (SUB * VT::ROW) % 16 == 0,
               "16-byte copies of 16-byte sizes; tiles on 128-byte lines");
-static_assert((KT::Q16 ? K_SROW == KT::ROW && (K_PB == 64 || K_PB == 128) && KT::ROW % K_PB == 0 : K_PB == 0) &&
-                  (VT::Q16 ? V_SROW == VT::ROW && (V_PB == 64 || V_PB == 128) && VT::ROW % V_PB == 0 : V_PB == 0),
-              "16-bit tiles: unpadded rows in whole swizzle pieces");
+static_assert((SWIZZLED<KT> ? K_SROW == KT::ROW && (K_PB == 64 || K_PB == 128) && KT::ROW % K_PB == 0 : K_PB == 0) &&
+                  (SWIZZLED<VT> ? V_SROW == VT::ROW && (V_PB == 64 || V_PB == 128) && VT::ROW % V_PB == 0 : V_PB == 0),
+              "16-bit and fp8 tiles: unpadded rows in whole swizzle pieces");
 
 // Logical mma k-slot of physical channel d within its 16-channel step for quantized K (lane
 // j holds the slots 2j, 2j+1, 2j+8, 2j+9, which load4 reads as channels 4j..4j+3).
@@ -83,6 +83,23 @@ template <int PB> __device__ __forceinline__ int sw_off(int r, int cg) {
   return (cg / CP) * (SUB * PB) + r * PB + (((cg % CP) ^ x) << 4);
 }
 
+// fp8 tiles (qtypes.cuh): channels d0..d0+3 of the row at byte `row` of a swizzled tile, as
+// load4 / load8 give a quantized type's (no block scale: the per-tensor one comes later).
+template <typename A, typename B> constexpr bool SAME = false;
+template <typename A> constexpr bool SAME<A, A> = true;
+template <typename TT> __device__ __forceinline__ uint2 fp8_load4(const u8 *tile, int row, int d0) {
+  constexpr int PB = SAME<TT, KT> ? K_PB : V_PB; // K_PB == V_PB when K and V share the type
+  return TT::cvt4(tile + sw_off<PB>(row / TT::ROW, d0 / 16) + d0 % 16);
+}
+template <typename TT> __device__ __forceinline__ uint4 fp8_load8(const u8 *tile, int row, int d0) {
+  const uint2 a = fp8_load4<TT>(tile, row, d0), b = fp8_load4<TT>(tile, row, d0 + 16);
+  return make_uint4(a.x, a.y, b.x, b.y);
+}
+template <> __device__ __forceinline__ uint2 load4<qg_e4m3>(const u8 *tile, int row, int d0) { return fp8_load4<qg_e4m3>(tile, row, d0); }
+template <> __device__ __forceinline__ uint2 load4<qg_e5m2>(const u8 *tile, int row, int d0) { return fp8_load4<qg_e5m2>(tile, row, d0); }
+template <> __device__ __forceinline__ uint4 load8<qg_e4m3>(const u8 *tile, int row, int d0) { return fp8_load8<qg_e4m3>(tile, row, d0); }
+template <> __device__ __forceinline__ uint4 load8<qg_e5m2>(const u8 *tile, int row, int d0) { return fp8_load8<qg_e5m2>(tile, row, d0); }
+
 // Copy the SUB rows of one type TT from src (global) into dst (shared) with 16-byte
 // cp.async, 32 consecutive chunks per instruction; the whole producer warp calls it.
 // 16-bit rows land swizzled (sw_off), and rows at or past nvalid are zero-filled by the
@@ -91,7 +108,7 @@ template <int PB> __device__ __forceinline__ int sw_off(int r, int cg) {
 template <typename TT, int PB>
 __device__ __forceinline__ void copy_rows(u8 *dst, const u8 *src, int nvalid, int lane) {
   constexpr int N = SUB * TT::ROW / 16; // 16-byte chunks of the sub-tile
-  if constexpr (TT::Q16) {
+  if constexpr (SWIZZLED<TT>) {
     constexpr int CPR = TT::ROW / 16;
     static_assert(N % 32 == 0, "whole warps of chunks");
 #pragma unroll
@@ -144,7 +161,7 @@ __device__ __forceinline__ void produce(const qg_cache &c, const int *list, int 
     const u8 *vsrc = c.v + head * (BLOCK * VT::ROW) + slot0 * VT::ROW;
     u8 *st = stages + si * STAGE;
     // quantized slabs by one bulk copy each (sm_90, bulk set), the rest by cp.async
-    const bool kb = BULK && !KT::Q16 && bulk, vb = BULK && !VT::Q16 && bulk;
+    const bool kb = BULK && !SWIZZLED<KT> && bulk, vb = BULK && !SWIZZLED<VT> && bulk;
     if ((kb || vb) && lane == 0) {
       mbar_expect_tx(&full[si], (kb ? SUB * KT::ROW : 0) + (vb ? SUB * VT::ROW : 0));
       if (kb) bulk_load(st, ksrc, SUB * KT::ROW, &full[si]);

@@ -181,47 +181,61 @@ template <typename TT> __device__ __forceinline__ uint4 load8(const u8 *tile, in
 
 // fp8 (qgen_type e4m3 / e5m2): one byte a value, rows of D bytes, no block header. The
 // cache's per-tensor scale is outside the bytes: append stores fp8(x / scale)
-// (store_row_scaled), and attend reads the codes as a quantized type whose "blocks" are 32
-// channels with no scale (BLK, quad; load4 / load8 specialised below), then applies
-// TENSOR_UNIT times the scale once per tensor: folded into the score scale for K, into the
-// output for V. The codes become f16 exactly: e5m2 is an f16's high byte; e4m3's bits,
-// exponent and mantissa shifted into an f16's, are its value times 2^-8 (subnormals
-// included), so its unit is 2^8. The NaN code (0x7f) reads as 480 (append never writes it
-// from a finite input). The quantizer is CUDA's round-to-nearest-even, saturating
-// conversion (hardware on sm_89+, software before), bit-exact with base/qtypes.c's.
+// (store_row_scaled), attend applies TENSOR_UNIT times the scale once per tensor, folded
+// into the score scale for K and into the output for V. attend's tiles of them are laid
+// out as 16-bit ones (SWIZZLED: swizzled 16-byte chunks, so the reads below hit distinct
+// banks, and rows past the valid ones zeroed, so a NaN code there cannot reach P V) and
+// read as quantized ones (4 channels a lane: load4 / load8, specialised in attend.cu by
+// cvt4). The codes become f16 exactly: e5m2 is an f16's high byte; e4m3 by the hardware
+// conversion on sm_89+ (unit 1), before that by shifting its exponent and mantissa bits
+// into an f16's, which is its value times 2^-8, subnormals included (unit 2^8: a power of
+// two, so both give the same bits). The e4m3 NaN code (never written from a finite input)
+// reads as NaN on sm_89+ and as 480 before. The quantizer is CUDA's round-to-nearest-even,
+// saturating conversion (hardware on sm_89+, software before), bit-exact with
+// base/qtypes.c's.
+#if __CUDA_ARCH__ >= 890
+constexpr bool FP8_CVT = true; // cvt.rn.f16x2.e4m3x2 exists
+#else
+constexpr bool FP8_CVT = false;
+#endif
 template <__nv_fp8_interpretation_t KIND> struct qg_fp8 {
-  static constexpr int ROW = D, BLK = 32;
+  static constexpr int ROW = D;
   static constexpr bool Q16 = false, BF = false;
   static __device__ __forceinline__ void store_row(u8 *row, const float (&x)[D / 32], int lane) {
 #pragma unroll
     for (int i = 0; i < D / 32; i++) row[lane + 32 * i] = __nv_cvt_float_to_fp8(x[i], __NV_SATFINITE, KIND);
   }
-  static __device__ __forceinline__ uint2 quad(const u8 *tile, int blk, int w) {
-    const u32 q = *(const u32 *)(tile + blk + w); // rows of D bytes: 4-byte aligned
-    u32 lo = __byte_perm(q, 0, 0x1404), hi = __byte_perm(q, 0, 0x3424); // each byte into the high byte of an f16
-    if constexpr (KIND == __NV_E4M3) {
-      lo = (lo & 0x80008000u) | (lo >> 1 & 0x3f803f80u);
-      hi = (hi & 0x80008000u) | (hi >> 1 & 0x3f803f80u);
+  // The 4 codes at p (4-byte aligned) as two packed f16 pairs, unscaled.
+  static __device__ __forceinline__ uint2 cvt4(const u8 *p) {
+    const u32 q = *(const u32 *)p;
+    u32 lo, hi;
+    if constexpr (KIND == __NV_E4M3 && FP8_CVT) {
+      asm("{.reg .b16 l, h;\n\tmov.b32 {l, h}, %2;\n\tcvt.rn.f16x2.e4m3x2 %0, l;\n\tcvt.rn.f16x2.e4m3x2 %1, h;}"
+          : "=r"(lo), "=r"(hi)
+          : "r"(q));
+    } else {
+      lo = __byte_perm(q, 0, 0x1404), hi = __byte_perm(q, 0, 0x3424); // each byte into the high byte of an f16
+      if constexpr (KIND == __NV_E4M3) {
+        lo = (lo & 0x80008000u) | (lo >> 1 & 0x3f803f80u);
+        hi = (hi & 0x80008000u) | (hi >> 1 & 0x3f803f80u);
+      }
     }
     return make_uint2(lo, hi);
   }
 };
 struct qg_e4m3 : qg_fp8<__NV_E4M3> {};
 struct qg_e5m2 : qg_fp8<__NV_E5M2> {};
-template <> __device__ __forceinline__ uint2 load4<qg_e4m3>(const u8 *tile, int row, int d0) { return qg_e4m3::quad(tile, row, d0); }
-template <> __device__ __forceinline__ uint2 load4<qg_e5m2>(const u8 *tile, int row, int d0) { return qg_e5m2::quad(tile, row, d0); }
-template <typename TT> __device__ __forceinline__ uint4 load8_fp8(const u8 *tile, int row, int d0) {
-  const uint2 a = TT::quad(tile, row, d0), b = TT::quad(tile, row, d0 + 16);
-  return make_uint4(a.x, a.y, b.x, b.y);
-}
-template <> __device__ __forceinline__ uint4 load8<qg_e4m3>(const u8 *tile, int row, int d0) { return load8_fp8<qg_e4m3>(tile, row, d0); }
-template <> __device__ __forceinline__ uint4 load8<qg_e5m2>(const u8 *tile, int row, int d0) { return load8_fp8<qg_e5m2>(tile, row, d0); }
 
 // What a value attend reads of a cache type must be multiplied by, besides the cache's
 // per-tensor scale; 0: the type takes no per-tensor scale (the traits' tensor_scale).
 template <typename TT> constexpr float TENSOR_UNIT = 0.0f;
-template <> constexpr float TENSOR_UNIT<qg_e4m3> = 256.0f;
+template <> constexpr float TENSOR_UNIT<qg_e4m3> = FP8_CVT ? 1.0f : 256.0f;
 template <> constexpr float TENSOR_UNIT<qg_e5m2> = 1.0f;
+// attend's shared tiles of the type are swizzled 16-byte chunks with zeroed invalid rows
+// (the 16-bit types', and fp8's), not contiguous slabs.
+template <typename TT> constexpr bool SWIZZLED = TT::Q16;
+template <> constexpr bool SWIZZLED<qg_e4m3> = true;
+template <> constexpr bool SWIZZLED<qg_e5m2> = true;
 
 // append's store of a row (x is consumed): divided by the per-tensor scale first where the
 // type takes one, as base/qtypes.c's reference does (one f32 division, nearest even).
