@@ -38,7 +38,8 @@
 //                                     caches load4 of 4 channels per token feeds 4 n-tiles,
 //                                     so O's columns are permuted (vcol) and put back on store
 // bf16 operands carry a residue (hi + lo, two mmas) so bf16 caches are not less exact than
-// f16. The token groups' (m, l, O) meet in shared memory; a single split writes the output,
+// f16. fp8 caches are copied as 16-bit ones and read as quantized ones (qtypes.cuh); their
+// per-tensor scales go into the score scale (K) and the output (V). The token groups' (m, l, O) meet in shared memory; a single split writes the output,
 // more write f32 partials and the last of them merges all in split order (combine.cu).
 
 constexpr int MT = QG_MT, WARPS_M = QG_WARPS_M, WARPS_T = QG_WARPS_T, NC = WARPS_M * WARPS_T;

@@ -15,6 +15,9 @@
 //                                 aligned shared tile, unscaled (small integers, exact in
 //                                 f16) as two packed f16 pairs. attend reads them through
 //                                 load4 / load8 below, which apply the block's scale.
+//   cvt4(p)                       fp8 types: 4 codes to two packed f16 pairs (attend.cu
+//                                 specialises load4 / load8 with it); TENSOR_UNIT and
+//                                 SWIZZLED below say how attend scales and lays out a type.
 // Quantized blocks are only 2-byte aligned: a 4-byte load is one 32-bit load where its
 // offset is a multiple of 4 (ld_u32_at), else two 16-bit loads. A block's f16 scale d is its
 // first field, at byte 0.
