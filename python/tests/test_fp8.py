@@ -2,7 +2,8 @@
 (qgen's, torch's, vLLM's), the per-tensor scales, the pool bytes decoded by the formats'
 definitions against the inputs, dense attention against a NumPy float64 reference over
 those decoded values, and (with torch) the pool bytes equal to what torch.float8_e4m3fn /
-float8_e5m2 store for x / scale."""
+float8_e5m2 store for x / scale; with a GPU, the GPU backend's bytes and output against the
+CPU backend's."""
 import numpy as np
 import pytest
 
@@ -23,10 +24,10 @@ def decode(codes, fmt):
 
 def tokens_of(kv, which, n_tokens):
     """Sequence 0's rows [tokens, n_head_kv, head_dim] of the K or V pool [pages][n_head_kv][block][D]."""
-    b = kv.ctx.info["block"]
+    b, hkv, d = kv.ctx.info["block"], kv.ctx.info["n_head_kv"], kv.ctx.info["head_dim"]
     pages = -(-n_tokens // b)
-    pool = kv.read(which)[:pages * HKV * b * D]
-    return pool.reshape(pages, HKV, b, D).transpose(0, 2, 1, 3).reshape(-1, HKV, D)[:n_tokens]
+    pool = kv.read(which)[:pages * hkv * b * d]
+    return pool.reshape(pages, hkv, b, d).transpose(0, 2, 1, 3).reshape(-1, hkv, d)[:n_tokens]
 
 
 def test_type_names():
@@ -87,3 +88,31 @@ def test_bytes_are_torch_float8(fmt):
         top = FORMATS[fmt][2]
         want = (k / scale).clamp(-top, top).to(dtype).view(torch.uint8).numpy()
         assert np.array_equal(tokens_of(kv, "k", n), want)
+
+
+def test_gpu_matches_cpu_and_torch_bytes():
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device for torch")
+    fields = dict(head_dim=128, n_head=32, n_head_kv=8, k_type=torch.float8_e4m3fn, v_type="fp8_e5m2",
+                  sparse={"block": 64, "coverage": 0.25})
+    try:
+        gpu = qgen.Context(backend="gpu", **fields)
+    except qgen.Error as e:
+        pytest.skip(f"the GPU backend does not open: {e}")
+    lens, ks, vs = [3000, 700], 0.05, 0.02
+    g = torch.Generator().manual_seed(3)
+    k = (torch.rand((sum(lens), 8, 128), generator=g) * 2 - 1).half()
+    v = (torch.rand(k.shape, generator=g) * 2 - 1).half()
+    q = (torch.rand((2, 32, 128), generator=g) * 2 - 1).half()
+    with gpu, qgen.Context(backend="cpu", **fields) as cpu:
+        ref, kv = cpu.cache(2, 4096, k_scale=ks, v_scale=vs), gpu.cache(2, 4096, k_scale=ks, v_scale=vs)
+        ref.append(k.numpy(), v.numpy(), seqs=[0, 1], n_new=lens)
+        kv.append(k.cuda(), v.cuda(), seqs=[0, 1], n_new=lens)
+        assert np.array_equal(kv.read("k"), ref.read("k")) and np.array_equal(kv.read("v"), ref.read("v"))
+        want = (k[:lens[0]].float() / ks).to(torch.float8_e4m3fn).view(torch.uint8).numpy()
+        assert np.array_equal(tokens_of(kv, "k", lens[0]), want)
+        dense = kv.attend(q.cuda(), dense=True)
+        np.testing.assert_allclose(dense.float().cpu().numpy(), ref.attend(q.numpy(), dense=True).astype(np.float32),
+                                   rtol=0, atol=2e-3)
+        assert torch.equal(kv.attend(q.cuda(), coverage=1.0, sink=0, recent=0), dense)
