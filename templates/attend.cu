@@ -39,8 +39,9 @@
 //                                     so O's columns are permuted (vcol) and put back on store
 // bf16 operands carry a residue (hi + lo, two mmas) so bf16 caches are not less exact than
 // f16. fp8 caches are copied as 16-bit ones and read as quantized ones (qtypes.cuh); their
-// per-tensor scales go into the score scale (K) and the output (V). The token groups' (m, l, O) meet in shared memory; a single split writes the output,
-// more write f32 partials and the last of them merges all in split order (combine.cu).
+// per-tensor scales go into the score scale (K) and the output (V). The token groups'
+// (m, l, O) meet in shared memory; a single split writes the output, more write f32
+// partials and the last of them merges all in split order (combine.cu).
 
 constexpr int MT = QG_MT, WARPS_M = QG_WARPS_M, WARPS_T = QG_WARPS_T, NC = WARPS_M * WARPS_T;
 constexpr int THREADS = (NC + 1) * 32, STAGES = QG_STAGES;
@@ -103,8 +104,8 @@ template <> __device__ __forceinline__ uint4 load8<qg_e5m2>(const u8 *tile, int 
 
 // Copy the SUB rows of one type TT from src (global) into dst (shared) with 16-byte
 // cp.async, 32 consecutive chunks per instruction; the whole producer warp calls it.
-// 16-bit rows land swizzled (sw_off), and rows at or past nvalid are zero-filled by the
-// copy itself (source size 0), as 0 * garbage could be NaN. A quantized type is one
+// 16-bit and fp8 rows land swizzled (sw_off), and rows at or past nvalid are zero-filled
+// by the copy itself (source size 0), as 0 * garbage could be NaN. A quantized type is one
 // contiguous slab, copied whole (rows past nvalid included: the consumer masks them).
 template <typename TT, int PB>
 __device__ __forceinline__ void copy_rows(u8 *dst, const u8 *src, int nvalid, int lane) {

@@ -5,10 +5,10 @@
 # on qwen3-4b with select's short path off (QGEN_TUNE=selreg=0: the general path at small
 # sizes) and with 128-thread select CTAs of one key a thread (QGEN_TUNE=sel=128,selreg=1:
 # the cluster path at small sizes), on qwen3-4b's and qwen3-4b-fp8's variants from sm_80-only
-# bundles (the driver JITs their PTX, so the sm_80 code paths run too) and, unless quick, on the > 4 GiB sequence
-# for qwen3-4b; the log is OUT_DIR/gpu-check.log. Then, unless quick, compute-sanitizer:
-# memcheck on every kernel of two specs, racecheck (shared-memory hazards of attend, select,
-# estimate) on two more and on the select cluster path, quick sizes.
+# bundles (the driver JITs their PTX, so the sm_80 code paths run too) and, unless quick, on
+# the > 4 GiB sequence for qwen3-4b; the log is OUT_DIR/gpu-check.log. Then, unless quick,
+# compute-sanitizer: memcheck on every kernel of two specs, racecheck (shared-memory hazards
+# of attend, select, estimate) on two more and on the select cluster path, quick sizes.
 set -u -o pipefail
 build=${1:?build dir}
 out=${2:-.}
