@@ -73,6 +73,9 @@ typedef struct qgen_kvmem {
   int max_seqs;
   int64_t pages_per_seq; /* capacity of each sequence, in pages */
   int64_t n_pages;       /* physical pages in the pools */
+  /* Per-tensor scales of the K and V caches, read only for a type that takes one (the
+     traits' tensor_scale: fp8): stored = fp8(x / scale), read = fp8 * scale. */
+  float k_scale, v_scale;
 } qgen_kvmem;
 
 /* Fill a layout from the spec's numbers; the row/page sizes come from the type table. */

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # run.sh — the benchmark of bench/results/, ours and the peers in one run, on a GPU machine:
 #   bash bench/run.sh BUILD_DIR OUT_DIR [full|probe]
-# full  = the grid of the performance issue (qwen3-4b f16/q8_0/q4_0: 16K..1M x B1,2,4,8 x
+# full  = the grid of the performance issue (qwen3-4b f16/q8_0/q4_0/e4m3: 16K..1M x B1,2,4,8 x
 #         coverage 1..0.0625; qwen2.5-14b-1m: 16K..128K x B1,4,8), then merge.py and
 #         targets.py (the issue's must-show targets against the new results)
 # probe = a few cells, for tuning
@@ -43,6 +43,7 @@ if has qgen; then
 for t in q8_0 q4_0; do
   "$q" bench --spec specs/qwen3-4b.lua --variant qwen3-4b-$t --ctx $ctx4 --batch $b4 --coverage $cov --json "$out/q4b-$t.json"
 done
+"$q" bench --spec specs/qwen3-4b-fp8.lua --variant qwen3-4b-e4m3 --ctx $ctx4 --batch $b4 --coverage $cov --json "$out/q4b-e4m3.json"
 "$q" bench --spec specs/qwen2.5-14b-1m.lua --variant qwen2.5-14b-1m --ctx $ctx14 --batch $b14 --coverage $cov --json "$out/q14b-f16.json"
 fi
 if has peers; then

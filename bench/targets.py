@@ -22,7 +22,7 @@ K = 1024
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("results", help="a decode-<gpu>.json written by bench/run.sh (merge.py)")
-    ap.add_argument("--spec", default="qwen3-4b", help="the f16 spec; its q8_0/q4_0 variants are SPEC-q8_0 / SPEC-q4_0")
+    ap.add_argument("--spec", default="qwen3-4b", help="the f16 spec; its q8_0/q4_0/e4m3 variants are SPEC-q8_0 / SPEC-q4_0 / SPEC-e4m3")
     a = ap.parse_args()
     with open(a.results) as f:
         doc = json.load(f)
@@ -80,6 +80,9 @@ def main():
         batches = sorted({k[1] for k in rows if k[0] == f"{s}-{t}"})
         worst(f"4. {t} dense >= 128K, B{','.join(map(str, batches))} (xstream)",
               [(cell(f"{s}-{t}", b, c, 1), f"B{b} {ctx_name(c)}") for b in batches for c in big[1:]], xstream, 1.2, False)
+    batches = sorted({k[1] for k in rows if k[0] == f"{s}-e4m3"})  # issue 21: fp8 at the floor of its 1-byte reads
+    worst(f"fp8. e4m3 dense >= 128K, B{','.join(map(str, batches))} (xstream)",
+          [(cell(f"{s}-e4m3", b, c, 1), f"B{b} {ctx_name(c)}") for b in batches for c in big[1:]], xstream, 1.15, False)
     share = lambda r: 100.0 * (r["qgen_us"] - r["attend_us"]) / r["qgen_us"]
     worst("5. est+select share of the 25 % step at 128K B1 (%)", [(cell(s, 1, 128 * K, 0.25), "128K")], share, 20.0, False, "{:.1f}")
     worst("5. est+select share of the 25 % step at >= 512K B1 (%)",

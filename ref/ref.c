@@ -6,7 +6,8 @@
  *   append    For each new token t (position pos = seq_len + i) and KV head h: convert
  *             the input row (in_type) to f32 with the traits table, write it into
  *             page_table[seq][pos / block], slot pos % block, with the k_type / v_type
- *             quantizer (ggml-exact). Then, for sparse layouts, the bounds: for every page
+ *             quantizer (ggml-exact; an fp8 cache stores fp8(x / scale) with its per-tensor
+ *             scale and reads fp8 * scale, both in f32). Then, for sparse layouts, the bounds: for every page
  *             this call touches, take min and max per channel over the f32 input keys the
  *             call writes into that page, round them outward to f16 (min toward -inf, max
  *             toward +inf) and either store them (the call wrote the page's slot 0: a fresh
@@ -40,7 +41,8 @@
  *
  *   attend    Per query head hq (KV head hq / group), over the listed pages in list order
  *             and their tokens in order: s_t = scale * q.k_t (double, k dequantized with the
- *             k_type traits), m = max s_t, p_t = exp(s_t - m), out = sum p_t v_t / sum p_t.
+ *             k_type traits and the per-tensor scale), m = max s_t, p_t = exp(s_t - m),
+ *             out = sum p_t v_t / sum p_t.
  *             Two passes over the tokens (scores, then values); no online rescaling, so the
  *             result is as close to the exact softmax as double allows.
  *
@@ -83,6 +85,31 @@ static uint8_t *pool_row(const qgen_layout *L, const qgen_kvmem *m, int which, i
   size_t row_bytes = which ? L->v_row_bytes : L->k_row_bytes;
   uint8_t *pool = which ? m->v : m->k;
   return pool + (size_t)page * page_bytes + ((size_t)h * (size_t)L->block + (size_t)slot) * row_bytes;
+}
+
+/* The per-tensor scale of the K (which = 0) or V cache: 1 for a type that takes none. */
+static float cache_scale(const qgen_layout *L, const qgen_kvmem *m, int which) {
+  if (!traits(which ? L->v_type : L->k_type)->tensor_scale) return 1.0f;
+  return which ? m->v_scale : m->k_scale;
+}
+
+/* A cache row to f32 values: decoded with the type's traits, times the per-tensor scale. */
+static void read_row(const qgen_layout *L, const qgen_kvmem *m, int which, int64_t page, int h, int64_t slot,
+                     float *row) {
+  traits(which ? L->v_type : L->k_type)->to_f32(pool_row(L, m, which, page, h, slot), row, L->head_dim);
+  const float sc = cache_scale(L, m, which);
+  if (sc != 1.0f)
+    for (int d = 0; d < L->head_dim; d++) row[d] *= sc;
+}
+
+/* f32 values x (overwritten) into a cache row: divided by the per-tensor scale (f32
+   division), then the type's quantizer. */
+static void write_row(const qgen_layout *L, const qgen_kvmem *m, int which, int64_t page, int h, int64_t slot,
+                      float *x) {
+  const float sc = cache_scale(L, m, which);
+  if (sc != 1.0f)
+    for (int d = 0; d < L->head_dim; d++) x[d] /= sc;
+  traits(which ? L->v_type : L->k_type)->from_f32(x, pool_row(L, m, which, page, h, slot), L->head_dim);
 }
 
 /* kmin of (page, h) at [0, D), kmax at [D, 2D). */
@@ -190,8 +217,7 @@ void qgen_ref_append_in(qgen_ref_scratch *w, const qgen_layout *L, qgen_kvmem *m
                         int64_t n_new, const void *k, const void *v) {
   if (n_new <= 0) return;
   const int D = L->head_dim, Hkv = L->n_head_kv, B = L->block;
-  const qgen_type_traits *in = traits(L->in_type), *kt = traits(L->k_type),
-                         *vt = traits(L->v_type);
+  const qgen_type_traits *in = traits(L->in_type);
   const uint8_t *kin = k, *vin = v;
   const int64_t len0 = m->seq_len[seq];
   float *x = w->x;
@@ -202,9 +228,9 @@ void qgen_ref_append_in(qgen_ref_scratch *w, const qgen_layout *L, qgen_kvmem *m
     for (int h = 0; h < Hkv; h++) {
       const size_t off = ((size_t)i * (size_t)Hkv + (size_t)h) * L->in_row_bytes;
       in->to_f32(kin + off, x, D);
-      kt->from_f32(x, pool_row(L, m, 0, page, h, slot), D);
+      write_row(L, m, 0, page, h, slot, x);
       in->to_f32(vin + off, x, D);
-      vt->from_f32(x, pool_row(L, m, 1, page, h, slot), D);
+      write_row(L, m, 1, page, h, slot, x);
     }
   }
 
@@ -432,7 +458,7 @@ void qgen_ref_sketch_scores(const qgen_layout *L, const qgen_kvmem *m, int seq, 
     const int64_t page = phys_page(m, seq, p);
     double best = -INFINITY;
     for (int64_t t = p * B; t < len && t < (p + 1) * B; t++) {
-      kt->to_f32(pool_row(L, m, 0, page, h, t - p * B), row, D);
+      read_row(L, m, 0, page, h, t - p * B, row);
       if (!kt->is_quant) { /* the q4_0 sketch of an unquantized cache */
         q4->from_f32(row, blk, D);
         q4->to_f32(blk, row, D);
@@ -469,7 +495,6 @@ static void attend(qgen_ref_scratch *w, const qgen_layout *L, const qgen_kvmem *
                    const int32_t *const *lists, const int64_t *counts, void *out, double *out_f64) {
   const int D = L->head_dim, G = L->group, B = L->block;
   const int64_t len = m->seq_len[seq], n = qgen_pages_of(len, B);
-  const qgen_type_traits *kt = traits(L->k_type), *vt = traits(L->v_type);
   double *res = out_f64 ? out_f64 : w->res;
   float *qf = w->qf;
   float *row = w->x;
@@ -497,7 +522,7 @@ static void attend(qgen_ref_scratch *w, const qgen_layout *L, const qgen_kvmem *
       if (p < 0 || p >= n) continue;
       const int64_t page = phys_page(m, seq, p);
       for (int64_t t = p * B; t < len && t < (p + 1) * B; t++, nt++) {
-        kt->to_f32(pool_row(L, m, 0, page, h, t - p * B), row, D);
+        read_row(L, m, 0, page, h, t - p * B, row);
         for (int g = 0; g < G; g++) {
           const float *qg = qf + (size_t)(h * G + g) * (size_t)D;
           double dot = 0.0;
@@ -517,7 +542,7 @@ static void attend(qgen_ref_scratch *w, const qgen_layout *L, const qgen_kvmem *
       if (p < 0 || p >= n) continue;
       const int64_t page = phys_page(m, seq, p);
       for (int64_t t = p * B; t < len && t < (p + 1) * B; t++, nt++) {
-        vt->to_f32(pool_row(L, m, 1, page, h, t - p * B), row, D);
+        read_row(L, m, 1, page, h, t - p * B, row);
         for (int g = 0; g < G; g++) {
           const double w = exp(s[(size_t)g * ntok + (size_t)nt] - mx[g]);
           sum[g] += w;
@@ -611,8 +636,7 @@ void qgen_ref_row(const qgen_layout *L, const qgen_kvmem *m, int which, int seq,
                   int h, double *dst) {
   const int D = L->head_dim;
   float *row = xmalloc((size_t)D * sizeof *row);
-  const uint8_t *src = pool_row(L, m, which, phys_page(m, seq, t / L->block), h, t % L->block);
-  traits(which ? L->v_type : L->k_type)->to_f32(src, row, D);
+  read_row(L, m, which, phys_page(m, seq, t / L->block), h, t % L->block, row);
   for (int d = 0; d < D; d++) dst[d] = row[d];
   free(row);
 }

@@ -302,7 +302,7 @@ static void cache_destroy(qgen_kv *kv) {
 
 static qg_cache cache_args(const qgen_kv *kv) {
   const gpu_kv *m = gkv(kv);
-  qg_cache a = {m->k, m->v, m->bounds, m->page_table, m->seq_len, kv->pps};
+  qg_cache a = {m->k, m->v, m->bounds, m->page_table, m->seq_len, kv->pps, kv->host.k_scale, kv->host.v_scale};
   return a;
 }
 

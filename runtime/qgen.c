@@ -6,6 +6,7 @@
  * Every entry point validates everything before touching the cache, so a call that fails
  * leaves the cache as it was.
  */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -197,6 +198,7 @@ qgen_status qgen_cache_create(qgen_ctx *c, qgen_kv **out, int max_seqs, long lon
   kv->host.max_seqs = max_seqs;
   kv->host.pages_per_seq = kv->pps;
   kv->host.n_pages = kv->n_pages;
+  kv->host.k_scale = kv->host.v_scale = 1.0f;
   qgen_status st = c->be->cache_create(kv);
   if (st != QGEN_OK) {
     kv_free(kv);
@@ -207,6 +209,25 @@ qgen_status qgen_cache_create(qgen_ctx *c, qgen_kv **out, int max_seqs, long lon
 }
 
 void qgen_cache_destroy(qgen_kv *kv) { kv_free(kv); }
+
+qgen_status qgen_cache_set_scales(qgen_kv *kv, float k_scale, float v_scale) {
+  if (!kv) return QGEN_ERR_INVALID_ARG;
+  qgen_ctx *c = kv->ctx;
+  const float sc[2] = {k_scale, v_scale};
+  for (int w = 0; w < 2; w++) {
+    const qgen_type t = w ? c->L.v_type : c->L.k_type;
+    if (!(sc[w] > 0.0f && isfinite(sc[w])))
+      return qgen_fail(c, QGEN_ERR_INVALID_ARG, "qgen_cache_set_scales: %s = %g must be a finite number > 0",
+                       w ? "v_scale" : "k_scale", sc[w]);
+    if (sc[w] != 1.0f && !qgen_type_traits_of(t)->tensor_scale)
+      return qgen_fail(c, QGEN_ERR_INVALID_ARG,
+                       "qgen_cache_set_scales: %s = %g for a %s %s cache: only fp8 caches (e4m3, e5m2) take a per-tensor scale",
+                       w ? "v_scale" : "k_scale", sc[w], qgen_type_traits_of(t)->name, w ? "V" : "K");
+  }
+  kv->host.k_scale = k_scale;
+  kv->host.v_scale = v_scale;
+  return QGEN_OK;
+}
 
 static qgen_status check_seqs(qgen_kv *kv, const char *fn, const int *seq, int n_seq, int distinct) {
   qgen_ctx *c = kv->ctx;

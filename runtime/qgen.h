@@ -133,6 +133,16 @@ QGEN_API void qgen_get_info(const qgen_ctx *ctx, qgen_info *info);
 QGEN_API qgen_status qgen_cache_create(qgen_ctx *ctx, qgen_kv **kv, int max_seqs, long long max_tokens);
 QGEN_API void qgen_cache_destroy(qgen_kv *kv);
 
+/* The per-tensor scales of an fp8 cache (k_type / v_type e4m3 or e5m2), as vLLM keeps them
+   per layer: appends store fp8(x / scale), attend reads fp8 * scale (the scale folded into
+   the scores for K and into the output for V). Both are 1 at creation; each must be a
+   finite number > 0, and a K or V type without a per-tensor scale (every type but fp8)
+   takes only 1, else QGEN_ERR_INVALID_ARG. Steps called afterwards use them (a graph keeps
+   the scales it was captured with); stored bytes are not rewritten, so tokens appended
+   before a change read with the new scale. The cache's bytes are the fp8 codes themselves,
+   as torch.float8_e4m3fn / torch.float8_e5m2 hold them. */
+QGEN_API qgen_status qgen_cache_set_scales(qgen_kv *kv, float k_scale, float v_scale);
+
 /* Append n_new[i] tokens to sequence seq[i] (distinct, 0 <= seq < max_seqs) for each i <
    n_seq; n_new[i] may be 0. Fails with QGEN_ERR_CAPACITY, changing nothing, when a
    sequence would exceed max_tokens. */

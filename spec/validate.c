@@ -13,7 +13,8 @@
  *  n_head           (required)             integer in 1..65536
  *  n_head_kv        (required)             integer in 1..65536; n_head % n_head_kv == 0
  *                                          and n_head / n_head_kv <= 64 (QGEN_MAX_GROUP)
- *  k_type           "f16"                  a KV cache type: f16, bf16, q8_0, q4_0, q5_0
+ *  k_type           "f16"                  a KV cache type: f16, bf16, q8_0, q4_0, q5_0, e4m3, e5m2
+ *                                          (fp8, e4m3 / e5m2: head_dim a multiple of 64)
  *  v_type           = k_type               a KV cache type
  *  in_type          "f16"                  an input/output type: f32, f16, bf16
  *  out_type         "f16"                  an input/output type
@@ -550,6 +551,13 @@ static void check_spec(checker *c, int t, qgen_spec *s) {
          s->n_head / s->n_head_kv, QGEN_MAX_GROUP);
   s->k_type = type_field(c, t, "k_type", 1, QGEN_TYPE_F16);
   s->v_type = type_field(c, t, "v_type", 1, s->k_type);
+  for (int w = 0; w < 2; w++) { /* attend's tiles of unquantized rows are swizzled in 64- or 128-byte pieces */
+    const qgen_type ty = w ? s->v_type : s->k_type;
+    const size_t row = qgen_type_row_bytes(ty, s->head_dim);
+    if (!qgen_type_traits_of(ty)->is_quant && row % 64)
+      fail(c, "%s = \"%s\" needs head_dim a multiple of %zu (its rows, %zu bytes at head_dim = %d, must be a multiple of 64 bytes)",
+           w ? "v_type" : "k_type", qgen_type_traits_of(ty)->name, 64 / (row / (size_t)s->head_dim), row, s->head_dim);
+  }
   s->in_type = type_field(c, t, "in_type", 2, QGEN_TYPE_F16);
   s->out_type = type_field(c, t, "out_type", 2, QGEN_TYPE_F16);
   s->scale = 1.0 / sqrt((double)s->head_dim);

@@ -48,8 +48,8 @@ extern "C" __global__ void __launch_bounds__(QG_APPEND_THREADS) qg_append(qg_cac
       mx[e] = fmaxf(mx[e], xk[e]);
     }
     const i64 slot = t - lp * BLOCK;
-    KT::store_row(krows + slot * KT::ROW, xk, lane);
-    VT::store_row(vrows + slot * VT::ROW, xv, lane);
+    store_row_scaled<KT>(krows + slot * KT::ROW, xk, c.k_scale, lane);
+    store_row_scaled<VT>(vrows + slot * VT::ROW, xv, c.v_scale, lane);
   }
   if (at_len) {
     __syncthreads(); // every thread of this CTA has read start

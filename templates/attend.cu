@@ -38,8 +38,10 @@
 //                                     caches load4 of 4 channels per token feeds 4 n-tiles,
 //                                     so O's columns are permuted (vcol) and put back on store
 // bf16 operands carry a residue (hi + lo, two mmas) so bf16 caches are not less exact than
-// f16. The token groups' (m, l, O) meet in shared memory; a single split writes the output,
-// more write f32 partials and the last of them merges all in split order (combine.cu).
+// f16. fp8 caches are copied as 16-bit ones and read as quantized ones (qtypes.cuh); their
+// per-tensor scales go into the score scale (K) and the output (V). The token groups'
+// (m, l, O) meet in shared memory; a single split writes the output, more write f32
+// partials and the last of them merges all in split order (combine.cu).
 
 constexpr int MT = QG_MT, WARPS_M = QG_WARPS_M, WARPS_T = QG_WARPS_T, NC = WARPS_M * WARPS_T;
 constexpr int THREADS = (NC + 1) * 32, STAGES = QG_STAGES;
@@ -58,9 +60,9 @@ static_assert(BLOCK % SUB == 0 && STAGES % WARPS_T == 0 && STAGES >= 2 * WARPS_T
 static_assert(THREADS == QG_ATTEND_THREADS, "plan and template disagree on the CTA size");
 static_assert(K_TILE % 128 == 0 && V_TILE % 128 == 0 && Q_BYTES % 16 == 0 && (SUB * KT::ROW) % 16 == 0 && (SUB * VT::ROW) % 16 == 0,
               "16-byte copies of 16-byte sizes; tiles on 128-byte lines");
-static_assert((KT::Q16 ? K_SROW == KT::ROW && (K_PB == 64 || K_PB == 128) && KT::ROW % K_PB == 0 : K_PB == 0) &&
-                  (VT::Q16 ? V_SROW == VT::ROW && (V_PB == 64 || V_PB == 128) && VT::ROW % V_PB == 0 : V_PB == 0),
-              "16-bit tiles: unpadded rows in whole swizzle pieces");
+static_assert((SWIZZLED<KT> ? K_SROW == KT::ROW && (K_PB == 64 || K_PB == 128) && KT::ROW % K_PB == 0 : K_PB == 0) &&
+                  (SWIZZLED<VT> ? V_SROW == VT::ROW && (V_PB == 64 || V_PB == 128) && VT::ROW % V_PB == 0 : V_PB == 0),
+              "16-bit and fp8 tiles: unpadded rows in whole swizzle pieces");
 
 // Logical mma k-slot of physical channel d within its 16-channel step for quantized K (lane
 // j holds the slots 2j, 2j+1, 2j+8, 2j+9, which load4 reads as channels 4j..4j+3).
@@ -83,15 +85,32 @@ template <int PB> __device__ __forceinline__ int sw_off(int r, int cg) {
   return (cg / CP) * (SUB * PB) + r * PB + (((cg % CP) ^ x) << 4);
 }
 
+// fp8 tiles (qtypes.cuh): channels d0..d0+3 of the row at byte `row` of a swizzled tile, as
+// load4 / load8 give a quantized type's (no block scale: the per-tensor one comes later).
+template <typename A, typename B> constexpr bool SAME = false;
+template <typename A> constexpr bool SAME<A, A> = true;
+template <typename TT> __device__ __forceinline__ uint2 fp8_load4(const u8 *tile, int row, int d0) {
+  constexpr int PB = SAME<TT, KT> ? K_PB : V_PB; // K_PB == V_PB when K and V share the type
+  return TT::cvt4(tile + sw_off<PB>(row / TT::ROW, d0 / 16) + d0 % 16);
+}
+template <typename TT> __device__ __forceinline__ uint4 fp8_load8(const u8 *tile, int row, int d0) {
+  const uint2 a = fp8_load4<TT>(tile, row, d0), b = fp8_load4<TT>(tile, row, d0 + 16);
+  return make_uint4(a.x, a.y, b.x, b.y);
+}
+template <> __device__ __forceinline__ uint2 load4<qg_e4m3>(const u8 *tile, int row, int d0) { return fp8_load4<qg_e4m3>(tile, row, d0); }
+template <> __device__ __forceinline__ uint2 load4<qg_e5m2>(const u8 *tile, int row, int d0) { return fp8_load4<qg_e5m2>(tile, row, d0); }
+template <> __device__ __forceinline__ uint4 load8<qg_e4m3>(const u8 *tile, int row, int d0) { return fp8_load8<qg_e4m3>(tile, row, d0); }
+template <> __device__ __forceinline__ uint4 load8<qg_e5m2>(const u8 *tile, int row, int d0) { return fp8_load8<qg_e5m2>(tile, row, d0); }
+
 // Copy the SUB rows of one type TT from src (global) into dst (shared) with 16-byte
 // cp.async, 32 consecutive chunks per instruction; the whole producer warp calls it.
-// 16-bit rows land swizzled (sw_off), and rows at or past nvalid are zero-filled by the
-// copy itself (source size 0), as 0 * garbage could be NaN. A quantized type is one
+// 16-bit and fp8 rows land swizzled (sw_off), and rows at or past nvalid are zero-filled
+// by the copy itself (source size 0), as 0 * garbage could be NaN. A quantized type is one
 // contiguous slab, copied whole (rows past nvalid included: the consumer masks them).
 template <typename TT, int PB>
 __device__ __forceinline__ void copy_rows(u8 *dst, const u8 *src, int nvalid, int lane) {
   constexpr int N = SUB * TT::ROW / 16; // 16-byte chunks of the sub-tile
-  if constexpr (TT::Q16) {
+  if constexpr (SWIZZLED<TT>) {
     constexpr int CPR = TT::ROW / 16;
     static_assert(N % 32 == 0, "whole warps of chunks");
 #pragma unroll
@@ -144,7 +163,7 @@ __device__ __forceinline__ void produce(const qg_cache &c, const int *list, int 
     const u8 *vsrc = c.v + head * (BLOCK * VT::ROW) + slot0 * VT::ROW;
     u8 *st = stages + si * STAGE;
     // quantized slabs by one bulk copy each (sm_90, bulk set), the rest by cp.async
-    const bool kb = BULK && !KT::Q16 && bulk, vb = BULK && !VT::Q16 && bulk;
+    const bool kb = BULK && !SWIZZLED<KT> && bulk, vb = BULK && !SWIZZLED<VT> && bulk;
     if ((kb || vb) && lane == 0) {
       mbar_expect_tx(&full[si], (kb ? SUB * KT::ROW : 0) + (vb ? SUB * VT::ROW : 0));
       if (kb) bulk_load(st, ksrc, SUB * KT::ROW, &full[si]);
@@ -192,7 +211,7 @@ __device__ __forceinline__ void qk_tile(float (&s)[2][4], const u8 *qa, const u8
 // row 1 = head g + 8 of the m-tile. Leaves P as the A operand of P V (pa, and its residue
 // pl for bf16 V).
 __device__ __forceinline__ void softmax_tile(float (&s)[2][4], float (&o)[D / 8][4], float (&m)[2], float (&l)[2], u32 (&pa)[4],
-                                             u32 (&pl)[4], int nvalid, int lane) {
+                                             u32 (&pl)[4], int nvalid, int lane, float sl2) {
   const int tok0 = 2 * (lane & 3);
   float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
@@ -200,7 +219,7 @@ __device__ __forceinline__ void softmax_tile(float (&s)[2][4], float (&o)[D / 8]
 #pragma unroll
     for (int e = 0; e < 4; e++) {
       const bool ok = tok0 + nt * 8 + (e & 1) < nvalid;
-      s[nt][e] = ok ? s[nt][e] * SCALE_LOG2 : -INFINITY;
+      s[nt][e] = ok ? s[nt][e] * sl2 : -INFINITY;
       mx[e >> 1] = fmaxf(mx[e >> 1], s[nt][e]);
     }
   float ref[2], alpha[2];
@@ -278,11 +297,11 @@ __device__ __forceinline__ void pv_tile(float (&o)[D / 8][4], const u32 (&pa)[4]
 
 // A consumer warp's step over one sub-tile of nvalid valid rows: K at ks, V at vs.
 __device__ __forceinline__ void consume(float (&o)[D / 8][4], float (&m)[2], float (&l)[2], const u8 *qa, const u8 *ks, const u8 *vs,
-                                        int nvalid, int lane) {
+                                        int nvalid, int lane, float sl2) {
   float s[2][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}};
   qk_tile(s, qa, ks, lane);
   u32 pa[4], pl[4];
-  softmax_tile(s, o, m, l, pa, pl, nvalid, lane);
+  softmax_tile(s, o, m, l, pa, pl, nvalid, lane, sl2);
   pv_tile(o, pa, pl, vs, lane);
 }
 
@@ -399,6 +418,8 @@ extern "C" __global__ void __launch_bounds__(QG_ATTEND_THREADS) qg_attend(qg_cac
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
   const int wm = warp % WARPS_M, wt = warp / WARPS_M;
 
+  // fp8 per-tensor scales (qtypes.cuh): K's in the score scale, V's on the output
+  const float sl2 = TENSOR_UNIT<KT> != 0.0f ? SCALE_LOG2 * (c.k_scale * TENSOR_UNIT<KT>) : SCALE_LOG2;
   if (warp == NC) {
     produce(c, list, seq, h, sh, n_sub, stages, full, empty, lane, bulk);
   } else {
@@ -408,8 +429,13 @@ extern "C" __global__ void __launch_bounds__(QG_ATTEND_THREADS) qg_attend(qg_cac
       const int nvalid = sh.valid(jt);
       const u8 *ks = stages + si * STAGE;
       const u8 *qa = qsm + (wm * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * Q_SROW + ((lane >> 4) * 8) * 2;
-      consume(o, m, l, qa, ks, ks + K_TILE, nvalid, lane);
+      consume(o, m, l, qa, ks, ks + K_TILE, nvalid, lane, sl2);
       mbar_arrive(&empty[si]); // every lane, after its own reads of the stage (release)
+    }
+    if constexpr (TENSOR_UNIT<VT> != 0.0f) {
+      const float vsc = c.v_scale * TENSOR_UNIT<VT>;
+#pragma unroll
+      for (int i = 0; i < D / 8; i++) o[i][0] *= vsc, o[i][1] *= vsc, o[i][2] *= vsc, o[i][3] *= vsc;
     }
   }
 

@@ -15,9 +15,14 @@
 //                                 aligned shared tile, unscaled (small integers, exact in
 //                                 f16) as two packed f16 pairs. attend reads them through
 //                                 load4 / load8 below, which apply the block's scale.
+//   cvt4(p)                       fp8 types: 4 codes to two packed f16 pairs (attend.cu
+//                                 specialises load4 / load8 with it); TENSOR_UNIT and
+//                                 SWIZZLED below say how attend scales and lays out a type.
 // Quantized blocks are only 2-byte aligned: a 4-byte load is one 32-bit load where its
 // offset is a multiple of 4 (ld_u32_at), else two 16-bit loads. A block's f16 scale d is its
 // first field, at byte 0.
+#include <cuda_fp8.h>
+
 static_assert(QGEN_QK == 32, "store_row quantizes a block per warp, one value per lane");
 
 __device__ __forceinline__ u32 ld_u32_a2(const u8 *p) { // 4 bytes at a 2-byte boundary
@@ -175,6 +180,74 @@ template <typename TT> __device__ __forceinline__ uint4 load8(const u8 *tile, in
   const __half d = *(const __half *)(tile + blk);
   const uint2 a = scale_half4(TT::quad(tile, blk, d0 % QGEN_QK), d), b = scale_half4(TT::quad(tile, blk, d0 % QGEN_QK + 16), d);
   return make_uint4(a.x, a.y, b.x, b.y);
+}
+
+// fp8 (qgen_type e4m3 / e5m2): one byte a value, rows of D bytes, no block header. The
+// cache's per-tensor scale is outside the bytes: append stores fp8(x / scale)
+// (store_row_scaled), attend applies TENSOR_UNIT times the scale once per tensor, folded
+// into the score scale for K and into the output for V. attend's tiles of them are laid
+// out as 16-bit ones (SWIZZLED: swizzled 16-byte chunks, so the reads below hit distinct
+// banks, and rows past the valid ones zeroed, so a NaN code there cannot reach P V) and
+// read as quantized ones (4 channels a lane: load4 / load8, specialised in attend.cu by
+// cvt4). The codes become f16 exactly: e5m2 is an f16's high byte; e4m3 by the hardware
+// conversion on sm_89+ (unit 1), before that by shifting its exponent and mantissa bits
+// into an f16's, which is its value times 2^-8, subnormals included (unit 2^8: a power of
+// two, so both give the same bits). The e4m3 NaN code (never written from a finite input)
+// reads as NaN on sm_89+ and as 480 before. The quantizer is CUDA's round-to-nearest-even,
+// saturating conversion (hardware on sm_89+, software before), bit-exact with
+// base/qtypes.c's.
+#if __CUDA_ARCH__ >= 890
+constexpr bool FP8_CVT = true; // cvt.rn.f16x2.e4m3x2 exists
+#else
+constexpr bool FP8_CVT = false;
+#endif
+template <__nv_fp8_interpretation_t KIND> struct qg_fp8 {
+  static constexpr int ROW = D;
+  static constexpr bool Q16 = false, BF = false;
+  static __device__ __forceinline__ void store_row(u8 *row, const float (&x)[D / 32], int lane) {
+#pragma unroll
+    for (int i = 0; i < D / 32; i++) row[lane + 32 * i] = __nv_cvt_float_to_fp8(x[i], __NV_SATFINITE, KIND);
+  }
+  // The 4 codes at p (4-byte aligned) as two packed f16 pairs, unscaled.
+  static __device__ __forceinline__ uint2 cvt4(const u8 *p) {
+    const u32 q = *(const u32 *)p;
+    u32 lo, hi;
+    if constexpr (KIND == __NV_E4M3 && FP8_CVT) {
+      asm("{.reg .b16 l, h;\n\tmov.b32 {l, h}, %2;\n\tcvt.rn.f16x2.e4m3x2 %0, l;\n\tcvt.rn.f16x2.e4m3x2 %1, h;}"
+          : "=r"(lo), "=r"(hi)
+          : "r"(q));
+    } else {
+      lo = __byte_perm(q, 0, 0x1404), hi = __byte_perm(q, 0, 0x3424); // each byte into the high byte of an f16
+      if constexpr (KIND == __NV_E4M3) {
+        lo = (lo & 0x80008000u) | (lo >> 1 & 0x3f803f80u);
+        hi = (hi & 0x80008000u) | (hi >> 1 & 0x3f803f80u);
+      }
+    }
+    return make_uint2(lo, hi);
+  }
+};
+struct qg_e4m3 : qg_fp8<__NV_E4M3> {};
+struct qg_e5m2 : qg_fp8<__NV_E5M2> {};
+
+// What a value attend reads of a cache type must be multiplied by, besides the cache's
+// per-tensor scale; 0: the type takes no per-tensor scale (the traits' tensor_scale).
+template <typename TT> constexpr float TENSOR_UNIT = 0.0f;
+template <> constexpr float TENSOR_UNIT<qg_e4m3> = FP8_CVT ? 1.0f : 256.0f;
+template <> constexpr float TENSOR_UNIT<qg_e5m2> = 1.0f;
+// attend's shared tiles of the type are swizzled 16-byte chunks with zeroed invalid rows
+// (the 16-bit types', and fp8's), not contiguous slabs.
+template <typename TT> constexpr bool SWIZZLED = TT::Q16;
+template <> constexpr bool SWIZZLED<qg_e4m3> = true;
+template <> constexpr bool SWIZZLED<qg_e5m2> = true;
+
+// append's store of a row (x is consumed): divided by the per-tensor scale first where the
+// type takes one, as base/qtypes.c's reference does (one f32 division, nearest even).
+template <typename TT> __device__ __forceinline__ void store_row_scaled(u8 *row, float (&x)[D / 32], float scale, int lane) {
+  if constexpr (TENSOR_UNIT<TT> != 0.0f) {
+#pragma unroll
+    for (int i = 0; i < D / 32; i++) x[i] = __fdiv_rn(x[i], scale);
+  }
+  TT::store_row(row, x, lane);
 }
 
 using KT = QG_K_TYPE;

@@ -9,8 +9,8 @@
 
 A ctypes binding of libqgen.so (runtime/qgen.h); _lib.py says where the library is found.
 """
-from ._api import Cache, Context, spec_text
+from ._api import Cache, Context, kv_type, spec_text
 from ._lib import STATUS_NAMES, Error, library_path
 
-__all__ = ["Cache", "Context", "Error", "STATUS_NAMES", "library_path", "spec_text"]
+__all__ = ["Cache", "Context", "Error", "STATUS_NAMES", "kv_type", "library_path", "spec_text"]
 __version__ = "0.1.0"

@@ -238,7 +238,9 @@ class QgenCache(Cache):
 
     config        the model config (model.config)
     max_tokens    capacity of each sequence: prompt + new tokens
-    k_type, v_type  the KV cache types: f16, bf16, q8_0, q4_0, q5_0 (v_type = k_type)
+    k_type, v_type  the KV cache types: f16, bf16, q8_0, q4_0, q5_0, e4m3, e5m2 (or a torch
+                  dtype: torch.float8_e4m3fn; qgen.kv_type); v_type = k_type. fp8 caches
+                  here keep scales of 1 (a transformers model has no KV scales)
     coverage      sparse: the fraction of pages attended, e.g. 0.25; or
     budget        sparse: tokens attended; neither = dense attention
     block, sink, recent  the sparse spec's page size and always-attended tokens (spec defaults)
