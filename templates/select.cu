@@ -332,7 +332,7 @@ __device__ __forceinline__ void select_list(const qg_cache &c, const qg_work &wk
   if (smem_keys) __syncthreads(); // (the histograms' zeros are ordered by later barriers)
   const cand_keys ck = {sc, keys, sp, rf, smem_keys};
 
-  // Radix select of the (k - nf)-th largest key among [sp, rf): 11 + 11 + 10 bits.
+  // Radix select of the (kc - nf)-th largest key among [sp, rf): 11 + 11 + 10 bits.
   u32 prefix = 0, mask = 0, rem = (u32)(kc - nf);
   if (rem == 0) prefix = 0xffffffffu; // nothing to pick: no key exceeds it, take none equal
   for (int pass = 0; rem > 0 && pass < 3; pass++) radix_pass(pass, prefix, mask, rem, own0, kr, ck, regs, multi, CL, g0, rp, tid, sm);
