@@ -41,6 +41,7 @@ typedef struct qg_cache {
   QG_DPTR(qg_i32) seq_len;            /* [max_seqs] */
   qg_i64 pages_per_seq;
   float k_scale, v_scale; /* per-tensor scales of fp8 K/V (qgen_kvmem), 1 for other types */
+  QG_DPTR(unsigned char) sketch;      /* [n_pages][N_KV][BLOCK][SK_ROW] q4_0 of K (two-stage over f16/bf16) */
 } qg_cache;
 
 /* The step's scratch: page lists, scores, split partials (sized by the runtime). */
@@ -53,6 +54,14 @@ typedef struct qg_work {
   QG_DPTR(qg_i32) ticket;  /* [MAX_BATCH][N_KV]: splits done; zero between steps */
   QG_DPTR(unsigned) hist;  /* [MAX_BATCH][N_KV][2048]: top-11-bit key histogram of the candidates; zero between steps */
   qg_i32 max_splits;
+  /* Two-stage selection (layout.h): select keeps cand x the budget's non-forced pages and,
+     with exact set, writes QG_NOT_CAND there for every non-forced page it leaves out;
+     rescore writes the candidates' exact scores into exact and counts their first radix
+     digit into hist2 (zero between steps), which the second select reads as its scores
+     and hist. */
+  QG_DPTR(float) exact;    /* [max_seqs][N_KV][pages_per_seq] */
+  QG_DPTR(unsigned) hist2; /* [MAX_BATCH][N_KV][2048] */
+  qg_i32 cand;             /* 1: one stage */
 } qg_work;
 
 typedef struct qg_budget {
@@ -88,12 +97,13 @@ typedef struct qg_append_args {
 
 /* Sizes and key offsets: both compilers read this text, and these pin the layout each must
    give it (a launch passes exactly these bytes). */
-QG_STATIC_ASSERT(sizeof(qg_cache) == 56 && sizeof(qg_work) == 64 && sizeof(qg_budget) == 40 &&
+QG_STATIC_ASSERT(sizeof(qg_cache) == 64 && sizeof(qg_work) == 88 && sizeof(qg_budget) == 40 &&
                      sizeof(qg_batch) == 4 * (1 + QGEN_MAX_BATCH) && sizeof(qg_append_args) == 48 + 24 * QGEN_APPEND_MAX,
                  "a kernel argument struct is laid out with unexpected padding");
 #ifndef __CUDACC__
 #include <stddef.h> /* offsetof: NVRTC has none; the sizes above cover the device side */
-_Static_assert(offsetof(qg_cache, pages_per_seq) == 40 && offsetof(qg_cache, k_scale) == 48 && offsetof(qg_work, max_splits) == 56 &&
+_Static_assert(offsetof(qg_cache, pages_per_seq) == 40 && offsetof(qg_cache, k_scale) == 48 && offsetof(qg_cache, sketch) == 56 &&
+                   offsetof(qg_work, max_splits) == 56 && offsetof(qg_work, exact) == 64 && offsetof(qg_work, cand) == 80 &&
                    offsetof(qg_budget, coverage) == 8 && offsetof(qg_append_args, work) == 20 + 12 * QGEN_APPEND_MAX &&
                    offsetof(qg_append_args, row0) == 24 + 16 * QGEN_APPEND_MAX &&
                    offsetof(qg_append_args, arrive) == 24 + 24 * QGEN_APPEND_MAX,
@@ -101,14 +111,16 @@ _Static_assert(offsetof(qg_cache, pages_per_seq) == 40 && offsetof(qg_cache, k_s
 #endif
 
 /* The step kernels in launch order, X(name, units): extern "C" qg_<name>, defined in the
-   template <name>.cu; units SPARSE: only in the units of sparse specs. Under NVRTC each is
+   template <name>.cu; units SPARSE: only in the units of sparse specs, RESCORE: of sparse
+   specs with two-stage selection (rescore > 1). Under NVRTC each is
    declared here with its whole signature, which its definition must match. */
-#define QGEN_KERNELS(X) X(append, ALL) X(estimate, SPARSE) X(select, SPARSE) X(attend, ALL)
+#define QGEN_KERNELS(X) X(append, ALL) X(estimate, SPARSE) X(select, SPARSE) X(rescore, RESCORE) X(attend, ALL)
 #define QGEN_KERNEL_NAME(k) "qg_" #k
 #ifdef __CUDACC__
 extern "C" __global__ void qg_append(qg_cache c, qg_append_args a);
 extern "C" __global__ void qg_estimate(qg_cache c, qg_work wk, qg_batch bt, qg_budget bg, const void *q);
 extern "C" __global__ void qg_select(qg_cache c, qg_work wk, qg_batch bt, qg_budget bg);
+extern "C" __global__ void qg_rescore(qg_cache c, qg_work wk, qg_batch bt, qg_budget bg, const void *q);
 extern "C" __global__ void qg_attend(qg_cache c, qg_work wk, qg_batch bt, const void *q, void *out, int dense, int bulk);
 #endif
 

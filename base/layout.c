@@ -28,6 +28,14 @@ void qgen_layout_init(qgen_layout *L, int head_dim, int n_head, int n_head_kv, i
   L->in_row_bytes = qgen_type_row_bytes(in_type, head_dim);
   L->q_bytes = (size_t)n_head * L->in_row_bytes;
   L->out_bytes = (size_t)n_head * qgen_type_row_bytes(out_type, head_dim);
+  L->rescore = 1;
+}
+
+void qgen_layout_set_rescore(qgen_layout *L, int r) {
+  L->rescore = r;
+  const int sketch = r > 1 && L->sparse && !qgen_type_traits_of(L->k_type)->is_quant;
+  L->sketch_row_bytes = sketch ? qgen_type_row_bytes(QGEN_SKETCH_TYPE, L->head_dim) : 0;
+  L->sketch_page_bytes = (size_t)L->n_head_kv * (size_t)L->block * L->sketch_row_bytes;
 }
 
 int64_t qgen_budget_pages(const qgen_budget *b, int64_t n, int64_t n_forced, int block) {

@@ -8,6 +8,11 @@
  *   bounds     [n_pages][n_head_kv][2][head_dim] f16      kmin then kmax (sparse only)
  *   page table [max_seqs][pages_per_seq] int32            logical page -> physical page
  *   seq_len    [max_seqs] int32                           tokens held by each sequence
+ *   sketch     [n_pages][n_head_kv][block][sketch_row_bytes] two-stage selection over an
+ *              unquantized K (f16, bf16): the QGEN_SKETCH_TYPE (q4_0) form of each stored K
+ *              row, written by append; n_head_kv * head_dim / 32 * 18 bytes a token (0.28
+ *              of an f16 K, 0.14 of f16 K + V). A q8_0/q4_0/q5_0 cache has none: its own
+ *              K is rescored.
  * Within a page, one KV head's rows are contiguous (block * row_bytes bytes, a multiple of
  * 64), so a split reads one slab per page and head. Offsets are 64-bit everywhere.
  *
@@ -34,6 +39,14 @@
  *   the list = forced ∪ the (K_eff - |forced|) best non-forced pages by score, ties to the
  *             lower page index, NaN scores ranked above every number; ascending order.
  *   If K_eff == n the list is every page (the dense step).
+ *
+ * Two-stage selection (rescore = r > 1): stage 1 keeps the C = min(r * (K_eff - |forced|),
+ *   non-forced pages) best non-forced pages by the Quest score (the rules above); stage 2
+ *   scores each of them exactly, max over the group's query heads and the page's tokens of
+ *   q·k with k from the sketch (or the cache's own quantized K); stage 3 keeps the
+ *   K_eff - |forced| best candidates by that score (same order: NaN first, ties to the
+ *   lower page). The list is forced ∪ those; a page outside the candidates is never in it.
+ *   r = 1 is the one-stage rule above.
  */
 #ifndef QGEN_LAYOUT_H
 #define QGEN_LAYOUT_H
@@ -54,7 +67,12 @@ typedef struct qgen_layout {
   size_t bounds_page_bytes;         /* n_head_kv * 2 * head_dim * 2, or 0 when dense */
   size_t in_row_bytes;              /* one KV head's input row (head_dim in in_type) */
   size_t q_bytes, out_bytes;        /* one token's q [n_head][D] and output, in bytes */
+  int rescore;                      /* two-stage candidates per budget page (1: Quest) */
+  size_t sketch_row_bytes, sketch_page_bytes; /* the sketch pool's rows and pages, or 0 */
 } qgen_layout;
+
+/* The type of the sketch an unquantized cache keeps for two-stage selection. */
+#define QGEN_SKETCH_TYPE QGEN_TYPE_Q4_0
 
 /* How much to attend to in one step; mode is one of base/kargs.h's QGEN_BUDGET_*. */
 typedef struct qgen_budget {
@@ -76,12 +94,17 @@ typedef struct qgen_kvmem {
   /* Per-tensor scales of the K and V caches, read only for a type that takes one (the
      traits' tensor_scale: fp8): stored = fp8(x / scale), read = fp8 * scale. */
   float k_scale, v_scale;
+  uint8_t *sketch;       /* NULL without a sketch pool (layout sketch_page_bytes == 0) */
 } qgen_kvmem;
 
 /* Fill a layout from the spec's numbers; the row/page sizes come from the type table. */
 void qgen_layout_init(qgen_layout *L, int head_dim, int n_head, int n_head_kv, int block,
                       qgen_type k_type, qgen_type v_type, qgen_type in_type,
                       qgen_type out_type, double scale, int sparse);
+
+/* Two-stage selection with r candidates per budget page (r >= 1; sparse layouts): a
+   sketch pool when K is not a quant block type. */
+void qgen_layout_set_rescore(qgen_layout *L, int r);
 
 /* Pages a sequence of len tokens occupies. */
 static inline int64_t qgen_pages_of(int64_t len, int block) { return (len + block - 1) / block; }

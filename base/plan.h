@@ -35,6 +35,9 @@
      pages; 0: never) */                                                                    \
   X(sel_regs, 1)                                                                               \
   X(append_threads, 1)                                                                         \
+  /* rescore (two-stage specs; jit/emit.c writes them into those units only): CTA size,    \
+     ring stages a warp, one m-tile's ring bytes, dynamic shared memory (query + rings) */  \
+  X(resc_threads, 0) X(resc_stages, 0) X(resc_tile, 0) X(resc_smem, 0)                        \
   X(pdl, 0)  /* launch select and attend of a sparse step as programmatic dependents (sm_90+) */ \
   X(bulk, 0) /* attend copies quantized slabs by bulk copies (sm_90+), else by cp.async */
 

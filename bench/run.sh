@@ -6,6 +6,9 @@
 #         targets.py (the issue's must-show targets against the new results)
 # probe = a few cells, for tuning
 # STEPS="qgen peers merge" (the default) runs all three; a subset splits the run over
+# several GPU calls. STEPS=rescore (not a default) benches two-stage selection instead:
+# tests/gpu/rescore.lua's Qwen3-4B variants (f16 with its q4_0 sketch, q4_0 with its own K;
+# r = 1 is Quest) at 128K..1M x B1,4 x coverage 0.25, 0.125, 0.0625 into OUT_DIR/rescore-*.json;
 # several GPU calls (OUT_DIR must then hold the earlier steps' JSON); each call's command
 # line is kept in OUT_DIR/commands.txt and all of them go into the results' "command".
 set -u -o pipefail
@@ -45,6 +48,14 @@ for t in q8_0 q4_0; do
 done
 "$q" bench --spec specs/qwen3-4b-fp8.lua --variant qwen3-4b-e4m3 --ctx $ctx4 --batch $b4 --coverage $cov --json "$out/q4b-e4m3.json"
 "$q" bench --spec specs/qwen2.5-14b-1m.lua --variant qwen2.5-14b-1m --ctx $ctx14 --batch $b14 --coverage $cov --json "$out/q14b-f16.json"
+fi
+if has rescore; then
+for t in f16 q4_0; do
+  for r in 1 2 4 8 16; do
+    "$q" bench --spec tests/gpu/rescore.lua --variant qwen3-4b-$t-r$r --ctx 128K,256K,512K,1M --batch 1,4 \
+      --coverage 0.25,0.125,0.0625 --json "$out/rescore-$t-r$r.json"
+  done
+done
 fi
 if has peers; then
 python3 bench/peers.py --heads 32 --ctx $ctx4 \

@@ -47,7 +47,10 @@
  *             result is as close to the exact softmax as double allows.
  *
  *   step      dense budget (or one whose K_eff covers every page): attend over every page;
- *             otherwise estimate -> select per KV head -> attend over those lists.
+ *             otherwise estimate -> select per KV head -> attend over those lists; with
+ *             the layout's rescore r > 1, two-stage selection (computing the exact scores
+ *             of the candidates only). Append also writes the sketch pool of such a layout
+ *             over an unquantized K: the q4_0 form of each stored K row.
  *
  * Sizes are 64-bit throughout. Scratch memory is one qgen_ref_scratch block: the CPU backend
  * takes it at cache creation (the _in forms, which never allocate); the plain entry points
@@ -148,6 +151,7 @@ struct qgen_ref_scratch {
   float *x, *lo, *hi, *qf;
   int32_t *all, *lists;
   uint8_t *flags, *codes; /* codes: one page's 8-bit bounds */
+  uint8_t *sk;            /* one q4_0 row (two-stage selection) */
 };
 
 #define SCRATCH_ALIGN(n) (((n) + 63) / 64 * 64)
@@ -180,6 +184,7 @@ static size_t scratch_layout(qgen_ref_scratch *w, const qgen_layout *L, uint8_t 
   CARVE(lists, Hkv * N);
   CARVE(flags, N);
   CARVE(codes, 2 * D);
+  CARVE(sk, qgen_type_row_bytes(QGEN_TYPE_Q4_0, (int64_t)D));
 #undef CARVE
   return off;
 }
@@ -229,6 +234,11 @@ void qgen_ref_append_in(qgen_ref_scratch *w, const qgen_layout *L, qgen_kvmem *m
       const size_t off = ((size_t)i * (size_t)Hkv + (size_t)h) * L->in_row_bytes;
       in->to_f32(kin + off, x, D);
       write_row(L, m, 0, page, h, slot, x);
+      if (L->sketch_page_bytes) { /* the sketch: the stored row in QGEN_SKETCH_TYPE */
+        read_row(L, m, 0, page, h, slot, x);
+        traits(QGEN_SKETCH_TYPE)->from_f32(x, m->sketch + (size_t)page * L->sketch_page_bytes +
+                                                  ((size_t)h * (size_t)B + (size_t)slot) * L->sketch_row_bytes, D);
+      }
       in->to_f32(vin + off, x, D);
       write_row(L, m, 1, page, h, slot, x);
     }
@@ -385,11 +395,46 @@ static int rank_cmp(const void *pa, const void *pb) {
   return a->page < b->page ? -1 : a->page > b->page ? 1 : 0;
 }
 
-/* chosen and cand: room for the sequence's pages. exact != NULL: two stages, the best
-   r * K by scores are ranked again by exact (one stage otherwise). */
+/* Where the exact scores of two-stage selection come from: computed page by page from the
+   compact K of KV head h (qf: the group's query rows as f32; row, blk: a row's room). */
+typedef struct {
+  const qgen_layout *L;
+  const qgen_kvmem *m;
+  int seq, h;
+  const float *qf;
+  float *row;
+  uint8_t *blk;
+} sketch_src;
+
+/* The exact score of page p (qgen_ref_sketch_scores). */
+static double sketch_page(const sketch_src *z, int64_t p) {
+  const qgen_layout *L = z->L;
+  const int D = L->head_dim, G = L->group, B = L->block;
+  const int64_t len = z->m->seq_len[z->seq], page = phys_page(z->m, z->seq, p);
+  const qgen_type_traits *kt = traits(L->k_type), *q4 = traits(QGEN_TYPE_Q4_0);
+  double best = -INFINITY;
+  for (int64_t t = p * B; t < len && t < (p + 1) * B; t++) {
+    read_row(L, z->m, 0, page, z->h, t - p * B, z->row);
+    if (!kt->is_quant) { /* the q4_0 sketch of an unquantized cache */
+      q4->from_f32(z->row, z->blk, D);
+      q4->to_f32(z->blk, z->row, D);
+    }
+    for (int g = 0; g < G; g++) {
+      const float *qg = z->qf + (size_t)g * (size_t)D;
+      double dot = 0.0;
+      for (int d = 0; d < D; d++) dot += (double)qg[d] * (double)z->row[d];
+      if (isnan(dot) || dot > best) best = dot; /* once NaN, stays NaN */
+    }
+  }
+  return best;
+}
+
+/* chosen and cand: room for the sequence's pages. exact or z != NULL: two stages, the best
+   r * K by scores are ranked again by exact (from the table, or computed from z only at
+   the candidates); one stage otherwise. */
 static int64_t select_pages(const qgen_budget *b, int64_t len, int block, const double *scores,
-                            int r, const double *exact, int32_t *list, uint8_t *chosen,
-                            ranked *cand) {
+                            int r, const double *exact, const sketch_src *z, int32_t *list,
+                            uint8_t *chosen, ranked *cand) {
   const int64_t n = qgen_pages_of(len, block);
   if (n <= 0) return 0;
   const int64_t n_forced = qgen_forced_pages(b, len, block, chosen); /* forced pages chosen */
@@ -407,9 +452,9 @@ static int64_t select_pages(const qgen_budget *b, int64_t len, int block, const 
       }
     qsort(cand, (size_t)nc, sizeof *cand, rank_cmp);
     const int64_t keep = k - n_forced;
-    if (exact) {
+    if (exact || z) {
       const int64_t c = keep * (r > 1 ? r : 1) < nc ? keep * (r > 1 ? r : 1) : nc;
-      for (int64_t i = 0; i < c; i++) cand[i].score = exact[cand[i].page];
+      for (int64_t i = 0; i < c; i++) cand[i].score = z ? sketch_page(z, cand[i].page) : exact[cand[i].page];
       qsort(cand, (size_t)c, sizeof *cand, rank_cmp);
     }
     for (int64_t i = 0; i < keep; i++) chosen[cand[i].page] = 1;
@@ -427,7 +472,7 @@ int64_t qgen_ref_select(const qgen_budget *b, int64_t len, int block, const doub
   if (n <= 0) return 0;
   uint8_t *chosen = xmalloc((size_t)n);
   ranked *cand = xmalloc((size_t)n * sizeof *cand);
-  const int64_t c = select_pages(b, len, block, scores, 1, NULL, list, chosen, cand);
+  const int64_t c = select_pages(b, len, block, scores, 1, NULL, NULL, list, chosen, cand);
   free(chosen);
   free(cand);
   return c;
@@ -439,7 +484,7 @@ int64_t qgen_ref_select_rescore(const qgen_budget *b, int64_t len, int block, in
   if (n <= 0) return 0;
   uint8_t *chosen = xmalloc((size_t)n);
   ranked *cand = xmalloc((size_t)n * sizeof *cand);
-  const int64_t c = select_pages(b, len, block, bound, r, exact, list, chosen, cand);
+  const int64_t c = select_pages(b, len, block, bound, r, exact, NULL, list, chosen, cand);
   free(chosen);
   free(cand);
   return c;
@@ -447,31 +492,14 @@ int64_t qgen_ref_select_rescore(const qgen_budget *b, int64_t len, int block, in
 
 void qgen_ref_sketch_scores(const qgen_layout *L, const qgen_kvmem *m, int seq, const void *q,
                             int h, const uint8_t *want, double *scores) {
-  const int D = L->head_dim, G = L->group, B = L->block;
-  const int64_t len = m->seq_len[seq], n = qgen_pages_of(len, B);
-  const qgen_type_traits *kt = traits(L->k_type), *q4 = traits(QGEN_TYPE_Q4_0);
+  const int D = L->head_dim, G = L->group;
+  const int64_t n = qgen_pages_of(m->seq_len[seq], L->block);
   float *qf = xmalloc((size_t)G * (size_t)D * sizeof *qf), *row = xmalloc((size_t)D * sizeof *row);
   uint8_t *blk = xmalloc(qgen_type_row_bytes(QGEN_TYPE_Q4_0, D));
   traits(L->in_type)->to_f32((const uint8_t *)q + (size_t)h * (size_t)G * L->in_row_bytes, qf, (int64_t)G * D);
-  for (int64_t p = 0; p < n; p++) {
-    if (want && !want[p]) continue;
-    const int64_t page = phys_page(m, seq, p);
-    double best = -INFINITY;
-    for (int64_t t = p * B; t < len && t < (p + 1) * B; t++) {
-      read_row(L, m, 0, page, h, t - p * B, row);
-      if (!kt->is_quant) { /* the q4_0 sketch of an unquantized cache */
-        q4->from_f32(row, blk, D);
-        q4->to_f32(blk, row, D);
-      }
-      for (int g = 0; g < G; g++) {
-        const float *qg = qf + (size_t)g * (size_t)D;
-        double dot = 0.0;
-        for (int d = 0; d < D; d++) dot += (double)qg[d] * (double)row[d];
-        if (isnan(dot) || dot > best) best = dot; /* once NaN, stays NaN */
-      }
-    }
-    scores[p] = best;
-  }
+  const sketch_src z = {L, m, seq, h, qf, row, blk};
+  for (int64_t p = 0; p < n; p++)
+    if (!want || want[p]) scores[p] = sketch_page(&z, p);
   free(qf);
   free(row);
   free(blk);
@@ -606,9 +634,11 @@ void qgen_ref_step_in(qgen_ref_scratch *w, const qgen_layout *L, const qgen_kvme
   } else {
     double *scores = w->scores;
     estimate(w, L, m, seq, q, 0, scores);
-    for (int h = 0; h < Hkv; h++)
-      counts[h] = select_pages(b, len, L->block, scores + (size_t)h * (size_t)n, 1, NULL,
-                               lists + (size_t)h * room, w->flags, w->cand);
+    for (int h = 0; h < Hkv; h++) { /* two-stage (rescore > 1): exact scores of the candidates */
+      const sketch_src z = {L, m, seq, h, w->qf + (size_t)h * (size_t)L->group * (size_t)L->head_dim, w->x, w->sk};
+      counts[h] = select_pages(b, len, L->block, scores + (size_t)h * (size_t)n, L->rescore,
+                               NULL, L->rescore > 1 ? &z : NULL, lists + (size_t)h * room, w->flags, w->cand);
+    }
   }
   for (int h = 0; h < Hkv; h++) ptrs[h] = lists + (size_t)h * room;
 

@@ -20,8 +20,9 @@ qgen_ref_scratch *qgen_ref_scratch_new(const qgen_layout *L, int64_t max_tokens,
 void qgen_ref_scratch_free(qgen_ref_scratch *w);
 
 /* Append n_new tokens to seq: k, v are [n_new][n_head_kv][head_dim] (in_type). Writes the
-   rows in k_type/v_type with ggml's quantizers, updates the bounds (sparse layouts) and
-   seq_len. The caller has checked capacity. */
+   rows in k_type/v_type with ggml's quantizers, updates the bounds (sparse layouts), the
+   sketch (m->sketch, a layout with sketch_page_bytes: the QGEN_SKETCH_TYPE form of each
+   stored K row) and seq_len. The caller has checked capacity. */
 void qgen_ref_append(const qgen_layout *L, qgen_kvmem *m, int seq, int64_t n_new,
                      const void *k, const void *v);
 void qgen_ref_append_in(qgen_ref_scratch *w, const qgen_layout *L, qgen_kvmem *m, int seq,
@@ -85,7 +86,8 @@ void qgen_ref_attend(const qgen_layout *L, const qgen_kvmem *m, int seq, const v
                      const int32_t *const *lists, const int64_t *counts, void *out,
                      double *out_f64);
 
-/* The decode step: estimate + select (sparse budgets) + attend. lists_out, if not NULL,
+/* The decode step: estimate + select (sparse budgets; two-stage, qgen_ref_select_rescore's
+   list, when the layout's rescore > 1) + attend. lists_out, if not NULL,
    receives n_head_kv * pages_per_seq entries (list of head h at h * pages_per_seq) and
    counts_out n_head_kv lengths. */
 void qgen_ref_step(const qgen_layout *L, const qgen_kvmem *m, int seq, const void *q,

@@ -28,6 +28,7 @@ static void cpu_cache_destroy(qgen_kv *kv) {
   free(kv->host.k);
   free(kv->host.v);
   free(kv->host.bounds);
+  free(kv->host.sketch);
   free(kv->host.seq_len);
   if (ck) {
     qgen_ref_scratch_free(ck->w);
@@ -50,12 +51,14 @@ static qgen_status cpu_cache_create(qgen_kv *kv) {
   kv->host.v = calloc(n, L->v_page_bytes);
   kv->host.seq_len = calloc((size_t)kv->max_seqs, sizeof(int32_t));
   if (L->sparse) kv->host.bounds = calloc(n, L->bounds_page_bytes);
+  if (L->sketch_page_bytes) kv->host.sketch = calloc(n, L->sketch_page_bytes);
   if (L->sparse) ck->sel_lists = calloc(sel * (size_t)kv->pps, sizeof(int32_t));
   if (L->sparse) ck->sel_counts = calloc(sel, sizeof(int64_t));
   ck->dropped = calloc((size_t)kv->max_seqs, sizeof(int32_t));
-  if (!kv->host.k || !kv->host.v || !kv->host.seq_len || !ck->dropped || (L->sparse && (!kv->host.bounds || !ck->sel_lists || !ck->sel_counts)))
+  if (!kv->host.k || !kv->host.v || !kv->host.seq_len || !ck->dropped || (L->sparse && (!kv->host.bounds || !ck->sel_lists || !ck->sel_counts)) ||
+      (L->sketch_page_bytes && !kv->host.sketch))
     return qgen_fail(c, QGEN_ERR_OUT_OF_MEMORY, "qgen_cache_create: out of host memory for %lld pages (%zu bytes each)",
-                     (long long)kv->n_pages, L->k_page_bytes + L->v_page_bytes + L->bounds_page_bytes);
+                     (long long)kv->n_pages, L->k_page_bytes + L->v_page_bytes + L->bounds_page_bytes + L->sketch_page_bytes);
   size_t bytes = 0;
   if (!(ck->w = qgen_ref_scratch_new(L, kv->max_tokens, &bytes)))
     return qgen_fail(c, QGEN_ERR_OUT_OF_MEMORY,
@@ -130,6 +133,7 @@ static qgen_status cpu_read(qgen_kv *kv, int which, void *host, size_t bytes) {
                     : which == QGEN_KV_V ? (const void *)kv->host.v
                     : which == QGEN_KV_BOUNDS ? (const void *)kv->host.bounds
                     : which == QGEN_KV_PAGE_TABLE ? (const void *)kv->host.page_table
+                    : which == QGEN_KV_SKETCH ? (const void *)kv->host.sketch
                     : (const void *)kv->host.seq_len;
   memcpy(host, src, bytes);
   return QGEN_OK;

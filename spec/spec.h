@@ -40,6 +40,7 @@ typedef struct qgen_spec {
   int sink, recent;             /* tokens always attended at the start / the end */
   int n_archs;
   int archs[QGEN_MAX_ARCHS]; /* compute capabilities, e.g. 80, 90; sorted, unique */
+  int rescore;               /* two-stage selection: candidates per budget page (1: Quest) */
 } qgen_spec;
 
 typedef struct qgen_spec_set {

@@ -29,6 +29,13 @@
  *    budget         (none)                 integer tokens in 1..2^62; not with coverage
  *    sink           = block                integer tokens in 0..2^31-1
  *    recent         = 2 * block            integer tokens in 0..2^31-1
+ *    rescore        (none)                 two-stage selection (base/layout.h), a table of:
+ *      candidates   (required)             integer in 1..1024: pages kept by the Quest
+ *                                          bound per budget page, rescored exactly; 1 is
+ *                                          Quest (the same module as no rescore)
+ *      sketch       "q4_0"                 the compact K an f16/bf16 cache keeps for it
+ *                                          (only q4_0); not with a q8_0/q4_0/q5_0 cache,
+ *                                          whose own K is rescored
  *  archs            { "sm_80", "sm_90" }   non-empty list of sm_80, sm_86, sm_87, sm_89,
  *                                          sm_90, sm_100, sm_103, sm_110, sm_120, sm_121
  *                                          (stored sorted, duplicates dropped)
@@ -205,7 +212,8 @@ static const char *const SPEC_FIELDS[] = {"name",     "head_dim", "n_head", "n_h
                                           "k_type",   "v_type",   "in_type", "out_type",
                                           "scale",    "sparse",   "archs"};
 static const char *const SPARSE_FIELDS[] = {"enabled", "block", "coverage",
-                                            "budget",  "sink",  "recent"};
+                                            "budget",  "sink",  "recent", "rescore"};
+static const char *const RESCORE_FIELDS[] = {"candidates", "sketch"};
 #define N_SPEC_FIELDS ((int)(sizeof SPEC_FIELDS / sizeof *SPEC_FIELDS))
 #define N_SPARSE_FIELDS ((int)(sizeof SPARSE_FIELDS / sizeof *SPARSE_FIELDS))
 
@@ -397,15 +405,52 @@ static int64_t required_int(checker *c, int t, const char *field, int64_t lo, in
   return x;
 }
 
+/* sparse.rescore (the table at index sp, on the stack top when present): s->rescore. */
+static void check_rescore(checker *c, int sp, qgen_spec *s) {
+  lua_State *L = c->L;
+  const char *what = "a table { candidates, sketch }";
+  s->rescore = 1;
+  const int ty = get(c, sp, "rescore");
+  if (ty == LUA_TNIL) {
+    lua_pop(L, 1);
+    return;
+  }
+  if (ty != LUA_TTABLE) {
+    char v[96];
+    spec_fmt_value(L, -1, v, sizeof v);
+    fail(c, "sparse.rescore = %s is %s; allowed: %s", v, spec_a_type(L, -1), what);
+  }
+  const int rt = lua_gettop(L);
+  check_keys(c, rt, "sparse.rescore", RESCORE_FIELDS, (int)(sizeof RESCORE_FIELDS / sizeof *RESCORE_FIELDS));
+  const char *allowed = "an integer in 1..1024 (candidate pages per budget page; 1 = Quest)";
+  if (get(c, rt, "candidates") == LUA_TNIL) fail(c, "missing required field 'sparse.rescore.candidates'; allowed: %s", allowed);
+  s->rescore = (int)to_int(c, "sparse.rescore.candidates", 1, 1024, allowed);
+  lua_pop(L, 1);
+  if (s->rescore > 1 && qgen_type_traits_of(s->k_type)->tensor_scale)
+    fail(c, "sparse.rescore.candidates = %d with k_type = \"%s\"; allowed: candidates = 1 (two-stage selection over an "
+            "fp8 cache is not supported yet)", s->rescore, qgen_type_traits_of(s->k_type)->name);
+  if (get(c, rt, "sketch") != LUA_TNIL) {
+    const char *sk = qgen_type_traits_of(QGEN_SKETCH_TYPE)->name, *kt = qgen_type_traits_of(s->k_type)->name;
+    size_t len;
+    const char *v = to_string(c, "sparse.rescore.sketch", sk, &len);
+    if (strcmp(v, sk) != 0) fail(c, "sparse.rescore.sketch = \"%s\" is not a sketch type; allowed: \"%s\"", v, sk);
+    if (qgen_type_traits_of(s->k_type)->is_quant)
+      fail(c, "sparse.rescore.sketch = \"%s\" is set with k_type = \"%s\"; allowed: no sketch on a quantized cache "
+              "(its own K is rescored)", v, kt);
+  }
+  lua_pop(L, 2); /* sketch, the rescore table */
+}
+
 static void check_sparse(checker *c, int t, qgen_spec *s) {
   lua_State *L = c->L;
-  const char *what = "true, false or a table { enabled, block, coverage | budget, sink, recent }";
+  const char *what = "true, false or a table { enabled, block, coverage | budget, sink, recent, rescore }";
   int ty = get(c, t, "sparse");
   s->block = 64;
   s->sparse = 0;
   s->coverage = 0;
   s->budget = 0;
   s->sink = s->recent = 0;
+  s->rescore = 1;
   if (ty == LUA_TNIL || (ty == LUA_TBOOLEAN && !lua_toboolean(L, -1))) {
     lua_pop(L, 1);
     return;
@@ -466,9 +511,13 @@ static void check_sparse(checker *c, int t, qgen_spec *s) {
   if (get(c, sp, "recent") != LUA_TNIL)
     recent = to_int(c, "sparse.recent", 0, INT_MAX, "an integer number of tokens >= 0 (default: 2 * block)");
   lua_pop(L, 1);
+  check_rescore(c, sp, s);
   lua_pop(L, 1); /* the sparse table */
 
-  if (!enabled) return; /* dense; only block is kept */
+  if (!enabled) { /* dense; only block is kept */
+    s->rescore = 1;
+    return;
+  }
   s->sparse = 1;
   s->coverage = budget ? 0 : cov;
   s->budget = budget;

@@ -14,6 +14,8 @@
 // page each) all read that length, and the last of them to arrive publishes length + 1 once
 // every one has read it. A sequence already at a.cap tokens is left as it is; its token is
 // counted in a.dropped for qgen_sync to report.
+// With a sketch (QG_SKETCH: two-stage selection over an f16/bf16 cache) each K row is also
+// written in the sketch type, quantized from the row as stored (base/layout.h).
 
 extern "C" __global__ void __launch_bounds__(QG_APPEND_THREADS) qg_append(qg_cache c, qg_append_args a) {
   constexpr int NW = QG_APPEND_THREADS / 32, E = D / 32;
@@ -49,6 +51,14 @@ extern "C" __global__ void __launch_bounds__(QG_APPEND_THREADS) qg_append(qg_cac
     }
     const i64 slot = t - lp * BLOCK;
     store_row_scaled<KT>(krows + slot * KT::ROW, xk, c.k_scale, lane);
+#if QG_SKETCH
+    { // two-stage selection's sketch: the QG_SK_TYPE form of the row as the cache holds it
+      float xs[E];
+#pragma unroll
+      for (int e = 0; e < E; e++) xs[e] = KT::load(krows + slot * KT::ROW, lane + 32 * e); // this lane's own stores
+      QG_SK_TYPE::store_row(c.sketch + ((phys * N_KV + h) * BLOCK + slot) * (i64)QG_SK_ROW, xs, lane);
+    }
+#endif
     store_row_scaled<VT>(vrows + slot * VT::ROW, xv, c.v_scale, lane);
   }
   if (at_len) {

@@ -265,8 +265,14 @@ __device__ __forceinline__ void forced_ranges(const qg_budget &bg, i64 len, i64 
   if (rf < sp) rf = sp;
 }
 
-// Order-preserving u32 key of a score: larger score, larger key; NaN above everything.
+// Two-stage selection: the score select gives a page that is not a candidate (kargs.h
+// qg_work), a NaN that no arithmetic makes (the GPU's NaN is 0x7fffffff).
+constexpr u32 NOT_CAND = 0xffffffffu;
+
+// Order-preserving u32 key of a score: larger score, larger key; NaN above everything but
+// NOT_CAND, whose key 0 is below every score's.
 __device__ __forceinline__ u32 score_key(float s) {
+  if (__float_as_uint(s) == NOT_CAND) return 0u;
   if (s != s) return 0xffffffffu;
   u32 u = s == 0.0f ? 0u : __float_as_uint(s); // -0 ranks as +0
   return (u & 0x80000000u) ? ~u : (u | 0x80000000u);

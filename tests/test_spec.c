@@ -75,7 +75,7 @@ static int spec_eq(const qgen_spec *a, const qgen_spec *b) {
       a->n_head_kv != b->n_head_kv || a->k_type != b->k_type || a->v_type != b->v_type ||
       a->in_type != b->in_type || a->out_type != b->out_type || a->block != b->block ||
       a->sparse != b->sparse || a->budget != b->budget || a->sink != b->sink ||
-      a->recent != b->recent || a->n_archs != b->n_archs)
+      a->recent != b->recent || a->n_archs != b->n_archs || a->rescore != b->rescore)
     return 0;
   if (memcmp(&a->scale, &b->scale, sizeof a->scale) || memcmp(&a->coverage, &b->coverage, sizeof a->coverage))
     return 0;
@@ -642,8 +642,59 @@ static void test_to_lua(void) {
   check(!strcmp(uri, "m_d1"), "uri is cut to the buffer");
 }
 
+/* sparse.rescore (two-stage selection): defaults, canonical text, module names, refusals. */
+static void test_rescore(void) {
+  char text[4096], t1[4096], uri[256], u0[256];
+  const qgen_spec *s0 = expect_ok("rescore over f16", "return { " OK4 ", sparse = { rescore = { candidates = 4 } } }");
+  qgen_spec s = *s0;
+  check(s.rescore == 4 && s.sparse, "rescore = { candidates = 4 }: r = 4");
+  round_trip(&s);
+  qgen_spec_to_lua(&s, text, sizeof text);
+  check(strstr(text, "rescore = { candidates = 4, sketch = \"q4_0\" }") != NULL, "canonical text names the sketch");
+  qgen_layout L;
+  qgen_spec_layout(&s, &L);
+  check(L.rescore == 4 && L.sketch_row_bytes == 72 && L.sketch_page_bytes == (size_t)8 * 64 * 72,
+        "an f16 cache keeps a q4_0 sketch: 72 bytes a row, %zu a page", L.sketch_page_bytes);
+  qgen_spec_uri(&s, uri, sizeof uri);
+  check(!strcmp(uri, "m_d128_h32_g4_kf16_vf16_if16_of16_b64_sparse_r4"), "rescore uri: %s", uri);
+  s0 = expect_ok("rescore over q4_0", "return { " OK4 ", k_type = 'q4_0', sparse = { rescore = { candidates = 8 } } }");
+  s = *s0;
+  round_trip(&s);
+  qgen_spec_to_lua(&s, text, sizeof text);
+  qgen_spec_layout(&s, &L);
+  check(strstr(text, "rescore = { candidates = 8 }") != NULL && L.sketch_page_bytes == 0,
+        "a q4_0 cache rescores its own K: no sketch field, no sketch pool");
+  /* r = 1 is Quest: the same canonical text and module as no rescore */
+  s0 = expect_ok("rescore r = 1", "return { " OK4 ", sparse = { rescore = { candidates = 1, sketch = 'q4_0' } } }");
+  s = *s0;
+  qgen_spec_to_lua(&s, t1, sizeof t1);
+  qgen_spec_uri(&s, u0, sizeof u0);
+  s0 = expect_ok("no rescore", "return { " OK4 ", sparse = true }");
+  qgen_spec_to_lua(s0, text, sizeof text);
+  qgen_spec_uri(s0, uri, sizeof uri);
+  check(s.rescore == 1 && !strcmp(t1, text) && !strcmp(u0, uri), "rescore r = 1 is the Quest spec (%s)", uri);
+  s0 = expect_ok("rescore on a dense spec", "return { " OK4 ", sparse = { enabled = false, rescore = { candidates = 4 } } }");
+  check(s0->rescore == 1 && !s0->sparse, "a dense spec ignores rescore");
+  expect_fail("rescore not a table", "return { " OK4 ", sparse = { rescore = 4 } }",
+              "sparse.rescore = 4 is an integer; allowed: a table { candidates, sketch }");
+  expect_fail("rescore without candidates", "return { " OK4 ", sparse = { rescore = { } } }",
+              "missing required field 'sparse.rescore.candidates'");
+  expect_fail("rescore candidates 0", "return { " OK4 ", sparse = { rescore = { candidates = 0 } } }",
+              "sparse.rescore.candidates = 0 is out of range; allowed: an integer in 1..1024");
+  expect_fail("rescore candidates 2.5", "return { " OK4 ", sparse = { rescore = { candidates = 2.5 } } }",
+              "sparse.rescore.candidates = 2.5 is not an integer");
+  expect_fail("rescore sketch q8_0", "return { " OK4 ", sparse = { rescore = { candidates = 2, sketch = 'q8_0' } } }",
+              "sparse.rescore.sketch = \"q8_0\" is not a sketch type; allowed: \"q4_0\"");
+  expect_fail("rescore sketch on a q8_0 cache",
+              "return { " OK4 ", k_type = 'q8_0', sparse = { rescore = { candidates = 2, sketch = 'q4_0' } } }",
+              "sparse.rescore.sketch = \"q4_0\" is set with k_type = \"q8_0\"; allowed: no sketch on a quantized cache");
+  expect_fail("rescore unknown field", "return { " OK4 ", sparse = { rescore = { candidate = 2 } } }",
+              "unknown field 'sparse.rescore.candidate' (did you mean 'sparse.rescore.candidates'?)");
+}
+
 int main(int argc, char **argv) {
   (void)argc;
+  test_rescore();
   test_real_specs();
   test_defaults();
   test_variants();

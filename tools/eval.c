@@ -17,7 +17,9 @@
  *      holds the base haystack (on the device for the GPU backend), the rows that differ
  *      from the patch buffer;
  *   4. per coverage, the real decode path: qgen_attend (sparse, that coverage, the spec's
- *      sink and recent) and its page lists (qgen_kv_selection) — "quest";
+ *      sink and recent) and its page lists (qgen_kv_selection) — "quest", or "2stage-rR"
+ *      for a variant with two-stage selection (sparse.rescore, candidates R > 1: the
+ *      backend's select -> rescore -> select chain);
  *   5. the same budget for the host selectors, computed from the generated keys:
  *        oracle    pages ranked by their true max logit over the group's query heads —
  *                  the ceiling of any page-level top-K;
@@ -85,6 +87,12 @@
 static const char *const SEL_NAMES[QGEN_SEL_COUNT] = {"quest",    "oracle",   "meanpool", "quest-i8",
                                                        "rescore2", "rescore4", "rescore8", "rescore16"};
 const char *qgen_eval_selector_name(int s) { return s >= 0 && s < QGEN_SEL_COUNT ? SEL_NAMES[s] : "?"; }
+
+const char *qgen_eval_row_selector(int sel, int rescore, char *buf, size_t n) {
+  if (sel != QGEN_SEL_QUEST || rescore <= 1) return qgen_eval_selector_name(sel);
+  snprintf(buf, n, "2stage-r%d", rescore);
+  return buf;
+}
 
 /* The candidate factor of a two-stage selector (2, 4, 8, 16), or 0. */
 static int rescore_r(int sel) { return sel >= QGEN_SEL_RESCORE2 ? 2 << (sel - QGEN_SEL_RESCORE2) : 0; }
@@ -1085,6 +1093,8 @@ static void make_rows(ev *e) {
               r->task = cfg->tasks[ti], r->selector = cfg->selectors[si], r->ctx = cfg->ctx[e->ci];
               snprintf(r->k_type, sizeof r->k_type, "%s", e->ktype[v]);
               snprintf(r->variant, sizeof r->variant, "%s", e->vname[v]);
+              r->rescore = qgen_ext_layout(e->ctx[v])->rescore;
+              const int two = rescore_r(r->selector) || (r->selector == QGEN_SEL_QUEST && r->rescore > 1); /* no single ranking */
               r->coverage = cfg->coverage[c], r->margin = cfg->margin[mi], r->trials = ce->trials;
               r->recall = n ? ce->all_found / n : NAN;
               r->needle_recall = ce->pairs ? (double)ce->found / (double)ce->pairs : NAN;
@@ -1096,8 +1106,8 @@ static void make_rows(ev *e) {
               r->rel_err_total = ce->errt_n ? ce->errt_sum / ce->errt_n : NAN;
               r->rel_err_total_max = ce->errt_n ? ce->errt_max : NAN;
               r->pages = n ? ce->pages_sum / n : NAN;
-              r->need = n && !rescore_r(r->selector) ? ce->need_sum / n : NAN;
-              r->need_max = n && !rescore_r(r->selector) ? ce->need_max : NAN;
+              r->need = n && !two ? ce->need_sum / n : NAN;
+              r->need_max = n && !two ? ce->need_max : NAN;
               r->needle_mass = n ? ce->nmass_sum / n : NAN;
             }
   /* per (ctx, variant, task, coverage, selector), over the margins in increasing order */
@@ -1118,6 +1128,7 @@ static void make_rows(ev *e) {
             qgen_eval_threshold *t = &res->thr[res->n_thr++];
             t->task = cfg->tasks[ti], t->selector = cfg->selectors[si], t->ctx = cfg->ctx[e->ci];
             snprintf(t->k_type, sizeof t->k_type, "%s", e->ktype[v]);
+            t->rescore = qgen_ext_layout(e->ctx[v])->rescore;
             t->coverage = cfg->coverage[c];
             int last_fail = -1;
             for (int i = 0; i < nm; i++) {
@@ -1232,6 +1243,7 @@ static void fmt_ctx(char *b, size_t n, long long x) {
 }
 
 void qgen_eval_print(const qgen_eval_result *r, FILE *f) {
+  char sn[24];
   fprintf(f, "%-16s %6s %-6s %7s %-9s %6s %6s %7s %7s %7s %7s %9s %9s %9s %7s %7s %7s %7s\n", "task", "ctx", "k_type", "cov",
           "selector", "margin", "trials", "recall", "needle", "mass", "mass_lo", "rel_err", "err_max", "err_tot", "pages",
           "need", "need_hi", "n_mass");
@@ -1246,7 +1258,7 @@ void qgen_eval_print(const qgen_eval_result *r, FILE *f) {
     if (w->rel_err_total == w->rel_err_total) snprintf(e3, sizeof e3, "%.2e", w->rel_err_total);
     else snprintf(e3, sizeof e3, "-");
     fprintf(f, "%-16s %6s %-6s %7.4g %-9s %6.3g %6d %7.3f %7.3f %7.4f %7.4f %9s %9s %9s %7.1f %7.4f %7.4f %7.4f\n",
-            qgen_wl_task_name(w->task), c, w->k_type, w->coverage, qgen_eval_selector_name(w->selector), w->margin,
+            qgen_wl_task_name(w->task), c, w->k_type, w->coverage, qgen_eval_row_selector(w->selector, w->rescore, sn, sizeof sn), w->margin,
             w->trials, w->recall, w->needle_recall, w->mass_recall, w->mass_min, e1, e2, e3, w->pages, w->need, w->need_max, w->needle_mass);
   }
   int any_dense = 0;
@@ -1266,7 +1278,7 @@ void qgen_eval_print(const qgen_eval_result *r, FILE *f) {
       if (t->full_from == t->full_from) snprintf(b, sizeof b, "%.3g", t->full_from);
       else snprintf(b, sizeof b, "never");
       fprintf(f, "%-16s %6s %-6s %7.4g %-9s %8s %10s\n", qgen_wl_task_name(t->task), c, t->k_type, t->coverage,
-              qgen_eval_selector_name(t->selector), a, b);
+              qgen_eval_row_selector(t->selector, t->rescore, sn, sizeof sn), a, b);
     }
   }
   fprintf(f, "\n%lld workloads in %.1f s on %d threads (haystack %.1f, statistics %.1f, planting %.1f, host selectors %.1f, "
@@ -1291,6 +1303,7 @@ static void json_num(FILE *f, double x) {
 }
 
 int qgen_eval_write_json(const qgen_eval_cfg *c, const qgen_eval_result *r, const char *path) {
+  char sn[24];
   FILE *f = fopen(path, "w");
   if (!f) return -1;
   char date[32];
@@ -1327,7 +1340,8 @@ int qgen_eval_write_json(const qgen_eval_cfg *c, const qgen_eval_result *r, cons
     json_str(f, w->variant);
     fprintf(f, ", \"coverage\": ");
     json_num(f, w->coverage);
-    fprintf(f, ", \"selector\": \"%s\", \"margin\": ", qgen_eval_selector_name(w->selector));
+    fprintf(f, ", \"selector\": \"%s\", \"rescore\": %d, \"margin\": ", qgen_eval_row_selector(w->selector, w->rescore, sn, sizeof sn),
+            w->rescore);
     json_num(f, w->margin);
     fprintf(f, ", \"trials\": %d, \"recall\": ", w->trials);
     json_num(f, w->recall);
@@ -1363,7 +1377,7 @@ int qgen_eval_write_json(const qgen_eval_cfg *c, const qgen_eval_result *r, cons
     json_str(f, t->k_type);
     fprintf(f, ", \"coverage\": ");
     json_num(f, t->coverage);
-    fprintf(f, ", \"selector\": \"%s\", \"recall_below_1_at\": ", qgen_eval_selector_name(t->selector));
+    fprintf(f, ", \"selector\": \"%s\", \"recall_below_1_at\": ", qgen_eval_row_selector(t->selector, t->rescore, sn, sizeof sn));
     json_num(f, t->below);
     fprintf(f, ", \"full_recall_from\": ");
     json_num(f, t->full_from);

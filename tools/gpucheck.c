@@ -108,14 +108,50 @@ static double rel_err(const qgen_layout *L, const void *gpu, const double *ref, 
 static double tolerance(const qgen_layout *L) { return qgen_type_traits_of(L->out_type)->check_tol; }
 
 /* Compare the GPU's page lists of one sequence with the reference selection. Pages in one
-   list and not the other must sit within tol of the reference threshold score. Returns the
-   number of such near-ties, or -1 when a difference is not a near-tie. */
+   list and not the other must sit within tol of the reference threshold score. Two-stage
+   selection (rescore > 1) has two thresholds: the Quest score of the last candidate and the
+   exact score of the last page kept (two_stage_tie). Returns the number of such near-ties,
+   or -1 when a difference is not a near-tie. */
+static int two_stage_tie(int64_t n, const double *s, const double *ex, const uint8_t *in_g, const uint8_t *in_r, const uint8_t *in_c,
+                         const uint8_t *forced, double tol, int h, char *why, size_t wn) {
+  /* thresholds: the Quest score of the reference's last candidate, the exact score of its
+     last kept page; then what near-ties at the first may bring in (a page the GPU ranked a
+     candidate: up to its exact score, it displaces kept pages) or leave out */
+  double thr1 = INFINITY, thr3 = INFINITY, brought = -INFINITY;
+  int left_out = 0;
+  for (int64_t p = 0; p < n; p++) {
+    if (in_c[p] && s[p] < thr1) thr1 = s[p];
+    if (in_r[p] && !forced[p] && ex[p] < thr3) thr3 = ex[p];
+  }
+  for (int64_t p = 0; p < n; p++) {
+    const int tie1 = fabs(s[p] - thr1) <= tol;
+    if (in_g[p] && !in_r[p] && !in_c[p] && tie1 && ex[p] > brought) brought = ex[p];
+    if (in_r[p] && !in_g[p] && tie1) left_out = 1;
+  }
+  int near = 0;
+  for (int64_t p = 0; p < n; p++) {
+    if (in_g[p] == in_r[p]) continue;
+    const int tie1 = fabs(s[p] - thr1) <= tol, tie3 = fabs(ex[p] - thr3) <= tol;
+    const int ok = !forced[p] && (tie3 || (in_g[p] ? (in_c[p] ? left_out : tie1) : tie1 || ex[p] <= brought + tol));
+    if (!ok) {
+      snprintf(why, wn, "head %d: page %lld %s by the GPU only, %s; Quest %.9g vs %.9g, exact %.9g vs %.9g (tol %.3g)", h,
+               (long long)p, in_g[p] ? "selected" : "dropped", in_c[p] ? "a candidate" : "not a candidate", s[p], thr1, ex[p], thr3,
+               tol);
+      return -1;
+    }
+    near++;
+  }
+  return near;
+}
+
 static int compare_lists(const qgen_layout *L, const qgen_kvmem *m, int seq, int64_t len, const void *q,
                          const qgen_budget *b, const int *glist, const int *gcount, int64_t pps, char *why, size_t wn) {
   const int64_t n = qgen_pages_of(len, L->block);
   double *sc = malloc(sizeof(double) * (size_t)(n * L->n_head_kv + 1));
   int32_t *rl = malloc(sizeof(int32_t) * (size_t)(n + 1));
   uint8_t *in_g = calloc((size_t)n + 1, 1), *in_r = calloc((size_t)n + 1, 1), *forced = malloc((size_t)n + 1);
+  uint8_t *in_c = calloc((size_t)n + 1, 1);
+  double *ex = L->rescore > 1 ? malloc(sizeof(double) * (size_t)(n + 1)) : NULL;
   qgen_ref_estimate(L, m, seq, q, sc);
   qgen_forced_pages(b, len, L->block, forced);
   /* float summation error bound of the GPU score, with margin */
@@ -139,6 +175,17 @@ static int compare_lists(const qgen_layout *L, const qgen_kvmem *m, int seq, int
     const double tol = L->head_dim * 0x1p-22 * sabs + 1e-30;
     const double *s = sc + h * n;
     int64_t rc = qgen_ref_select(b, len, L->block, s, rl);
+    if (ex) { /* two-stage: the reference's candidates (forced ∪ the best C by Quest), then its list */
+      int64_t nf = 0;
+      for (int64_t p = 0; p < n; p++) nf += forced[p];
+      const int64_t keep = qgen_budget_pages(b, n, nf, L->block) - nf, C = keep * L->rescore < n - nf ? keep * L->rescore : n - nf;
+      const qgen_budget bc = {QGEN_BUDGET_TOKENS, 0, (nf + C) * L->block, b->sink, b->recent};
+      const int64_t cc = qgen_ref_select(&bc, len, L->block, s, rl);
+      memset(in_c, 0, (size_t)n);
+      for (int64_t i = 0; i < cc; i++) in_c[rl[i]] = !forced[rl[i]];
+      qgen_ref_sketch_scores(L, m, seq, q, h, NULL, ex);
+      rc = qgen_ref_select_rescore(b, len, L->block, L->rescore, s, ex, rl);
+    }
     if (rc != gcount[h]) {
       snprintf(why, wn, "head %d: %d pages selected, reference %lld", h, gcount[h], (long long)rc);
       near = -1;
@@ -157,6 +204,12 @@ static int compare_lists(const qgen_layout *L, const qgen_kvmem *m, int seq, int
       in_g[p] = 1;
     }
     if (near < 0) break;
+    if (ex) {
+      const int r = two_stage_tie(n, s, ex, in_g, in_r, in_c, forced, tol, h, why, wn);
+      if (r < 0) near = -1;
+      else near += r;
+      continue;
+    }
     double thr = INFINITY; /* lowest reference score among selected non-forced pages */
     for (int64_t p = 0; p < n; p++)
       if (in_r[p] && !forced[p] && s[p] < thr) thr = s[p];
@@ -177,6 +230,8 @@ static int compare_lists(const qgen_layout *L, const qgen_kvmem *m, int seq, int
   free(in_r);
   free(forced);
   free(qf);
+  free(in_c);
+  free(ex);
   return near;
 }
 
@@ -315,10 +370,10 @@ static void check_append(env *e, qgen_ctx *gc, qgen_ctx *cc, uint64_t seed) {
     API(qgen_append(g, seqs, m, nn, dk, dv, NULL));
     calls++;
   }
-  const char *names[] = {"K pool", "V pool", "bounds", "page table", "lengths"};
+  const char *names[] = {"K pool", "V pool", "bounds", "page table", "lengths", "sketch"};
   int ok = 1;
   char what[256] = "";
-  for (int w = QGEN_KV_K; w <= QGEN_KV_SEQ_LEN; w++) {
+  for (int w = QGEN_KV_K; w <= QGEN_KV_SKETCH; w++) {
     size_t n = qgen_kv_size(g, w);
     if (n == 0) continue;
     uint8_t *a = malloc(n), *b = malloc(n);
@@ -333,7 +388,7 @@ static void check_append(env *e, qgen_ctx *gc, qgen_ctx *cc, uint64_t seed) {
     free(b);
   }
   verdict(e, ok, "append   3 sequences (1000, 4100, 65 tokens) in %d calls of 1/7/64/4096-token chunks, shuffled pages: "
-          "K, V, bounds, lengths byte-identical%s", calls, what);
+          "K, V, bounds, lengths%s byte-identical%s", calls, L->sketch_page_bytes ? ", sketch" : "", what);
   for (int s = 0; s < nb; s++) free(k[s]), free(v[s]);
   free(sk);
   free(sv);
@@ -723,6 +778,10 @@ static void check_big(env *e, qgen_ctx *gc, uint64_t seed) {
   const qgen_layout *L = qgen_ext_layout(gc);
   if (L->k_type != QGEN_TYPE_F16 || L->v_type != QGEN_TYPE_F16 || L->in_type != QGEN_TYPE_F16) {
     printf("  skip  big      (needs an f16 spec with f16 inputs)\n");
+    return;
+  }
+  if (L->rescore > 1) { /* its streamed reference ranks by Quest alone */
+    printf("  skip  big      (two-stage selection: the checks above cover it)\n");
     return;
   }
   const int64_t per_token = (int64_t)L->n_head_kv * (int64_t)L->k_row_bytes;

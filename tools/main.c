@@ -169,6 +169,7 @@ static int dynamic_smem(const qgen_spec *s, const char *name) {
   return strcmp(name, "qg_attend") == 0     ? P.attend_smem
          : strcmp(name, "qg_select") == 0   ? 4 * P.sel_smem_keys
          : strcmp(name, "qg_estimate") == 0 ? P.est_smem
+         : strcmp(name, "qg_rescore") == 0  ? P.resc_smem
                                             : 0;
 }
 
@@ -183,9 +184,14 @@ static void print_layout(FILE *f, const qgen_spec *s, const char *path) {
   if (!s->sparse) fprintf(f, "dense\n");
   else if (s->budget) fprintf(f, "sparse budget %lld tokens, sink %d, recent %d\n", (long long)s->budget, s->sink, s->recent);
   else fprintf(f, "sparse coverage %g, sink %d, recent %d\n", s->coverage, s->sink, s->recent);
+  if (L.rescore > 1)
+    fprintf(f, "  two-stage selection: %d x the budget's pages rescored from %s\n", L.rescore,
+            L.sketch_page_bytes ? "a q4_0 sketch of K" : "the cache's own K");
+  const double extra = (double)(L.bounds_page_bytes + L.sketch_page_bytes) / s->block;
   fprintf(f, "  cache per token per layer: %zu bytes (K %zu + V %zu)", kt + vt, kt, vt);
   if (s->sparse) fprintf(f, " + bounds %.1f", (double)L.bounds_page_bytes / s->block);
-  fprintf(f, "; 1M tokens: %.2f GiB\n", (double)(kt + vt + (double)L.bounds_page_bytes / s->block) * (1 << 20) / (1u << 30));
+  if (L.sketch_page_bytes) fprintf(f, " + sketch %.1f", (double)L.sketch_page_bytes / s->block);
+  fprintf(f, "; 1M tokens: %.2f GiB\n", ((double)(kt + vt) + extra) * (1 << 20) / (1u << 30));
 }
 
 /* Every arch in use[0..n) must be sm_80+ and known to NVRTC (known[0..n_known)). */
