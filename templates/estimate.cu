@@ -122,22 +122,26 @@ extern "C" __global__ void __launch_bounds__(QG_EST_THREADS, QG_EST_MIN_CTAS) qg
     put(r, D + d, fmaxf(x, 0.0f));
   });
   __syncthreads();
-  // 8-bit bounds: sum_d q_gd of the staged (split) query, per head; lane (g, j) keeps the
-  // sums of its columns nt*8 + 2j, +1 (a fixed order: the same bits every run)
-  float sumq[BOUNDS_I8 ? EST_NT : 1][2];
+  // 8-bit bounds: sum_d q_gd of the staged (split) query, per head, in a fixed order (the
+  // same bits every run); lane (g, j) keeps those of its columns nt*8 + 2j, +1 in registers
+  // for up to two n-tiles (more spilled at head_dim 256, group 64), else reads them here.
+  constexpr bool SQREG = EST_NT <= 2;
+  float sumq[BOUNDS_I8 && SQREG ? EST_NT : 1][2];
+  const float *sq = (const float *)(qsm + EST_QSPLIT);
   if constexpr (BOUNDS_I8) {
-    float *sq = (float *)(qsm + EST_QSPLIT);
+    float *sw = (float *)(qsm + EST_QSPLIT);
     for (int r = warp; r < EST_NT * 8; r += NW) {
       float x = 0;
       for (int p = lane; p < K2; p += 32)
         for (int part = 0; part < EST_NQ; part++) x += __half2float(*(const __half *)(qsm + (part * EST_NT * 8 + r) * EST_QROW + 2 * p));
 #pragma unroll
       for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
-      if (lane == 0) sq[r] = x;
+      if (lane == 0) sw[r] = x;
     }
     __syncthreads();
+    if constexpr (SQREG)
 #pragma unroll
-    for (int nt = 0; nt < EST_NT; nt++) sumq[nt][0] = sq[nt * 8 + 2 * j], sumq[nt][1] = sq[nt * 8 + 2 * j + 1];
+      for (int nt = 0; nt < EST_NT; nt++) sumq[nt][0] = sq[nt * 8 + 2 * j], sumq[nt][1] = sq[nt * 8 + 2 * j + 1];
   }
 
   i64 sp, rf;
@@ -174,35 +178,51 @@ extern "C" __global__ void __launch_bounds__(QG_EST_THREADS, QG_EST_MIN_CTAS) qg
     load_bounds(fa1, fb1, na, nb, sa, sb); // the next round's bounds, in flight during this round's mmas
     const i64 pa = w0 + (i64)r * QG_EST_PAGES, pb = pa + 8;
     float best[2] = {-INFINITY, -INFINITY}; // pages g and g + 8
+    // k-steps 2t, 2t + 1 of n-tile nt into acc, the A operand (rows g, g + 8) in xa, xb
+    auto mma_t = [&](float (&acc)[4], int nt, int t, const uint4 &xa, const uint4 &xb) {
 #pragma unroll
-    for (int nt = 0; nt < EST_NT; nt++) {
-      float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-#pragma unroll
-      for (int t = 0; t < NB; t++) {
-        uint4 xa = ca[t % NL], xb = cb[t % NL];
-        if constexpr (BOUNDS_I8) {
-          xa = t & 1 ? codes_f16(ca[t / 2].z, ca[t / 2].w) : codes_f16(ca[t / 2].x, ca[t / 2].y);
-          xb = t & 1 ? codes_f16(cb[t / 2].z, cb[t / 2].w) : codes_f16(cb[t / 2].x, cb[t / 2].y);
-        }
-#pragma unroll
-        for (int part = 0; part < EST_NQ; part++) {
-          u32 qb[4]; // b0, b1 of k-step 2t, then of 2t + 1
-          qfrag(part, nt, t, qb);
-          const u32 a0[4] = {xa.x, xb.x, xa.y, xb.y}, a1[4] = {xa.z, xb.z, xa.w, xb.w};
-          mma16816<false>(acc, a0, qb[0], qb[1]);
-          mma16816<false>(acc, a1, qb[2], qb[3]);
-        }
+      for (int part = 0; part < EST_NQ; part++) {
+        u32 qb[4]; // b0, b1 of k-step 2t, then of 2t + 1
+        qfrag(part, nt, t, qb);
+        const u32 a0[4] = {xa.x, xb.x, xa.y, xb.y}, a1[4] = {xa.z, xb.z, xa.w, xb.w};
+        mma16816<false>(acc, a0, qb[0], qb[1]);
+        mma16816<false>(acc, a1, qb[2], qb[3]);
       }
-      if constexpr (BOUNDS_I8) // rows g, g + 8: off * sum q + s * acc
-#pragma unroll
-        for (int e = 0; e < 4; e++) {
-          const __half2 os = *(const __half2 *)(e < 2 ? &csa : &csb);
-          acc[e] = fmaf(__high2float(os), acc[e], __low2float(os) * sumq[nt][e & 1]);
-        }
-      // columns 2j, 2j+1 of this n-tile are heads nt*8 + 2j (+1); rows are pages g, g + 8
+    };
+    // columns 2j, 2j+1 of n-tile nt are heads nt*8 + 2j (+1); rows are pages g, g + 8
+    auto take = [&](int nt, const float (&acc)[4]) {
 #pragma unroll
       for (int e = 0; e < 4; e++)
         if (nt * 8 + 2 * j + (e & 1) < G) best[e >> 1] = max_keep_nan(best[e >> 1], acc[e]);
+    };
+    if constexpr (BOUNDS_I8) {
+      // t outside the n-tiles: each k-step's codes are widened once, not once an n-tile
+      // (held across 8 n-tiles they spilled at head_dim 256)
+      float acc[EST_NT][4] = {};
+#pragma unroll
+      for (int t = 0; t < NB; t++) {
+        const uint4 xa = t & 1 ? codes_f16(ca[t / 2].z, ca[t / 2].w) : codes_f16(ca[t / 2].x, ca[t / 2].y);
+        const uint4 xb = t & 1 ? codes_f16(cb[t / 2].z, cb[t / 2].w) : codes_f16(cb[t / 2].x, cb[t / 2].y);
+#pragma unroll
+        for (int nt = 0; nt < EST_NT; nt++) mma_t(acc[nt], nt, t, xa, xb);
+      }
+#pragma unroll
+      for (int nt = 0; nt < EST_NT; nt++) {
+#pragma unroll
+        for (int e = 0; e < 4; e++) { // rows g, g + 8: off * sum q + s * acc
+          const __half2 os = *(const __half2 *)(e < 2 ? &csa : &csb);
+          acc[nt][e] = fmaf(__high2float(os), acc[nt][e], __low2float(os) * (SQREG ? sumq[nt % EST_NT][e & 1] : sq[nt * 8 + 2 * j + (e & 1)]));
+        }
+        take(nt, acc[nt]);
+      }
+    } else {
+#pragma unroll
+      for (int nt = 0; nt < EST_NT; nt++) {
+        float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+        for (int t = 0; t < NB; t++) mma_t(acc, nt, t, ca[t % NL], cb[t % NL]);
+        take(nt, acc);
+      }
     }
 #pragma unroll
     for (int k = 0; k < 2; k++)

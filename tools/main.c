@@ -185,7 +185,9 @@ static void print_layout(FILE *f, const qgen_spec *s, const char *path) {
   else fprintf(f, "sparse coverage %g, sink %d, recent %d\n", s->coverage, s->sink, s->recent);
   fprintf(f, "  cache per token per layer: %zu bytes (K %zu + V %zu)", kt + vt, kt, vt);
   if (s->sparse) fprintf(f, " + bounds %.1f", (double)L.bounds_page_bytes / s->block);
-  fprintf(f, "; 1M tokens: %.2f GiB\n", (double)(kt + vt + (double)L.bounds_page_bytes / s->block) * (1 << 20) / (1u << 30));
+  if (L.bounds_i8) fprintf(f, " + 8-bit bounds %.1f", (double)L.bounds_i8_page_bytes / s->block);
+  fprintf(f, "; 1M tokens: %.2f GiB\n",
+          (double)(kt + vt + (double)(L.bounds_page_bytes + L.bounds_i8_page_bytes) / s->block) * (1 << 20) / (1u << 30));
 }
 
 /* Every arch in use[0..n) must be sm_80+ and known to NVRTC (known[0..n_known)). */
