@@ -55,7 +55,8 @@ extern "C" __global__ void __launch_bounds__(QG_EST_THREADS, QG_EST_MIN_CTAS) qg
   constexpr int NL = BOUNDS_I8 ? NB / 2 : NB;
   static_assert(QG_EST_SMEM == EST_QSPLIT + (BOUNDS_I8 ? EST_NT * 8 * 4 : 0), "estimate: the plan's staged Qsplit (+ sum q) size");
   // dynamic: a large group's Qsplit passes the 48 KiB of static shared memory (the same
-  // code as a static array for the small ones: nothing else is in estimate's shared memory)
+  // code as a static array for the small ones: nothing else is in estimate's shared memory
+  // but the 8-bit path's per-head sums of q, after the Qsplit)
   extern __shared__ __align__(16) u8 qsm[];
   const int b = blockIdx.z, h = blockIdx.y, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, j = lane & 3;
@@ -211,7 +212,7 @@ extern "C" __global__ void __launch_bounds__(QG_EST_THREADS, QG_EST_MIN_CTAS) qg
 #pragma unroll
         for (int e = 0; e < 4; e++) { // rows g, g + 8: off * sum q + s * acc
           const __half2 os = *(const __half2 *)(e < 2 ? &csa : &csb);
-          acc[nt][e] = fmaf(__high2float(os), acc[nt][e], __low2float(os) * (SQREG ? sumq[nt % EST_NT][e & 1] : sq[nt * 8 + 2 * j + (e & 1)]));
+          acc[nt][e] = fmaf(__high2float(os), acc[nt][e], __low2float(os) * (SQREG ? sumq[SQREG ? nt : 0][e & 1] : sq[nt * 8 + 2 * j + (e & 1)]));
         }
         take(nt, acc[nt]);
       }
