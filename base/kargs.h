@@ -42,6 +42,7 @@ typedef struct qg_cache {
   qg_i64 pages_per_seq;
   float k_scale, v_scale; /* per-tensor scales of fp8 K/V (qgen_kvmem), 1 for other types */
   QG_DPTR(unsigned char) sketch;      /* [n_pages][N_KV][BLOCK][SK_ROW] q4_0 of K (two-stage over f16/bf16) */
+  QG_DPTR(unsigned char) bounds_i8;   /* [n_pages][N_KV][2D + 16] (sparse.bounds = "i8"; layout.h) */
 } qg_cache;
 
 /* The step's scratch: page lists, scores, split partials (sized by the runtime). */
@@ -97,12 +98,13 @@ typedef struct qg_append_args {
 
 /* Sizes and key offsets: both compilers read this text, and these pin the layout each must
    give it (a launch passes exactly these bytes). */
-QG_STATIC_ASSERT(sizeof(qg_cache) == 64 && sizeof(qg_work) == 88 && sizeof(qg_budget) == 40 &&
+QG_STATIC_ASSERT(sizeof(qg_cache) == 72 && sizeof(qg_work) == 88 && sizeof(qg_budget) == 40 &&
                      sizeof(qg_batch) == 4 * (1 + QGEN_MAX_BATCH) && sizeof(qg_append_args) == 48 + 24 * QGEN_APPEND_MAX,
                  "a kernel argument struct is laid out with unexpected padding");
 #ifndef __CUDACC__
 #include <stddef.h> /* offsetof: NVRTC has none; the sizes above cover the device side */
 _Static_assert(offsetof(qg_cache, pages_per_seq) == 40 && offsetof(qg_cache, k_scale) == 48 && offsetof(qg_cache, sketch) == 56 &&
+                   offsetof(qg_cache, bounds_i8) == 64 &&
                    offsetof(qg_work, max_splits) == 56 && offsetof(qg_work, exact) == 64 && offsetof(qg_work, cand) == 80 &&
                    offsetof(qg_budget, coverage) == 8 && offsetof(qg_append_args, work) == 20 + 12 * QGEN_APPEND_MAX &&
                    offsetof(qg_append_args, row0) == 24 + 16 * QGEN_APPEND_MAX &&

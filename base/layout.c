@@ -38,6 +38,12 @@ void qgen_layout_set_rescore(qgen_layout *L, int r) {
   L->sketch_page_bytes = (size_t)L->n_head_kv * (size_t)L->block * L->sketch_row_bytes;
 }
 
+void qgen_layout_set_bounds(qgen_layout *L, int bounds) {
+  L->bounds_i8 = L->sparse && bounds == QGEN_BOUNDS_I8;
+  L->bounds_i8_row_bytes = L->bounds_i8 ? (size_t)2 * L->head_dim + 16 : 0;
+  L->bounds_i8_page_bytes = (size_t)L->n_head_kv * L->bounds_i8_row_bytes;
+}
+
 int64_t qgen_budget_pages(const qgen_budget *b, int64_t n, int64_t n_forced, int block) {
   int64_t k = n;
   if (b->mode == QGEN_BUDGET_COVERAGE)

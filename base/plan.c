@@ -127,7 +127,7 @@ void qgen_plan_make(const qgen_layout *L, const qgen_tune *tp, qgen_plan *p) {
   p->est_pages = 16 * (p->est_threads / 32); /* an m16 tile of pages per warp */
   p->est_qrow = pad_rows16(4 * D);            /* 2D halves: [Q- | Q+] */
   const int est_nt = (L->group + 7) / 8, est_nq = L->in_type == QGEN_TYPE_F16 ? 1 : 2; /* n-tiles, f16 (+ residue) */
-  p->est_smem = est_nq * est_nt * 8 * p->est_qrow;
+  p->est_smem = est_nq * est_nt * 8 * p->est_qrow + (L->bounds_i8 ? est_nt * 8 * 4 : 0); /* + 8-bit: sum q per head */
   p->est_min_ctas = est_nt == 1 ? (D <= 128 ? 4 : 3) : D <= 128 && est_nq * est_nt <= 4 ? 4 : 2;
   p->sel_threads = t.sel ? t.sel : 1024;
   p->sel_smem_keys = 24576; /* 96 KiB: a 1.5M-token sequence at block 64 */

@@ -111,7 +111,7 @@ void qgen_module_name(const qgen_spec *s, char *buf, size_t n) {
   qgen_fmt(buf, n, "d%d_h%d_g%d_k%s_v%s_i%s_o%s_b%d_s%.9g_%s", s->head_dim, s->n_head,
            s->n_head_kv > 0 ? s->n_head / s->n_head_kv : 0, k ? k->name : "?", v ? v->name : "?",
            in ? in->name : "?", out ? out->name : "?", s->block, (double)(float)s->scale,
-           s->sparse ? "sparse" : "dense");
+           qgen_spec_mode(s));
   if (s->sparse && s->rescore > 1) { /* two-stage: its own kernels (r = 1 names the Quest module) */
     const size_t l = strlen(buf);
     qgen_fmt(buf + l, n - l, "_r%d", s->rescore);
@@ -134,6 +134,7 @@ char *qgen_emit_source(const qgen_spec *s, const qgen_tune *tune, size_t *len, c
             s->head_dim, s->n_head, s->n_head_kv, L.group);
   sb_printf(&b, "#define QG_BLOCK %d\n#define QG_SPARSE %d\n#define QG_SCALE %.9gf\n", s->block, s->sparse,
             (double)(float)s->scale);
+  sb_printf(&b, "#define QG_BOUNDS_I8 %d\n", L.bounds_i8);
   sb_printf(&b, "#define QG_K_TYPE %s\n#define QG_V_TYPE %s\n#define QG_IN_TYPE %s\n#define QG_OUT_TYPE %s\n",
             device_type(s->k_type), device_type(s->v_type), device_type(s->in_type), device_type(s->out_type));
   sb_printf(&b, "#define QG_K_ROW %zu\n#define QG_V_ROW %zu\n", L.k_row_bytes, L.v_row_bytes);

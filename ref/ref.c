@@ -64,6 +64,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/le.h"
+
 /* ---- small helpers ------------------------------------------------------------------ */
 
 static void *xmalloc(size_t n) {
@@ -356,7 +358,7 @@ int qgen_ref_bounds_i8(const uint16_t *bnd, int D, uint16_t so[2], uint8_t *code
   }
   /* lo is an f16 value, so the offset is exact; every sum below is exact in double (f16
      grid values times 8-bit integers) */
-  const uint16_t off = qgen_f32_to_f16((float)lo);
+  const uint16_t off = qgen_f32_to_f16((float)(lo + 0.0)); /* + 0: a zero offset is +0, whichever zero came first */
   uint16_t sc = qgen_f32_to_f16_ru((float)((hi - lo) / 255.0));
   while (lo + 255.0 * qgen_f16_to_f32(sc) < hi) sc++; /* the next f16 up (sc is positive) */
   const double s = qgen_f16_to_f32(sc);
@@ -382,6 +384,14 @@ void qgen_ref_bounds_i8_decode(const uint16_t so[2], const uint8_t *codes, int D
     lo[d] = off + codes[d] * s;
     hi[d] = off + codes[D + d] * s;
   }
+}
+
+void qgen_ref_bounds_i8_row(const uint16_t *bnd, int D, uint8_t *row) {
+  uint16_t so[2];
+  memset(row, 0, (size_t)2 * D + 16);
+  if (qgen_ref_bounds_i8(bnd, D, so, row) != 0) so[0] = so[1] = 0x7e00; /* NaN, codes 0: no 8-bit form */
+  qgen_wr16(row + 2 * D, so[0]);
+  qgen_wr16(row + 2 * D + 2, so[1]);
 }
 
 /* ---- select ------------------------------------------------------------------------- */
@@ -633,7 +643,7 @@ void qgen_ref_step_in(qgen_ref_scratch *w, const qgen_layout *L, const qgen_kvme
     }
   } else {
     double *scores = w->scores;
-    estimate(w, L, m, seq, q, 0, scores);
+    estimate(w, L, m, seq, q, L->bounds_i8, scores);
     for (int h = 0; h < Hkv; h++) { /* two-stage (rescore > 1): exact scores of the candidates */
       const sketch_src z = {L, m, seq, h, w->qf + (size_t)h * (size_t)L->group * (size_t)L->head_dim, w->x, w->sk};
       counts[h] = select_pages(b, len, L->block, scores + (size_t)h * (size_t)n, L->rescore,

@@ -73,6 +73,10 @@ int qgen_ref_bounds_i8(const uint16_t *bnd, int D, uint16_t so[2], uint8_t *code
 void qgen_ref_bounds_i8_decode(const uint16_t so[2], const uint8_t *codes, int D, double *lo,
                                double *hi);
 
+/* The 8-bit bounds row of base/layout.h (2D + 16 bytes) of one (page, KV head) from its f16
+   bounds bnd: what append writes into the bounds_i8 pool (the GPU's must be these bytes). */
+void qgen_ref_bounds_i8_row(const uint16_t *bnd, int D, uint8_t *row);
+
 /* qgen_ref_estimate over the 8-bit form of the cache's bounds (qgen_ref_bounds_i8; NaN for
    a page without one). */
 void qgen_ref_estimate_i8(const qgen_layout *L, const qgen_kvmem *m, int seq, const void *q,
@@ -86,8 +90,9 @@ void qgen_ref_attend(const qgen_layout *L, const qgen_kvmem *m, int seq, const v
                      const int32_t *const *lists, const int64_t *counts, void *out,
                      double *out_f64);
 
-/* The decode step: estimate + select (sparse budgets; two-stage, qgen_ref_select_rescore's
-   list, when the layout's rescore > 1) + attend. lists_out, if not NULL,
+/* The decode step: estimate (over the 8-bit bounds when L->bounds_i8) + select (sparse
+   budgets; two-stage, qgen_ref_select_rescore's list, when the layout's rescore > 1) +
+   attend. lists_out, if not NULL,
    receives n_head_kv * pages_per_seq entries (list of head h at h * pages_per_seq) and
    counts_out n_head_kv lengths. */
 void qgen_ref_step(const qgen_layout *L, const qgen_kvmem *m, int seq, const void *q,

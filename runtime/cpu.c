@@ -1,7 +1,9 @@
 /* cpu.c — the CPU reference executor, a row of the backend table (backend.h): the cache in
  * host memory with the GPU's layout (kv->host), every step by the reference kernels
  * (ref/ref.h). Pointers are host addresses; streams are ignored. All memory, the steps'
- * scratch included, is taken at cache creation, so a step never allocates.
+ * scratch included, is taken at cache creation, so a step never allocates. With 8-bit
+ * bounds the reference step estimates over them (qgen_ref_step), and the 8-bit rows, a
+ * pure function of the f16 bounds, are made when read rather than kept.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -129,6 +131,13 @@ static qgen_status cpu_sync(qgen_kv *kv, int32_t *len, int32_t *dropped) {
 }
 
 static qgen_status cpu_read(qgen_kv *kv, int which, void *host, size_t bytes) {
+  const qgen_layout *L = &kv->ctx->L;
+  if (which == QGEN_KV_BOUNDS_I8) {
+    const size_t D = (size_t)L->head_dim;
+    for (size_t r = 0; r < bytes / L->bounds_i8_row_bytes; r++)
+      qgen_ref_bounds_i8_row(kv->host.bounds + r * 2 * D, L->head_dim, (uint8_t *)host + r * L->bounds_i8_row_bytes);
+    return QGEN_OK;
+  }
   const void *src = which == QGEN_KV_K ? (const void *)kv->host.k
                     : which == QGEN_KV_V ? (const void *)kv->host.v
                     : which == QGEN_KV_BOUNDS ? (const void *)kv->host.bounds

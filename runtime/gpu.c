@@ -49,6 +49,7 @@ typedef struct gpu_kv {
   CUdeviceptr k, v, bounds, page_table, seq_len, scores, list, count, part_o, part_ml, ticket, hist;
   CUdeviceptr sketch, exact, hist2; /* two-stage selection (kargs.h qg_cache, qg_work) */
   CUdeviceptr decode; /* qgen_append_decode's [2][max_seqs]: arrivals, dropped tokens (qg_append_args) */
+  CUdeviceptr bounds_i8; /* the 8-bit bounds (L->bounds_i8), else 0 */
 } gpu_kv;
 
 static gpu_ctx *gctx(const qgen_ctx *c) { return c->impl; }
@@ -285,7 +286,8 @@ static qgen_status cache_alloc(qgen_kv *kv) {
       (st = alloc0(c, &m->part_ml, (size_t)rows * L->n_head * 2 * 4)) ||
       (st = alloc0(c, &m->ticket, (size_t)QGEN_MAX_BATCH * L->n_head_kv * 4)) ||
       (st = alloc0(c, &m->hist, L->sparse ? (size_t)QGEN_MAX_BATCH * L->n_head_kv * QGEN_SEL_BINS * 4 : 0)) ||
-      (st = alloc0(c, &m->decode, (size_t)kv->max_seqs * 2 * 4)))
+      (st = alloc0(c, &m->decode, (size_t)kv->max_seqs * 2 * 4)) ||
+      (st = alloc0(c, &m->bounds_i8, (size_t)kv->n_pages * L->bounds_i8_page_bytes)))
     return st;
   if (L->rescore > 1 &&
       ((st = alloc0(c, &m->sketch, (size_t)kv->n_pages * L->sketch_page_bytes)) || (st = alloc0(c, &m->exact, sel * 4)) ||
@@ -302,7 +304,7 @@ static void cache_destroy(qgen_kv *kv) {
   if (!m) return;
   const qgen_cudrv *cu = gctx(kv->ctx)->cu;
   CUdeviceptr all[] = {m->k, m->v, m->bounds, m->page_table, m->seq_len, m->scores, m->list, m->count, m->part_o, m->part_ml, m->ticket, m->hist, m->decode,
-                       m->sketch, m->exact, m->hist2};
+                       m->sketch, m->exact, m->hist2, m->bounds_i8};
   if (enter(kv->ctx) == QGEN_OK) {
     for (size_t i = 0; i < sizeof all / sizeof *all; i++)
       if (all[i]) cu->cuMemFree(all[i]);
@@ -314,7 +316,7 @@ static void cache_destroy(qgen_kv *kv) {
 
 static qg_cache cache_args(const qgen_kv *kv) {
   const gpu_kv *m = gkv(kv);
-  qg_cache a = {m->k, m->v, m->bounds, m->page_table, m->seq_len, kv->pps, kv->host.k_scale, kv->host.v_scale, m->sketch};
+  qg_cache a = {m->k, m->v, m->bounds, m->page_table, m->seq_len, kv->pps, kv->host.k_scale, kv->host.v_scale, m->sketch, m->bounds_i8};
   return a;
 }
 
@@ -524,7 +526,8 @@ static qgen_status read_in(qgen_kv *kv, int which, void *host, size_t bytes) {
   const qgen_cudrv *cu = gctx(c)->cu;
   const gpu_kv *m = gkv(kv);
   CUdeviceptr src = which == QGEN_KV_K ? m->k : which == QGEN_KV_V ? m->v : which == QGEN_KV_BOUNDS ? m->bounds
-                  : which == QGEN_KV_PAGE_TABLE ? m->page_table : which == QGEN_KV_SKETCH ? m->sketch : m->seq_len;
+                  : which == QGEN_KV_PAGE_TABLE ? m->page_table : which == QGEN_KV_SKETCH ? m->sketch
+                  : which == QGEN_KV_SEQ_LEN ? m->seq_len : m->bounds_i8;
   CU(cu->cuCtxSynchronize());
   CU(cu->cuMemcpyDtoH(host, src, bytes));
   return QGEN_OK;

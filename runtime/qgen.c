@@ -369,6 +369,7 @@ size_t qgen_kv_size(const qgen_kv *kv, int which) {
   case QGEN_KV_PAGE_TABLE: return (size_t)kv->n_pages * sizeof(int32_t);
   case QGEN_KV_SEQ_LEN: return (size_t)kv->max_seqs * sizeof(int32_t);
   case QGEN_KV_SKETCH: return (size_t)kv->n_pages * L->sketch_page_bytes;
+  case QGEN_KV_BOUNDS_I8: return (size_t)kv->n_pages * L->bounds_i8_page_bytes;
   }
   return 0;
 }
@@ -376,12 +377,12 @@ size_t qgen_kv_size(const qgen_kv *kv, int which) {
 qgen_status qgen_kv_read(qgen_kv *kv, int which, void *host, size_t bytes) {
   if (!kv) return QGEN_ERR_INVALID_ARG;
   size_t want = qgen_kv_size(kv, which);
-  if (which < QGEN_KV_K || which > QGEN_KV_SKETCH)
-    return qgen_fail(kv->ctx, QGEN_ERR_INVALID_ARG, "qgen_kv_read: unknown array %d (QGEN_KV_K .. QGEN_KV_SKETCH)", which);
+  if (which < QGEN_KV_K || which > QGEN_KV_BOUNDS_I8)
+    return qgen_fail(kv->ctx, QGEN_ERR_INVALID_ARG, "qgen_kv_read: unknown array %d (QGEN_KV_K .. QGEN_KV_BOUNDS_I8)", which);
   if (want == 0)
     return qgen_fail(kv->ctx, QGEN_ERR_INVALID_ARG,
-                     "qgen_kv_read: this cache has no array %d (a dense spec keeps no bounds; only two-stage specs over an "
-                     "f16/bf16 K a sketch)", which);
+                     "qgen_kv_read: this cache has no array %d (a dense spec keeps no bounds, an f16-bounds spec no 8-bit "
+                     "bounds; only two-stage specs over an f16/bf16 K a sketch)", which);
   if (!host) return qgen_fail(kv->ctx, QGEN_ERR_INVALID_ARG, "qgen_kv_read: host buffer is NULL");
   if (bytes != want)
     return qgen_fail(kv->ctx, QGEN_ERR_INVALID_ARG, "qgen_kv_read: array %d has %zu bytes, got a buffer of %zu", which, want, bytes);

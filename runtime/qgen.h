@@ -205,6 +205,7 @@ enum {
   QGEN_KV_PAGE_TABLE, /* [max_seqs][pages_per_seq] int32 */
   QGEN_KV_SEQ_LEN,    /* [max_seqs] int32 */
   QGEN_KV_SKETCH,     /* [n_pages][n_head_kv][block][q4_0 row]: two-stage specs over f16/bf16 K */
+  QGEN_KV_BOUNDS_I8,  /* [n_pages][n_head_kv][2 * head_dim + 16] u8 (specs with sparse.bounds = "i8") */
 };
 /* Bytes of one of the cache's arrays (0 when it has none). */
 QGEN_API size_t qgen_kv_size(const qgen_kv *kv, int which);

@@ -12,6 +12,12 @@ static const char *type_name(qgen_type t) {
   return tr ? tr->name : "?";
 }
 
+const char *qgen_bounds_name(int bounds) { return bounds == QGEN_BOUNDS_I8 ? "i8" : "f16"; }
+
+const char *qgen_spec_mode(const qgen_spec *s) {
+  return !s->sparse ? "dense" : s->bounds == QGEN_BOUNDS_I8 ? "sparse_i8" : "sparse";
+}
+
 int qgen_spec_to_lua(const qgen_spec *s, char *buf, size_t n) {
   char scale[40], cov[40], tail[96], two[96] = "";
   size_t o = 0;
@@ -43,8 +49,8 @@ int qgen_spec_to_lua(const qgen_spec *s, char *buf, size_t n) {
       qgen_fmt(two, sizeof two, ", rescore = { candidates = %d }", s->rescore);
     else if (s->rescore > 1)
       qgen_fmt(two, sizeof two, ", rescore = { candidates = %d, sketch = \"%s\" }", s->rescore, type_name(QGEN_SKETCH_TYPE));
-    PUT("  sparse = { enabled = true, block = %d, %s, sink = %d, recent = %d%s },\n", s->block, tail,
-        s->sink, s->recent, two);
+    PUT("  sparse = { enabled = true, block = %d, %s, sink = %d, recent = %d, bounds = \"%s\"%s },\n", s->block, tail,
+        s->sink, s->recent, qgen_bounds_name(s->bounds), two);
   }
   PUT("  archs = {");
   for (int i = 0; i < s->n_archs && i < QGEN_MAX_ARCHS; i++) PUT("%s\"%s\"", i ? ", " : " ", spec_arch_name(s->archs[i]));
@@ -59,5 +65,5 @@ void qgen_spec_uri(const qgen_spec *s, char *buf, size_t n) {
   if (s->sparse && s->rescore > 1) qgen_fmt(two, sizeof two, "_r%d", s->rescore);
   qgen_fmt(buf, n, "%s_d%d_h%d_g%d_k%s_v%s_i%s_o%s_b%d_%s%s", s->name, s->head_dim, s->n_head,
            s->n_head_kv > 0 ? s->n_head / s->n_head_kv : 0, type_name(s->k_type), type_name(s->v_type),
-           type_name(s->in_type), type_name(s->out_type), s->block, s->sparse ? "sparse" : "dense", two);
+           type_name(s->in_type), type_name(s->out_type), s->block, qgen_spec_mode(s), two);
 }

@@ -36,12 +36,14 @@
  *      sketch       "q4_0"                 the compact K an f16/bf16 cache keeps for it
  *                                          (only q4_0); not with a q8_0/q4_0/q5_0 cache,
  *                                          whose own K is rescored
+ *    bounds         "f16"                  "f16" or "i8": the page bounds estimate reads
+ *                   (QGEN_SPEC_BOUNDS_DEFAULT) (i8: 8-bit codes, base/layout.h)
  *  archs            { "sm_80", "sm_90" }   non-empty list of sm_80, sm_86, sm_87, sm_89,
  *                                          sm_90, sm_100, sm_103, sm_110, sm_120, sm_121
  *                                          (stored sorted, duplicates dropped)
  *
  * A dense spec (sparse absent/false, or enabled = false) has sparse = 0, coverage = 0,
- * budget = 0, sink = recent = 0, and block = 64 unless given. Integers may be written as
+ * budget = 0, sink = recent = 0, bounds f16, and block = 64 unless given. Integers may be written as
  * floats with an integral value (128.0). Unknown fields, at the top and inside sparse, are
  * errors (with a "did you mean" when a known field is close).
  */
@@ -212,7 +214,7 @@ static const char *const SPEC_FIELDS[] = {"name",     "head_dim", "n_head", "n_h
                                           "k_type",   "v_type",   "in_type", "out_type",
                                           "scale",    "sparse",   "archs"};
 static const char *const SPARSE_FIELDS[] = {"enabled", "block", "coverage",
-                                            "budget",  "sink",  "recent", "rescore"};
+                                            "budget",  "sink",  "recent", "rescore", "bounds"};
 static const char *const RESCORE_FIELDS[] = {"candidates", "sketch"};
 #define N_SPEC_FIELDS ((int)(sizeof SPEC_FIELDS / sizeof *SPEC_FIELDS))
 #define N_SPARSE_FIELDS ((int)(sizeof SPARSE_FIELDS / sizeof *SPARSE_FIELDS))
@@ -443,7 +445,7 @@ static void check_rescore(checker *c, int sp, qgen_spec *s) {
 
 static void check_sparse(checker *c, int t, qgen_spec *s) {
   lua_State *L = c->L;
-  const char *what = "true, false or a table { enabled, block, coverage | budget, sink, recent, rescore }";
+  const char *what = "true, false or a table { enabled, block, coverage | budget, sink, recent, rescore, bounds }";
   int ty = get(c, t, "sparse");
   s->block = 64;
   s->sparse = 0;
@@ -451,6 +453,7 @@ static void check_sparse(checker *c, int t, qgen_spec *s) {
   s->budget = 0;
   s->sink = s->recent = 0;
   s->rescore = 1;
+  s->bounds = QGEN_BOUNDS_F16;
   if (ty == LUA_TNIL || (ty == LUA_TBOOLEAN && !lua_toboolean(L, -1))) {
     lua_pop(L, 1);
     return;
@@ -460,6 +463,7 @@ static void check_sparse(checker *c, int t, qgen_spec *s) {
     s->coverage = 0.25;
     s->sink = s->block;
     s->recent = 2 * s->block;
+    s->bounds = QGEN_SPEC_BOUNDS_DEFAULT;
     lua_pop(L, 1);
     return;
   }
@@ -512,6 +516,18 @@ static void check_sparse(checker *c, int t, qgen_spec *s) {
     recent = to_int(c, "sparse.recent", 0, INT_MAX, "an integer number of tokens >= 0 (default: 2 * block)");
   lua_pop(L, 1);
   check_rescore(c, sp, s);
+  int bounds = QGEN_SPEC_BOUNDS_DEFAULT;
+  if (get(c, sp, "bounds") != LUA_TNIL) {
+    char allowed[64], v[96];
+    qgen_fmt(allowed, sizeof allowed, "\"%s\" or \"%s\" (default \"%s\")", qgen_bounds_name(QGEN_BOUNDS_F16),
+             qgen_bounds_name(QGEN_BOUNDS_I8), qgen_bounds_name(QGEN_SPEC_BOUNDS_DEFAULT));
+    size_t len;
+    const char *str = to_string(c, "sparse.bounds", allowed, &len);
+    spec_fmt_value(L, -1, v, sizeof v);
+    for (bounds = QGEN_BOUNDS_F16; bounds <= QGEN_BOUNDS_I8 && strcmp(str, qgen_bounds_name(bounds)); bounds++) {}
+    if (bounds > QGEN_BOUNDS_I8) fail(c, "sparse.bounds = %s is not a bounds form; allowed: %s", v, allowed);
+  }
+  lua_pop(L, 1);
   lua_pop(L, 1); /* the sparse table */
 
   if (!enabled) { /* dense; only block is kept */
@@ -523,6 +539,7 @@ static void check_sparse(checker *c, int t, qgen_spec *s) {
   s->budget = budget;
   s->sink = (int)sink;
   s->recent = (int)recent;
+  s->bounds = bounds;
 }
 
 static void check_archs(checker *c, int t, qgen_spec *s) {

@@ -25,6 +25,8 @@ constexpr int N_KV = QG_N_HEAD_KV;
 constexpr int G = QG_GROUP;
 constexpr int BLOCK = QG_BLOCK;
 constexpr bool SPARSE = QG_SPARSE != 0;
+constexpr bool BOUNDS_I8 = QG_BOUNDS_I8 != 0; // estimate reads 8-bit bounds (layout.h)
+constexpr int BOUNDS_I8_ROW = 2 * D + 16;     // bytes of one (page, KV head) 8-bit row
 constexpr float SCALE_LOG2 = QG_SCALE * 1.4426950408889634f; // softmax in base 2
 
 constexpr int MAX_BATCH = QGEN_MAX_BATCH; // sequences per attend launch
@@ -101,6 +103,13 @@ __device__ __forceinline__ void grid_dep_launch() {
 __device__ __forceinline__ uint4 ld_nc_v4(const void *p) {
   uint4 v;
   asm volatile("ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];\n" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+  return v;
+}
+
+// 4 bytes of read-only global memory, the same way.
+__device__ __forceinline__ u32 ld_nc_u32(const void *p) {
+  u32 v;
+  asm volatile("ld.global.nc.u32 %0, [%1];\n" : "=r"(v) : "l"(p));
   return v;
 }
 

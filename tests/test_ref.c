@@ -26,7 +26,9 @@
  *      the same pages.
  *   9. 8-bit page bounds: the decoded bounds contain the f16 ones; the i8 score is a true
  *      upper bound (>= the page's max logit, and >= the f16 score) on random and
- *      adversarial pages; NaN only for pages without finite bounds.
+ *      adversarial pages and on many single extreme pages (constant channel, all-equal,
+ *      +-65504, a single token); NaN only for pages without finite bounds; the 8-bit row
+ *      is laid out as layout.h says; a sparse step over 8-bit bounds selects by them.
  *  10. Two-stage selection: the sketch scores (q4_0 round trip of the keys), r = 1 is
  *      Quest's list, every page a candidate is the exact scores' list, coverage 1 is every
  *      page, and the rules for r = 2..16.
@@ -44,6 +46,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/le.h"
 #include "ref/ref.h"
 
 #include "testlib.h"
@@ -1363,6 +1366,99 @@ static void test_bounds_i8(const shape_t *sh, qgen_type it, int data) {
   free(q_in), free(codes), free(qf), free(s16), free(s8), free(lo), free(hi);
 }
 
+/* One page of ntok keys (f32, ntok x D) of a degenerate or extreme kind, its f16 bounds as
+   append makes them (rd(min), ru(max)). kind 0 random, 1 one constant channel, 2 every
+   token and channel the same value, 3 +-65504 and the values next to it, 4 a single token,
+   5 f16 subnormals, 6 huge and tiny channels mixed, 7 every channel constant (kmin = kmax),
+   8 one key past f16 (an infinite bound). */
+static void page_of_kind(int kind, int D, int ntok, float *k, uint16_t *bnd) {
+  const float same = (float)(rnd_normal() * 10.0);
+  for (int t = 0; t < ntok; t++)
+    for (int d = 0; d < D; d++) {
+      float x = (float)rnd_normal();
+      switch (kind) {
+      case 1: if (d == 3) x = 1.25f; break;
+      case 2: x = same; break;
+      case 3: x = rnd32() & 1 ? (rnd32() & 1 ? 65504.0f : -65504.0f) : (float)((2 * rnd_unit() - 1) * 65504.0); break;
+      case 5: x = (float)(rnd_normal() * 0x1p-22); break;
+      case 6: x = (float)(rnd_normal() * (d % 7 == 0 ? 20000.0 : 1e-3)); break;
+      case 7: x = (float)(d - D / 2) * 0.37f; break;
+      case 8: if (t == ntok - 1 && d == D - 1) x = 70000.0f; break;
+      default: break;
+      }
+      k[(size_t)t * D + d] = x;
+    }
+  for (int d = 0; d < D; d++) {
+    float mn = INFINITY, mx = -INFINITY;
+    for (int t = 0; t < ntok; t++) mn = fminf(mn, k[(size_t)t * D + d]), mx = fmaxf(mx, k[(size_t)t * D + d]);
+    bnd[d] = qgen_f32_to_f16_rd(mn);
+    bnd[D + d] = qgen_f32_to_f16_ru(mx);
+  }
+}
+
+/* Many single pages of every kind above, head_dim 32..256: the decoded 8-bit bounds contain
+   the f16 ones, so for random queries (zeros, signs, magnitudes mixed) the i8 Quest score is
+   >= the f16 one and >= the page's true max q.k (exact comparisons in double); the scale is
+   the smallest f16 that spans the page; and qgen_ref_bounds_i8_row lays the row out as
+   base/layout.h says (codes, offset and scale little-endian, zero padding; a page with a
+   bound past f16 has codes 0 and NaN offset and scale). */
+static void test_bounds_i8_pages(int trials) {
+  int64_t violations = 0, pages = 0, nan_rows = 0, bad_rows = 0, loose = 0;
+  float *k = xmalloc((size_t)256 * 256 * sizeof *k), *q = xmalloc(256 * sizeof *q);
+  uint16_t *bnd = xmalloc(2 * 256 * sizeof *bnd), so[2];
+  uint8_t *codes = xmalloc(2 * 256), *row = xmalloc(2 * 256 + 16);
+  double *lo = xmalloc(256 * sizeof *lo), *hi = xmalloc(256 * sizeof *hi);
+  for (int tr = 0; tr < trials; tr++) {
+    const int D = 32 * (int)rnd_int(1, 8), kind = tr % 9;
+    const int ntok = kind == 4 ? 1 : (int)rnd_int(1, 256);
+    page_of_kind(kind, D, ntok, k, bnd);
+    const int rc = qgen_ref_bounds_i8(bnd, D, so, codes);
+    qgen_ref_bounds_i8_row(bnd, D, row);
+    int finite = 1;
+    for (int d = 0; d < 2 * D; d++) finite &= isfinite(hv(bnd[d]));
+    if (rc != 0 || kind == 8) { /* exactly without finite bounds, and then the NaN row */
+      int ok = rc != 0 && !finite && qgen_rd16(row + 2 * D) == 0x7e00 && qgen_rd16(row + 2 * D + 2) == 0x7e00;
+      for (int i = 0; i < 2 * D; i++) ok &= row[i] == 0;
+      for (int i = 4; i < 16; i++) ok &= row[2 * D + i] == 0;
+      bad_rows += !ok, nan_rows++;
+      continue;
+    }
+    pages++;
+    int ok = finite && !memcmp(row, codes, (size_t)2 * D) && qgen_rd16(row + 2 * D) == so[0] && qgen_rd16(row + 2 * D + 2) == so[1];
+    for (int i = 4; i < 16; i++) ok &= row[2 * D + i] == 0;
+    bad_rows += !ok;
+    /* the smallest f16 scale: one step down no longer spans the page */
+    double top = -INFINITY;
+    for (int d = 0; d < D; d++) top = fmax(top, hv(bnd[D + d]));
+    loose += so[1] > 0 && hv(so[0]) + 255.0 * hv((uint16_t)(so[1] - 1)) >= top;
+    qgen_ref_bounds_i8_decode(so, codes, D, lo, hi);
+    for (int qk = 0; qk < 4; qk++) {
+      for (int d = 0; d < D; d++) {
+        const double x = rnd_normal();
+        q[d] = (float)(qk == 1 && d % 2 ? 0.0 : qk == 2 ? -fabs(x) : qk == 3 ? x * (d % 5 ? 1e-4 : 1e3) : x);
+      }
+      double s8 = 0, s16 = 0, best = -INFINITY;
+      for (int d = 0; d < D; d++) {
+        const double qd = q[d];
+        s8 += qd > 0 ? qd * hi[d] : qd < 0 ? qd * lo[d] : 0.0;
+        s16 += qd > 0 ? qd * hv(bnd[D + d]) : qd < 0 ? qd * hv(bnd[d]) : 0.0;
+      }
+      for (int t = 0; t < ntok; t++) {
+        double dot = 0;
+        for (int d = 0; d < D; d++) dot += (double)q[d] * k[(size_t)t * D + d];
+        best = fmax(best, dot);
+      }
+      violations += !(s8 >= s16) + !(s16 >= best);
+    }
+  }
+  check(violations == 0 && bad_rows == 0 && loose == 0 && pages > 0 && nan_rows > 0,
+        "8-bit bounds, %d single pages (constant channel, all-equal, +-65504, single token, subnormal, "
+        "mixed, past f16): i8 score >= f16 score >= true max (%lld violations), smallest scale (%lld looser), rows as "
+        "layout.h (%lld wrong; %lld NaN rows of pages past f16)",
+        trials, (long long)violations, (long long)loose, (long long)bad_rows, (long long)nan_rows);
+  free(k), free(q), free(bnd), free(codes), free(row), free(lo), free(hi);
+}
+
 /* ---- 10. two-stage selection (issue 20) ---------------------------------------------- */
 
 /* The sketch scores equal the max logit over the cache's keys (dequantized here from the
@@ -1517,6 +1613,7 @@ int main(void) {
   test_empty();
   test_rescore(F16);
   test_rescore(Q4_0);
+  test_bounds_i8_pages(quick ? 2000 : 20000);
   for (int si = 0; si < n_shapes; si++) {
     test_bounds_i8(&SHAPES[si], F16, DATA_RANDOM);
     test_bounds_i8(&SHAPES[si], F32, DATA_ADVERSARIAL);

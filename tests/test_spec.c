@@ -75,7 +75,8 @@ static int spec_eq(const qgen_spec *a, const qgen_spec *b) {
       a->n_head_kv != b->n_head_kv || a->k_type != b->k_type || a->v_type != b->v_type ||
       a->in_type != b->in_type || a->out_type != b->out_type || a->block != b->block ||
       a->sparse != b->sparse || a->budget != b->budget || a->sink != b->sink ||
-      a->recent != b->recent || a->n_archs != b->n_archs || a->rescore != b->rescore)
+      a->recent != b->recent || a->n_archs != b->n_archs || a->rescore != b->rescore ||
+      a->bounds != b->bounds)
     return 0;
   if (memcmp(&a->scale, &b->scale, sizeof a->scale) || memcmp(&a->coverage, &b->coverage, sizeof a->coverage))
     return 0;
@@ -328,6 +329,35 @@ static void test_defaults(void) {
   check(load("return { { name = 'a', head_dim = 32, n_head = 1, n_head_kv = 1 }, { name = 'b', head_dim = 256, n_head = 1, n_head_kv = 1 } }") == 0 &&
             set.n == 2 && set.v[0].head_dim == 32 && set.v[1].head_dim == 256,
         "head_dim 32 and 256 are accepted");
+
+  /* sparse.bounds: f16 (QGEN_SPEC_BOUNDS_DEFAULT) or i8; in the canonical text and the names */
+  s = expect_ok("bounds default", "return { " OK4 ", sparse = true }");
+  check(s->bounds == QGEN_SPEC_BOUNDS_DEFAULT, "sparse = true: bounds %s (the default)", qgen_bounds_name(s->bounds));
+  s = expect_ok("bounds default in a table", "return { " OK4 ", sparse = { coverage = 0.5 } }");
+  check(s->bounds == QGEN_SPEC_BOUNDS_DEFAULT, "sparse = { coverage = 0.5 }: bounds %s (the default)", qgen_bounds_name(s->bounds));
+  s = expect_ok("bounds f16", "return { " OK4 ", sparse = { bounds = 'f16' } }");
+  check(s->bounds == QGEN_BOUNDS_F16, "sparse.bounds = 'f16' is f16");
+  round_trip(s);
+  s = expect_ok("bounds i8", "return { " OK4 ", sparse = { bounds = 'i8' } }");
+  check(s->bounds == QGEN_BOUNDS_I8, "sparse.bounds = 'i8' is i8");
+  round_trip(s);
+  {
+    char uri[256], text[4096];
+    qgen_spec_uri(s, uri, sizeof uri);
+    qgen_layout L;
+    qgen_spec_layout(s, &L);
+    check(ends_with(uri, "_sparse_i8") && qgen_spec_to_lua(s, text, sizeof text) > 0 && strstr(text, "bounds = \"i8\""),
+          "an i8-bounds spec: uri %s, canonical text names the bounds", uri);
+    check(L.bounds_i8 == 1 && L.bounds_i8_row_bytes == 2 * 128 + 16 && L.bounds_i8_page_bytes == 8 * L.bounds_i8_row_bytes,
+          "its layout keeps 8-bit rows of 2D + 16 bytes (%zu)", L.bounds_i8_row_bytes);
+  }
+  s = expect_ok("bounds i8, dense", "return { " OK4 ", sparse = { enabled = false, bounds = 'i8' } }");
+  check(s->sparse == 0 && s->bounds == QGEN_BOUNDS_F16, "a dense spec keeps no 8-bit bounds");
+  expect_fail("bounds i4", "return { " OK4 ", sparse = { bounds = 'i4' } }",
+              "sparse.bounds = \"i4\" is not a bounds form; allowed: \"f16\" or \"i8\" (default \"f16\")");
+  expect_fail("bounds I8", "return { " OK4 ", sparse = { bounds = 'I8' } }", "allowed: \"f16\" or \"i8\"");
+  expect_fail("bounds 8", "return { " OK4 ", sparse = { bounds = 8 } }", "sparse.bounds = 8 is an integer; allowed: \"f16\" or \"i8\"");
+  expect_fail("bounds at the top", "return { " OK4 ", bounds = 'i8' }", "unknown field 'bounds'");
 
   s = expect_ok("scale integer", "return { " OK4 ", scale = 1 }");
   check(s->scale == 1.0, "scale = 1 is the number 1.0");

@@ -128,15 +128,16 @@ static void setup_stream(benv *b) {
 }
 
 /* The bytes a step must read: K and V of the attended pages (every KV head), plus the
-   bounds of every page when sparse, plus, with two-stage selection, the compact K (sketch
-   or the cache's own K) of rescore x the attended pages (at most every page). */
+   bounds estimate reads of every page when sparse (the 8-bit rows with sparse.bounds = "i8"),
+   plus, with two-stage selection, the compact K (sketch or the cache's own K) of rescore x
+   the attended pages (at most every page). */
 static double step_bytes(const qgen_layout *L, int64_t ctx, int batch, double cov) {
   const int64_t n = qgen_pages_of(ctx, L->block);
   const double per_tok = (double)L->n_head_kv * (double)(L->k_row_bytes + L->v_row_bytes);
   if (cov >= 1.0) return per_tok * (double)ctx * batch;
   double sel = ceil(cov * (double)n), cand = L->rescore > 1 ? fmin((double)n, sel * L->rescore) : 0;
   const double rescore_row = (double)(L->sketch_row_bytes ? L->sketch_row_bytes : L->k_row_bytes);
-  return batch * (per_tok * L->block * sel + (double)n * L->bounds_page_bytes + cand * L->n_head_kv * L->block * rescore_row);
+  return batch * (per_tok * L->block * sel + (double)n * (L->bounds_i8 ? L->bounds_i8_page_bytes : L->bounds_page_bytes) + cand * L->n_head_kv * L->block * rescore_row);
 }
 
 /* qgen_open for bench: 0, or the exit code after saying why (77 without a GPU, 1 for a bad
@@ -298,7 +299,7 @@ int qgen_bench_main(int argc, char **argv) {
     for (int bi = 0; bi < nb; bi++) {
       const int64_t C = (int64_t)ctxs[ci];
       const int B = (int)batches[bi];
-      const double cache_bytes = step_bytes(L, C, B, 1.0) + (double)qgen_pages_of(C, L->block) * B * L->bounds_page_bytes;
+      const double cache_bytes = step_bytes(L, C, B, 1.0) + (double)qgen_pages_of(C, L->block) * B * (L->bounds_page_bytes + L->bounds_i8_page_bytes);
       if (cache_bytes > mem_gib * (1u << 30)) {
         printf("%-22s %4d %8lld   skip (cache %.1f GiB > --mem-gib)\n", info.name, B,
                (long long)C, cache_bytes / (1u << 30));

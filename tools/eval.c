@@ -30,7 +30,9 @@
  *      and, asked for by name (previews of selection modes the GPU does not have yet),
  *      from the variant's cache (ref/ref.h):
  *        quest-i8  Quest's bound over the 8-bit form of the cache's bounds (one f16
- *                  offset and scale per page and KV head, codes rounded outward);
+ *                  offset and scale per page and KV head, codes rounded outward: the
+ *                  host's view of what "quest" is on a spec with sparse.bounds = "i8",
+ *                  where the decode path itself ranks by it);
  *        rescoreR  (R = 2, 4, 8, 16) two-stage: R times the budget's non-forced pages
  *                  by the Quest bound, the best of those by their exact max logit from
  *                  the cache's K as q4_0 (its own K when it is quantized);
@@ -407,7 +409,8 @@ typedef struct {
   const uint16_t *bounds;
   const int32_t *pt;
   const float *q;
-  int sel; /* quest, or quest-i8: over the 8-bit form of the bounds */
+  int sel; /* quest, or quest-i8 */
+  int i8;  /* over the 8-bit form of the bounds: quest-i8, and quest on a spec with bounds = "i8" */
 } qs_job;
 
 static void quest_head(void *arg, int64_t h) {
@@ -419,7 +422,7 @@ static void quest_head(void *arg, int64_t h) {
   for (int64_t p = 0; p < e->np; p++) {
     const uint16_t *b = j->bounds + ((size_t)j->pt[p] * e->Hkv + (size_t)h) * 2 * D;
     uint16_t so[2];
-    if (j->sel != QGEN_SEL_QUEST_I8)
+    if (!j->i8)
       for (int d = 0; d < D; d++) lo[d] = qgen_f16_to_f32(b[d]), hi[d] = qgen_f16_to_f32(b[D + d]);
     else if (qgen_ref_bounds_i8(b, D, so, codes) == 0)
       qgen_ref_bounds_i8_decode(so, codes, D, lo, hi);
@@ -527,7 +530,8 @@ static int open_variants(ev *e) {
         L->block != L0->block || L->in_type != L0->in_type || L->out_type != L0->out_type || L->scale != L0->scale)
       return fail(e, 1, "qgen eval: variants %s and %s differ in shape; evaluate them in separate runs",
                   e->vname[0], info.name);
-    snprintf(e->ktype[vi], sizeof e->ktype[vi], "%s", info.k_type);
+    /* the k_type column: the cache type, "+i8" with 8-bit page bounds (an f16/i8 A/B in one run) */
+    snprintf(e->ktype[vi], sizeof e->ktype[vi], "%s%s", info.k_type, L->bounds_i8 ? "+i8" : "");
     snprintf(e->vname[vi], sizeof e->vname[vi], "%s", info.name);
   }
   e->lossless = -1;
@@ -937,7 +941,8 @@ static int reference(ev *e, int vi) {
 }
 
 /* The scores that depend on variant vi's cache: Quest's (the reference estimate over its own
-   bounds, the decode path's rule: the coverage-needed diagnostic and the two-stage
+   bounds, 8-bit ones on a spec with bounds = "i8" (so quest and quest-i8 agree there), the
+   decode path's rule: the coverage-needed diagnostic and the two-stage
    selectors' first stage), quest-i8's and its ranking, and the two-stage selectors' exact
    page scores; each only when a selector asks for it, one KV head per item. */
 static int variant_scores(ev *e, int vi, const qgen_wl_trial *T) {
@@ -950,7 +955,7 @@ static int variant_scores(ev *e, int vi, const qgen_wl_trial *T) {
   }
   qgen_kv *kv = e->kv[vi];
   const qgen_kvmem *hc = qgen_ext_host_cache(kv); /* NULL on the GPU: read back below */
-  qs_job qj = {e, hc ? hc->bounds : NULL, hc ? hc->page_table : NULL, T->q, QGEN_SEL_QUEST};
+  qs_job qj = {e, hc ? hc->bounds : NULL, hc ? hc->page_table : NULL, T->q, QGEN_SEL_QUEST, qgen_ext_layout(e->ctx[vi])->bounds_i8};
   if ((want_q || want_i8) && e->cfg->backend == QGEN_BACKEND_GPU) {
     API(vi, qgen_kv_read(kv, QGEN_KV_BOUNDS, e->bounds, qgen_kv_size(kv, QGEN_KV_BOUNDS)));
     API(vi, qgen_kv_read(kv, QGEN_KV_PAGE_TABLE, e->ptab, (size_t)e->np * sizeof(int32_t)));
@@ -958,7 +963,7 @@ static int variant_scores(ev *e, int vi, const qgen_wl_trial *T) {
   }
   if (want_q) qgen_wl_parallel(e->Hkv, e->threads, quest_head, &qj);
   if (want_i8) {
-    qj.sel = QGEN_SEL_QUEST_I8;
+    qj.sel = QGEN_SEL_QUEST_I8, qj.i8 = 1;
     qgen_wl_parallel(e->Hkv, e->threads, quest_head, &qj);
     rank_job rj = {e, QGEN_SEL_QUEST_I8};
     qgen_wl_parallel(e->Hkv, e->threads, rank_head, &rj);

@@ -152,7 +152,8 @@ static int compare_lists(const qgen_layout *L, const qgen_kvmem *m, int seq, int
   uint8_t *in_g = calloc((size_t)n + 1, 1), *in_r = calloc((size_t)n + 1, 1), *forced = malloc((size_t)n + 1);
   uint8_t *in_c = calloc((size_t)n + 1, 1);
   double *ex = L->rescore > 1 ? malloc(sizeof(double) * (size_t)(n + 1)) : NULL;
-  qgen_ref_estimate(L, m, seq, q, sc);
+  uint8_t *codes = malloc((size_t)2 * L->head_dim);
+  (L->bounds_i8 ? qgen_ref_estimate_i8 : qgen_ref_estimate)(L, m, seq, q, sc);
   qgen_forced_pages(b, len, L->block, forced);
   /* float summation error bound of the GPU score, with margin */
   const uint16_t *bd = m->bounds;
@@ -163,11 +164,17 @@ static int compare_lists(const qgen_layout *L, const qgen_kvmem *m, int seq, int
     double sabs = 0;
     for (int64_t p = 0; p < n; p++) {
       const uint16_t *pb = bd + ((int64_t)m->page_table[(int64_t)seq * m->pages_per_seq + p] * L->n_head_kv + h) * 2 * L->head_dim;
+      /* 8-bit bounds: the GPU sums offset * sum q and scale * (q . codes), each term at most
+         (|offset| + 255 scale) * |q_d| */
+      double i8mag = 0;
+      uint16_t so[2];
+      if (L->bounds_i8 && qgen_ref_bounds_i8(pb, L->head_dim, so, codes) == 0)
+        i8mag = 2 * (fabs(qgen_f16_to_f32(so[0])) + 255.0 * qgen_f16_to_f32(so[1]));
       for (int g = 0; g < L->group; g++) {
         double s = 0;
         for (int d = 0; d < L->head_dim; d++) {
           double a = fabs(qgen_f16_to_f32(pb[d])), c = fabs(qgen_f16_to_f32(pb[L->head_dim + d]));
-          s += fabs(qf[(h * L->group + g) * L->head_dim + d]) * (a > c ? a : c);
+          s += fabs(qf[(h * L->group + g) * L->head_dim + d]) * (L->bounds_i8 ? i8mag : a > c ? a : c);
         }
         if (s > sabs) sabs = s;
       }
@@ -232,6 +239,7 @@ static int compare_lists(const qgen_layout *L, const qgen_kvmem *m, int seq, int
   free(qf);
   free(in_c);
   free(ex);
+  free(codes);
   return near;
 }
 
@@ -370,10 +378,10 @@ static void check_append(env *e, qgen_ctx *gc, qgen_ctx *cc, uint64_t seed) {
     API(qgen_append(g, seqs, m, nn, dk, dv, NULL));
     calls++;
   }
-  const char *names[] = {"K pool", "V pool", "bounds", "page table", "lengths", "sketch"};
+  const char *names[] = {"K pool", "V pool", "bounds", "page table", "lengths", "sketch", "8-bit bounds"};
   int ok = 1;
   char what[256] = "";
-  for (int w = QGEN_KV_K; w <= QGEN_KV_SKETCH; w++) {
+  for (int w = QGEN_KV_K; w <= QGEN_KV_BOUNDS_I8; w++) {
     size_t n = qgen_kv_size(g, w);
     if (n == 0) continue;
     uint8_t *a = malloc(n), *b = malloc(n);
@@ -388,7 +396,7 @@ static void check_append(env *e, qgen_ctx *gc, qgen_ctx *cc, uint64_t seed) {
     free(b);
   }
   verdict(e, ok, "append   3 sequences (1000, 4100, 65 tokens) in %d calls of 1/7/64/4096-token chunks, shuffled pages: "
-          "K, V, bounds, lengths%s byte-identical%s", calls, L->sketch_page_bytes ? ", sketch" : "", what);
+          "K, V, bounds%s, lengths%s byte-identical%s", calls, L->bounds_i8 ? ", 8-bit bounds" : "", L->sketch_page_bytes ? ", sketch" : "", what);
   for (int s = 0; s < nb; s++) free(k[s]), free(v[s]);
   free(sk);
   free(sv);
@@ -533,7 +541,7 @@ static void check_bits(env *e, qgen_ctx *gc, qgen_ctx *cc, uint64_t seed, int qu
 /* Every array of two caches (GPU or reference), byte for byte. */
 static int same_arrays(qgen_ctx *gc, qgen_kv *a, qgen_kv *b) {
   int same = 1;
-  for (int w = QGEN_KV_K; w <= QGEN_KV_SEQ_LEN; w++) {
+  for (int w = QGEN_KV_K; w <= QGEN_KV_BOUNDS_I8; w++) {
     const size_t n = qgen_kv_size(a, w);
     if (n == 0) continue;
     uint8_t *x = malloc(n), *y = malloc(n);
@@ -660,7 +668,9 @@ static void *big_scores(void *arg) { /* Quest scores of whole pages [t0/B, t1/B)
   const qgen_layout *L = j->L;
   const int B = L->block, D = L->head_dim;
   const int64_t n = qgen_pages_of(j->len, B);
-  float *mn = malloc(sizeof(float) * D), *mx = malloc(sizeof(float) * D);
+  double *mn = malloc(sizeof(double) * D), *mx = malloc(sizeof(double) * D);
+  uint16_t *bnd = malloc(sizeof(uint16_t) * 2 * D), so[2];
+  uint8_t *codes = malloc((size_t)2 * D);
   for (int64_t p = j->t0 / B; p < j->t1 / B && p < n; p++)
     for (int h = 0; h < L->n_head_kv; h++) {
       for (int d = 0; d < D; d++) mn[d] = INFINITY, mx[d] = -INFINITY;
@@ -670,6 +680,11 @@ static void *big_scores(void *arg) { /* Quest scores of whole pages [t0/B, t1/B)
           if (x < mn[d]) mn[d] = x;
           if (x > mx[d]) mx[d] = x;
         }
+      if (L->bounds_i8) { /* the keys are f16 values, so these are the f16 bounds */
+        for (int d = 0; d < D; d++) bnd[d] = qgen_f32_to_f16((float)mn[d]), bnd[D + d] = qgen_f32_to_f16((float)mx[d]);
+        qgen_ref_bounds_i8(bnd, D, so, codes); /* finite: N(0,1) keys */
+        qgen_ref_bounds_i8_decode(so, codes, D, mn, mx);
+      }
       double best = -INFINITY;
       for (int g = 0; g < L->group; g++) {
         double s = 0;
@@ -683,6 +698,8 @@ static void *big_scores(void *arg) { /* Quest scores of whole pages [t0/B, t1/B)
     }
   free(mn);
   free(mx);
+  free(bnd);
+  free(codes);
   return NULL;
 }
 

@@ -187,9 +187,10 @@ static void print_layout(FILE *f, const qgen_spec *s, const char *path) {
   if (L.rescore > 1)
     fprintf(f, "  two-stage selection: %d x the budget's pages rescored from %s\n", L.rescore,
             L.sketch_page_bytes ? "a q4_0 sketch of K" : "the cache's own K");
-  const double extra = (double)(L.bounds_page_bytes + L.sketch_page_bytes) / s->block;
+  const double extra = (double)(L.bounds_page_bytes + L.bounds_i8_page_bytes + L.sketch_page_bytes) / s->block;
   fprintf(f, "  cache per token per layer: %zu bytes (K %zu + V %zu)", kt + vt, kt, vt);
   if (s->sparse) fprintf(f, " + bounds %.1f", (double)L.bounds_page_bytes / s->block);
+  if (L.bounds_i8) fprintf(f, " + 8-bit bounds %.1f", (double)L.bounds_i8_page_bytes / s->block);
   if (L.sketch_page_bytes) fprintf(f, " + sketch %.1f", (double)L.sketch_page_bytes / s->block);
   fprintf(f, "; 1M tokens: %.2f GiB\n", ((double)(kt + vt) + extra) * (1 << 20) / (1u << 30));
 }
