@@ -54,6 +54,7 @@ typedef struct qgen_layout {
   size_t bounds_page_bytes;         /* n_head_kv * 2 * head_dim * 2, or 0 when dense */
   size_t in_row_bytes;              /* one KV head's input row (head_dim in in_type) */
   size_t q_bytes, out_bytes;        /* one token's q [n_head][D] and output, in bytes */
+  double v_tau;                     /* sparse-V threshold (spec sparse.v_tau; 0 = off, the init's) */
 } qgen_layout;
 
 /* How much to attend to in one step; mode is one of base/kargs.h's QGEN_BUDGET_*. */

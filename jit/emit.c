@@ -94,6 +94,10 @@ void qgen_module_name(const qgen_spec *s, char *buf, size_t n) {
            s->n_head_kv > 0 ? s->n_head / s->n_head_kv : 0, k ? k->name : "?", v ? v->name : "?",
            in ? in->name : "?", out ? out->name : "?", s->block, (double)(float)s->scale,
            s->sparse ? "sparse" : "dense");
+  if (s->v_tau > 0) {
+    const size_t o = strlen(buf);
+    qgen_fmt(buf + o, n - o, "_vt%.9g", s->v_tau);
+  }
 }
 
 static const char *device_type(qgen_type t) { return qgen_type_traits_of(t)->device; }
@@ -115,6 +119,7 @@ char *qgen_emit_source(const qgen_spec *s, const qgen_tune *tune, size_t *len, c
   sb_printf(&b, "#define QG_K_TYPE %s\n#define QG_V_TYPE %s\n#define QG_IN_TYPE %s\n#define QG_OUT_TYPE %s\n",
             device_type(s->k_type), device_type(s->v_type), device_type(s->in_type), device_type(s->out_type));
   sb_printf(&b, "#define QG_K_ROW %zu\n#define QG_V_ROW %zu\n", L.k_row_bytes, L.v_row_bytes);
+  if (s->v_tau > 0) sb_printf(&b, "#define QG_V_TAU %.9gf\n", s->v_tau); /* absent at 0: the same unit as without it */
   sb_printf(&b, "#define QG_SEL_BINS %d\n#define QG_MAX_SPLITS %d\n", QGEN_SEL_BINS, QGEN_MAX_SPLITS);
 #define PUT_PLAN_FIELD(field, unit) \
   if (unit) put_plan_field(&b, #field, P.field);

@@ -3,6 +3,7 @@
 #include "spec/spec.h"
 
 #include <stdio.h>
+#include <string.h>
 
 #include "base/util.h"
 #include "spec/spec_int.h"
@@ -38,8 +39,12 @@ int qgen_spec_to_lua(const qgen_spec *s, char *buf, size_t n) {
       spec_fmt_double(cov, sizeof cov, s->coverage);
       qgen_fmt(tail, sizeof tail, "coverage = %s", cov);
     }
-    PUT("  sparse = { enabled = true, block = %d, %s, sink = %d, recent = %d },\n", s->block, tail,
-        s->sink, s->recent);
+    PUT("  sparse = { enabled = true, block = %d, %s, sink = %d, recent = %d", s->block, tail, s->sink, s->recent);
+    if (s->v_tau > 0) {
+      spec_fmt_double(cov, sizeof cov, s->v_tau);
+      PUT(", v_tau = %s", cov);
+    }
+    PUT(" },\n");
   }
   PUT("  archs = {");
   for (int i = 0; i < s->n_archs && i < QGEN_MAX_ARCHS; i++) PUT("%s\"%s\"", i ? ", " : " ", spec_arch_name(s->archs[i]));
@@ -53,4 +58,8 @@ void qgen_spec_uri(const qgen_spec *s, char *buf, size_t n) {
   qgen_fmt(buf, n, "%s_d%d_h%d_g%d_k%s_v%s_i%s_o%s_b%d_%s", s->name, s->head_dim, s->n_head,
            s->n_head_kv > 0 ? s->n_head / s->n_head_kv : 0, type_name(s->k_type), type_name(s->v_type),
            type_name(s->in_type), type_name(s->out_type), s->block, s->sparse ? "sparse" : "dense");
+  if (s->v_tau > 0) {
+    const size_t o = strlen(buf);
+    qgen_fmt(buf + o, n - o, "_vt%.9g", s->v_tau);
+  }
 }

@@ -38,6 +38,7 @@ typedef struct qgen_spec {
   double coverage;              /* default budget as a fraction of pages (0,1], or 0 */
   int64_t budget;               /* default budget in tokens (> 0), or 0 */
   int sink, recent;             /* tokens always attended at the start / the end */
+  double v_tau;                 /* sparse-V threshold in [0, 1] (an f32 value); 0 = off */
   int n_archs;
   int archs[QGEN_MAX_ARCHS]; /* compute capabilities, e.g. 80, 90; sorted, unique */
 } qgen_spec;

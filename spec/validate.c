@@ -28,6 +28,9 @@
  *    budget         (none)                 integer tokens in 1..2^62; not with coverage
  *    sink           = block                integer tokens in 0..2^31-1
  *    recent         = 2 * block            integer tokens in 0..2^31-1
+ *    v_tau          0                      number in [0, 1]: sparse-V, attend skips the V of a
+ *                                          16-token sub-tile whose softmax weights (relative
+ *                                          to the running max) are all below it; 0 = off
  *  archs            { "sm_80", "sm_90" }   non-empty list of sm_80, sm_86, sm_87, sm_89,
  *                                          sm_90, sm_100, sm_103, sm_110, sm_120, sm_121
  *                                          (stored sorted, duplicates dropped)
@@ -204,7 +207,7 @@ static const char *const SPEC_FIELDS[] = {"name",     "head_dim", "n_head", "n_h
                                           "k_type",   "v_type",   "in_type", "out_type",
                                           "scale",    "sparse",   "archs"};
 static const char *const SPARSE_FIELDS[] = {"enabled", "block", "coverage",
-                                            "budget",  "sink",  "recent"};
+                                            "budget",  "sink",  "recent", "v_tau"};
 #define N_SPEC_FIELDS ((int)(sizeof SPEC_FIELDS / sizeof *SPEC_FIELDS))
 #define N_SPARSE_FIELDS ((int)(sizeof SPARSE_FIELDS / sizeof *SPARSE_FIELDS))
 
@@ -398,13 +401,14 @@ static int64_t required_int(checker *c, int t, const char *field, int64_t lo, in
 
 static void check_sparse(checker *c, int t, qgen_spec *s) {
   lua_State *L = c->L;
-  const char *what = "true, false or a table { enabled, block, coverage | budget, sink, recent }";
+  const char *what = "true, false or a table { enabled, block, coverage | budget, sink, recent, v_tau }";
   int ty = get(c, t, "sparse");
   s->block = 64;
   s->sparse = 0;
   s->coverage = 0;
   s->budget = 0;
   s->sink = s->recent = 0;
+  s->v_tau = 0;
   if (ty == LUA_TNIL || (ty == LUA_TBOOLEAN && !lua_toboolean(L, -1))) {
     lua_pop(L, 1);
     return;
@@ -465,6 +469,15 @@ static void check_sparse(checker *c, int t, qgen_spec *s) {
   if (get(c, sp, "recent") != LUA_TNIL)
     recent = to_int(c, "sparse.recent", 0, INT_MAX, "an integer number of tokens >= 0 (default: 2 * block)");
   lua_pop(L, 1);
+  double tau = 0;
+  if (get(c, sp, "v_tau") != LUA_TNIL) {
+    const char *allowed = "a number in [0, 1], the sparse-V weight threshold (0 = off)";
+    tau = to_number(c, "sparse.v_tau", allowed);
+    char ts[96];
+    spec_fmt_value(L, -1, ts, sizeof ts);
+    if (!(tau >= 0 && tau <= 1)) fail(c, "sparse.v_tau = %s is out of range; allowed: %s", ts, allowed);
+  }
+  lua_pop(L, 1);
   lua_pop(L, 1); /* the sparse table */
 
   if (!enabled) return; /* dense; only block is kept */
@@ -473,6 +486,7 @@ static void check_sparse(checker *c, int t, qgen_spec *s) {
   s->budget = budget;
   s->sink = (int)sink;
   s->recent = (int)recent;
+  s->v_tau = (double)(float)tau; /* the kernels compare in f32 */
 }
 
 static void check_archs(checker *c, int t, qgen_spec *s) {

@@ -183,6 +183,7 @@ static void print_layout(FILE *f, const qgen_spec *s, const char *path) {
   if (!s->sparse) fprintf(f, "dense\n");
   else if (s->budget) fprintf(f, "sparse budget %lld tokens, sink %d, recent %d\n", (long long)s->budget, s->sink, s->recent);
   else fprintf(f, "sparse coverage %g, sink %d, recent %d\n", s->coverage, s->sink, s->recent);
+  if (s->sparse && s->v_tau > 0) fprintf(f, "  sparse-V: tau %g\n", s->v_tau);
   fprintf(f, "  cache per token per layer: %zu bytes (K %zu + V %zu)", kt + vt, kt, vt);
   if (s->sparse) fprintf(f, " + bounds %.1f", (double)L.bounds_page_bytes / s->block);
   fprintf(f, "; 1M tokens: %.2f GiB\n", (double)(kt + vt + (double)L.bounds_page_bytes / s->block) * (1 << 20) / (1u << 30));
