@@ -117,6 +117,7 @@ static const struct {
     {"qwen3-4b.lua", "qwen3-4b", 128, 32, 8, 256, QGEN_TYPE_F16, 0},
     {"qwen3-4b.lua", "qwen3-4b-q8_0", 128, 32, 8, 256, QGEN_TYPE_Q8_0, 1},
     {"qwen3-4b.lua", "qwen3-4b-q4_0", 128, 32, 8, 256, QGEN_TYPE_Q4_0, 1},
+    {"qwen3-4b.lua", "qwen3-4b-q5_0", 128, 32, 8, 256, QGEN_TYPE_Q5_0, 1},
     {"qwen2.5-14b-1m.lua", "qwen2.5-14b-1m", 128, 40, 8, 128, QGEN_TYPE_F16, 0},
     {"qwen2.5-14b-1m.lua", "qwen2.5-14b-1m-q8_0", 128, 40, 8, 128, QGEN_TYPE_Q8_0, 0},
     {"qwen2.5-14b-1m.lua", "qwen2.5-14b-1m-q4_0", 128, 40, 8, 128, QGEN_TYPE_Q4_0, 0},
