@@ -223,17 +223,20 @@ struct qg_q5_0 {
     return bytes_to_half4(((ld_u32_at(tile, blk + QGEN_Q5_0_QS_OFF + (w & 15)) >> (w & 16 ? 4 : 0)) & 0x0f0f0f0fu) | spread, 16.0f);
   }
   static __device__ __forceinline__ uint4 oct(const u8 *tile, int blk, int j) {
-    const u32 h = ld_u32_at(tile, blk + QGEN_Q5_0_QH_OFF) >> 4 * j; // bit i: element 4j+i, bit 16+i: 4j+16+i
-    const u32 h5[4] = {(h & 1u) << 4 | (h & 4u) << 18, (h & 2u) << 3 | (h & 8u) << 17, (h & 0x10000u) >> 8 | (h & 0x40000u) << 6,
-                       (h & 0x20000u) >> 9 | (h & 0x80000u) << 5};
+    const u32 h = ld_u32_at(tile, blk + QGEN_Q5_0_QH_OFF) >> 4 * j, lo = h & 15u, hi = h >> 16 & 15u; // element 4j+i: lo bit i
+    // the fifth bits at the pairs' bits 4 and 20 (8 and 24 for the high nibbles): one multiply
+    // places both shifted copies of a 4-bit field, which cannot overlap or carry
+    const u32 h5[4] = {lo * 0x40010u & 0x00100010u, lo * 0x20008u & 0x00100010u, hi * 0x400100u & 0x01000100u,
+                       hi * 0x200080u & 0x01000100u};
     return oct_of_nibbles<16>(ld_u32_at(tile, blk + QGEN_Q5_0_QS_OFF + 4 * j), h5);
   }
   static __device__ __forceinline__ int vch(int g, int u) { return 2 * g + (u & 1) + 16 * (u >> 1); }
   static __device__ __forceinline__ uint4 tpair(const u8 *tile, int b0, int b1, int g) {
-    // the fifth bits of the lane's channels, bits (0, 1, 16, 17) of qh >> 2g, as bits 0..3 of each row's half
+    // the fifth bits of the lane's channels are bits 0, 1 (low nibbles) and 16, 17 (high) of
+    // qh >> 2g: row 0's in the low half of lw / hw, row 1's in the high half
     const u32 h0 = ld_u32_at(tile, b0 + QGEN_Q5_0_QH_OFF) >> 2 * g, h1 = ld_u32_at(tile, b1 + QGEN_Q5_0_QH_OFF) >> 2 * g;
-    const u32 hh = __byte_perm((h0 & 3u) | (h0 >> 14 & 12u), (h1 & 3u) | (h1 >> 14 & 12u), 0x5410);
-    const u32 h5[4] = {hh << 4 & 0x00100010u, hh << 3 & 0x00100010u, hh << 6 & 0x01000100u, hh << 5 & 0x01000100u};
+    const u32 lw = __byte_perm(h0, h1, 0x5410), hw = __byte_perm(h0, h1, 0x7632);
+    const u32 h5[4] = {lw << 4 & 0x00100010u, lw << 3 & 0x00100010u, hw << 8 & 0x01000100u, hw << 7 & 0x01000100u};
     return oct_of_nibbles<16>(__byte_perm(*(const u16 *)(tile + b0 + QGEN_Q5_0_QS_OFF + 2 * g),
                                           *(const u16 *)(tile + b1 + QGEN_Q5_0_QS_OFF + 2 * g), 0x5410), h5);
   }
