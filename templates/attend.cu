@@ -63,7 +63,13 @@ constexpr int THREADS = (NC + 1) * 32, STAGES = QG_STAGES;
 constexpr int K_SROW = QG_K_SROW, V_SROW = QG_V_SROW, Q_SROW = QG_Q_SROW;
 constexpr int K_TILE = QG_K_TILE_BYTES, V_TILE = QG_V_TILE_BYTES, STAGE = K_TILE + V_TILE;
 constexpr int K_PB = QG_K_PIECE, V_PB = QG_V_PIECE; // swizzle piece bytes of a 16-bit tile (0: quantized)
-constexpr bool OLD_DQ = QG_OLD_DEQUANT; // QGEN_TUNE olddq=1: the earlier quantized operands (load4 / load8)
+// The earlier quantized operands (load4 / load8): QGEN_TUNE olddq=1, or a quantized type
+// whose traits have no oct (K) / tpair (V).
+template <typename T, typename = void> struct has_oct { static constexpr bool value = false; };
+template <typename T> struct has_oct<T, decltype((void)&T::oct)> { static constexpr bool value = true; };
+template <typename T, typename = void> struct has_tpair { static constexpr bool value = false; };
+template <typename T> struct has_tpair<T, decltype((void)&T::tpair)> { static constexpr bool value = true; };
+constexpr bool OLD_K = QG_OLD_DEQUANT || !has_oct<KT>::value, OLD_V = QG_OLD_DEQUANT || !has_tpair<VT>::value;
 #ifdef QG_V_TAU
 constexpr float V_TAU = QG_V_TAU; // sparse.v_tau: skip a sub-tile's V work when all its weights are below it
 #else
@@ -92,14 +98,14 @@ static_assert((KT::Q16 ? K_SROW == KT::ROW && (K_PB == 64 || K_PB == 128) && KT:
 __device__ __forceinline__ int k_slot(int d) {
   if constexpr (KT::Q16) return d;
   const int step = d & ~15, j = (d & 15) >> 2, u = d & 3;
-  if constexpr (OLD_DQ) return step + (u < 2 ? 2 * j + u : 8 + 2 * j + (u - 2));
+  if constexpr (OLD_K) return step + (u < 2 ? 2 * j + u : 8 + 2 * j + (u - 2));
   return step + (u & 1 ? 8 : 0) + 2 * j + (u >> 1);
 }
 template <typename TT> __device__ __forceinline__ int vch_of(int g, int u) { return TT::vch(g, u); }
 // Physical channel of O's column n (0..7) of n-tile nt.
 __device__ __forceinline__ int vcol(int nt, int n) {
   if constexpr (VT::Q16) return 8 * nt + n;
-  else if constexpr (OLD_DQ) return 32 * (nt >> 2) + 4 * n + (nt & 3);
+  else if constexpr (OLD_V) return 32 * (nt >> 2) + 4 * n + (nt & 3);
   else return 32 * (nt >> 2) + vch_of<VT>(n, nt & 3);
 }
 
@@ -183,6 +189,12 @@ __device__ __forceinline__ void produce(const qg_cache &c, const int *list, int 
   }
 }
 
+// This lane's 8 elements of a block of quantized K, scaled (load_oct / load8 under OLD_K).
+template <typename TT> __device__ __forceinline__ uint4 k_operand(const u8 *tile, int row, int d0) {
+  if constexpr (OLD_K) return load8<TT>(tile, row, d0);
+  else return load_oct<TT>(tile, row, d0);
+}
+
 // S = Q K^T of one sub-tile (two n-tiles of 8 tokens); qa is this lane's ldmatrix row of
 // the warp's m-tile of q. 16-bit K by ldmatrix: lane l addresses row l&7 of matrix l>>3 =
 // (token half, channel half) of the k-step.
@@ -208,7 +220,7 @@ __device__ __forceinline__ void qk_tile(float (&s)[2][4], const u8 *qa, const u8
     } else { // k-steps 2t and 2t + 1 are one block t: dequantized together at the even one
 #pragma unroll
       for (int nt = 0; nt < 2; nt++) {
-        if (kk % 2 == 0) kq[nt] = OLD_DQ ? load8<KT>(ks, (nt * 8 + g) * K_SROW, kk * 16 + 4 * j) : load_oct<KT>(ks, (nt * 8 + g) * K_SROW, kk * 16 + 4 * j);
+        if (kk % 2 == 0) kq[nt] = k_operand<KT>(ks, (nt * 8 + g) * K_SROW, kk * 16 + 4 * j);
         mma16816<KT::BF>(s[nt], a, kk % 2 ? kq[nt].z : kq[nt].x, kk % 2 ? kq[nt].w : kq[nt].y);
       }
     }
@@ -314,7 +326,7 @@ __device__ __forceinline__ void pv_tile(float (&o)[D / 8][4], const u32 (&pa)[4]
         mma16816<true>(o[nt + 1], pl, vb[2], vb[3]);
       }
     }
-  } else if constexpr (!OLD_DQ) {
+  } else if constexpr (!OLD_V) {
     pv_quant<VT>(o, pa, vs, lane);
   } else {
     const int g = lane >> 2, j = lane & 3;
