@@ -91,6 +91,7 @@ typedef struct qgen_layout {
   int bounds_i8;                    /* the 8-bit bounds are kept too (qgen_layout_set_bounds) */
   size_t bounds_i8_row_bytes;       /* 2 * head_dim + 16 when bounds_i8, else 0 */
   size_t bounds_i8_page_bytes;      /* n_head_kv rows, or 0 */
+  double v_tau;                     /* sparse-V threshold (spec sparse.v_tau; 0 = off, the init's) */
 } qgen_layout;
 
 /* The type of the sketch an unquantized cache keeps for two-stage selection. */

@@ -116,6 +116,10 @@ void qgen_module_name(const qgen_spec *s, char *buf, size_t n) {
     const size_t l = strlen(buf);
     qgen_fmt(buf + l, n - l, "_r%d", s->rescore);
   }
+  if (s->v_tau > 0) {
+    const size_t o = strlen(buf);
+    qgen_fmt(buf + o, n - o, "_vt%.9g", s->v_tau);
+  }
 }
 
 static const char *device_type(qgen_type t) { return qgen_type_traits_of(t)->device; }
@@ -145,6 +149,7 @@ char *qgen_emit_source(const qgen_spec *s, const qgen_tune *tune, size_t *len, c
     sb_printf(&b, "#define QG_RESC_THREADS %d\n#define QG_RESC_STAGES %d\n#define QG_RESC_TILE %d\n#define QG_RESC_SMEM %d\n",
               P.resc_threads, P.resc_stages, P.resc_tile, P.resc_smem);
   }
+  if (s->v_tau > 0) sb_printf(&b, "#define QG_V_TAU %.9gf\n", s->v_tau); /* absent at 0: the same unit as without it */
   sb_printf(&b, "#define QG_SEL_BINS %d\n#define QG_MAX_SPLITS %d\n", QGEN_SEL_BINS, QGEN_MAX_SPLITS);
 #define PUT_PLAN_FIELD(field, unit) \
   if (unit) put_plan_field(&b, #field, P.field);

@@ -154,9 +154,12 @@ struct qgen_ref_scratch {
   int32_t *all, *lists;
   uint8_t *flags, *codes; /* codes: one page's 8-bit bounds */
   uint8_t *sk;            /* one q4_0 row (two-stage selection) */
+  uint8_t *drop;          /* sparse-V: [list sub-tile][m-tile] V left out (v_tau > 0 only) */
+  double *mrun;           /* sparse-V: [token group][head] running max */
 };
 
 #define SCRATCH_ALIGN(n) (((n) + 63) / 64 * 64)
+#define QGEN_REF_MAX_GROUPS 32 /* token groups of a sparse-V order (attend has at most 31 warps) */
 
 /* Lay w's arrays out after it from base; with base == NULL only count the bytes. */
 static size_t scratch_layout(qgen_ref_scratch *w, const qgen_layout *L, uint8_t *base) {
@@ -187,6 +190,8 @@ static size_t scratch_layout(qgen_ref_scratch *w, const qgen_layout *L, uint8_t 
   CARVE(flags, N);
   CARVE(codes, 2 * D);
   CARVE(sk, qgen_type_row_bytes(QGEN_TYPE_Q4_0, (int64_t)D));
+  CARVE(drop, L->v_tau > 0 ? N * (size_t)(L->block / 16) * ((G + 15) / 16) : 0);
+  CARVE(mrun, L->v_tau > 0 ? QGEN_REF_MAX_GROUPS * G : 0);
 #undef CARVE
   return off;
 }
@@ -529,8 +534,47 @@ static int64_t listed_tokens(const int32_t *list, int64_t cnt, int64_t len, int6
   return ntok;
 }
 
+/* Sparse-V: mark in w->drop the list's sub-tiles whose V an m-tile leaves out (ref.h's
+   qgen_ref_order), from the scores s ([g][token], list order, ntok a head). */
+static void mark_dropped(qgen_ref_scratch *w, const qgen_layout *L, const qgen_ref_order *ord, const int32_t *list,
+                         int64_t cnt, int64_t len, int64_t n, const double *s, size_t ntok) {
+  const int G = L->group, B = L->block, spp = B / 16, mt = (G + 15) / 16;
+  const int groups = ord->groups < 1 ? 1 : ord->groups > QGEN_REF_MAX_GROUPS ? QGEN_REF_MAX_GROUPS : ord->groups;
+  const int64_t per = ord->min_split_tokens / B > 0 ? ord->min_split_tokens / B : 1;
+  int64_t ns = (cnt + per - 1) / per;
+  if (ns > ord->max_splits) ns = ord->max_splits;
+  if (ns < 1) ns = 1;
+  const double tau = L->v_tau;
+  int64_t tok = 0; /* first score of the current page */
+  for (int64_t sp = 0, i = 0; sp < ns; sp++) {
+    const int64_t p1 = cnt * (sp + 1) / ns;
+    for (int k = 0; k < groups * G; k++) w->mrun[k] = -INFINITY;
+    for (int64_t jt = 0; i < p1; i++) {
+      const int64_t p = list[i];
+      const int64_t valid = p < 0 || p >= n ? 0 : (p + 1) * B < len ? B : len - p * B;
+      for (int k = 0; k < spp; k++, jt++) {
+        const int64_t t0 = k * 16, t1 = valid < t0 + 16 ? valid : t0 + 16;
+        double *mr = w->mrun + (size_t)(jt % groups) * (size_t)G;
+        for (int t = 0; t < mt; t++) w->drop[((size_t)i * (size_t)spp + (size_t)k) * (size_t)mt + (size_t)t] = 1;
+        for (int g = 0; g < G; g++) {
+          const double *sg = s + (size_t)g * ntok + (size_t)tok;
+          for (int64_t t = t0; t < t1; t++)
+            if (sg[t] > mr[g]) mr[g] = sg[t];
+          const double ref = mr[g] == -INFINITY ? 0.0 : mr[g];
+          for (int64_t t = t0; t < t1; t++)
+            if (!(exp(sg[t] - ref) < tau)) w->drop[((size_t)i * (size_t)spp + (size_t)k) * (size_t)mt + (size_t)(g / 16)] = 0;
+        }
+      }
+      tok += valid;
+    }
+  }
+}
+
 static void attend(qgen_ref_scratch *w, const qgen_layout *L, const qgen_kvmem *m, int seq, const void *q,
-                   const int32_t *const *lists, const int64_t *counts, void *out, double *out_f64) {
+                   const int32_t *const *lists, const int64_t *counts, const qgen_ref_order *ord, void *out,
+                   double *out_f64) {
+  static const qgen_ref_order plain = {1, 1, 1};
+  if (!ord) ord = &plain;
   const int D = L->head_dim, G = L->group, B = L->block;
   const int64_t len = m->seq_len[seq], n = qgen_pages_of(len, B);
   double *res = out_f64 ? out_f64 : w->res;
@@ -572,18 +616,23 @@ static void attend(qgen_ref_scratch *w, const qgen_layout *L, const qgen_kvmem *
       }
     }
 
+    if (L->v_tau > 0) mark_dropped(w, L, ord, list, cnt, len, n, s, ntok);
+
     /* pass 2: softmax weights and the weighted sum of the values, same token order */
     for (int g = 0; g < G; g++) sum[g] = 0.0;
     nt = 0;
+    const int spp = B / 16, mt = (G + 15) / 16;
     for (int64_t i = 0; i < cnt; i++) {
       const int64_t p = list[i];
       if (p < 0 || p >= n) continue;
       const int64_t page = phys_page(m, seq, p);
       for (int64_t t = p * B; t < len && t < (p + 1) * B; t++, nt++) {
         read_row(L, m, 1, page, h, t - p * B, row);
+        const uint8_t *drop = L->v_tau > 0 ? w->drop + ((size_t)i * (size_t)spp + (size_t)((t - p * B) / 16)) * (size_t)mt : NULL;
         for (int g = 0; g < G; g++) {
           const double w = exp(s[(size_t)g * ntok + (size_t)nt] - mx[g]);
           sum[g] += w;
+          if (drop && drop[g / 16]) continue; /* sparse-V: counted, not added */
           for (int d = 0; d < D; d++) o[(size_t)g * D + d] += w * (double)row[d];
         }
       }
@@ -603,9 +652,9 @@ static void attend(qgen_ref_scratch *w, const qgen_layout *L, const qgen_kvmem *
 
 }
 
-void qgen_ref_attend(const qgen_layout *L, const qgen_kvmem *m, int seq, const void *q,
-                     const int32_t *const *lists, const int64_t *counts, void *out,
-                     double *out_f64) {
+void qgen_ref_attend_order(const qgen_layout *L, const qgen_kvmem *m, int seq, const void *q,
+                           const int32_t *const *lists, const int64_t *counts,
+                           const qgen_ref_order *ord, void *out, double *out_f64) {
   const int64_t len = m->seq_len[seq], n = qgen_pages_of(len, L->block);
   int64_t tokens = len; /* room for the longest list's tokens */
   for (int h = 0; lists && len > 0 && h < L->n_head_kv; h++) {
@@ -613,8 +662,14 @@ void qgen_ref_attend(const qgen_layout *L, const qgen_kvmem *m, int seq, const v
     if (t > tokens) tokens = t;
   }
   qgen_ref_scratch *w = scratch_or_die(L, tokens);
-  attend(w, L, m, seq, q, lists, counts, out, out_f64);
+  attend(w, L, m, seq, q, lists, counts, ord, out, out_f64);
   qgen_ref_scratch_free(w);
+}
+
+void qgen_ref_attend(const qgen_layout *L, const qgen_kvmem *m, int seq, const void *q,
+                     const int32_t *const *lists, const int64_t *counts, void *out,
+                     double *out_f64) {
+  qgen_ref_attend_order(L, m, seq, q, lists, counts, NULL, out, out_f64);
 }
 
 /* ---- step --------------------------------------------------------------------------- */
@@ -652,7 +707,7 @@ void qgen_ref_step_in(qgen_ref_scratch *w, const qgen_layout *L, const qgen_kvme
   }
   for (int h = 0; h < Hkv; h++) ptrs[h] = lists + (size_t)h * room;
 
-  attend(w, L, m, seq, q, ptrs, counts, out, out_f64);
+  attend(w, L, m, seq, q, ptrs, counts, NULL, out, out_f64);
 
   for (int h = 0; h < Hkv; h++) {
     if (lists_out)

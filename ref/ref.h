@@ -90,6 +90,23 @@ void qgen_ref_attend(const qgen_layout *L, const qgen_kvmem *m, int seq, const v
                      const int32_t *const *lists, const int64_t *counts, void *out,
                      double *out_f64);
 
+/* Sparse-V (L->v_tau > 0): the order in which the online softmax meets a list's 16-token
+   sub-tiles, which decides what is skipped (templates/attend.cu): the list of n pages is cut
+   into ns = min(max_splits, ceil(n / max(1, min_split_tokens / block))) (at least 1) shares
+   [n*s/ns, n*(s+1)/ns), each walked sub-tile by sub-tile, sub-tile j of a share by token
+   group j % groups, each group with its own running max per query head; a sub-tile's V is
+   left out of a 16-head m-tile's output when every weight exp(s - running max) of those
+   heads (the heads of the group in it) is below v_tau; the denominator keeps them. The
+   plain entry points use {1, 1, 1}: one online softmax in list order. */
+typedef struct qgen_ref_order {
+  int max_splits, min_split_tokens, groups;
+} qgen_ref_order;
+
+/* qgen_ref_attend in the order ord (NULL: {1, 1, 1}). */
+void qgen_ref_attend_order(const qgen_layout *L, const qgen_kvmem *m, int seq, const void *q,
+                           const int32_t *const *lists, const int64_t *counts,
+                           const qgen_ref_order *ord, void *out, double *out_f64);
+
 /* The decode step: estimate (over the 8-bit bounds when L->bounds_i8) + select (sparse
    budgets; two-stage, qgen_ref_select_rescore's list, when the layout's rescore > 1) +
    attend. lists_out, if not NULL,

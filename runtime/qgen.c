@@ -430,3 +430,11 @@ void qgen_ext_set_marks(qgen_ctx *c, struct CUevent_st **marks) {
 }
 
 int qgen_ext_max_splits(const qgen_ctx *c, int nb) { return c && c->be ? c->be->max_splits(c, nb) : 0; }
+
+void qgen_ext_attend_order(const qgen_ctx *c, int nb, qgen_ref_order *ord) {
+  if (!c || !c->be) return;
+  const int gpu = c->backend == QGEN_BACKEND_GPU;
+  ord->max_splits = gpu ? c->be->max_splits(c, nb) : 1;
+  ord->min_split_tokens = gpu ? c->P.min_split_tokens : 1;
+  ord->groups = gpu ? c->P.warps_t : 1;
+}

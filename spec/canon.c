@@ -3,6 +3,7 @@
 #include "spec/spec.h"
 
 #include <stdio.h>
+#include <string.h>
 
 #include "base/util.h"
 #include "spec/spec_int.h"
@@ -49,8 +50,13 @@ int qgen_spec_to_lua(const qgen_spec *s, char *buf, size_t n) {
       qgen_fmt(two, sizeof two, ", rescore = { candidates = %d }", s->rescore);
     else if (s->rescore > 1)
       qgen_fmt(two, sizeof two, ", rescore = { candidates = %d, sketch = \"%s\" }", s->rescore, type_name(QGEN_SKETCH_TYPE));
-    PUT("  sparse = { enabled = true, block = %d, %s, sink = %d, recent = %d, bounds = \"%s\"%s },\n", s->block, tail,
+    PUT("  sparse = { enabled = true, block = %d, %s, sink = %d, recent = %d, bounds = \"%s\"%s", s->block, tail,
         s->sink, s->recent, qgen_bounds_name(s->bounds), two);
+    if (s->v_tau > 0) {
+      spec_fmt_double(cov, sizeof cov, s->v_tau);
+      PUT(", v_tau = %s", cov);
+    }
+    PUT(" },\n");
   }
   PUT("  archs = {");
   for (int i = 0; i < s->n_archs && i < QGEN_MAX_ARCHS; i++) PUT("%s\"%s\"", i ? ", " : " ", spec_arch_name(s->archs[i]));
@@ -66,4 +72,8 @@ void qgen_spec_uri(const qgen_spec *s, char *buf, size_t n) {
   qgen_fmt(buf, n, "%s_d%d_h%d_g%d_k%s_v%s_i%s_o%s_b%d_%s%s", s->name, s->head_dim, s->n_head,
            s->n_head_kv > 0 ? s->n_head / s->n_head_kv : 0, type_name(s->k_type), type_name(s->v_type),
            type_name(s->in_type), type_name(s->out_type), s->block, qgen_spec_mode(s), two);
+  if (s->v_tau > 0) {
+    const size_t o = strlen(buf);
+    qgen_fmt(buf + o, n - o, "_vt%.9g", s->v_tau);
+  }
 }

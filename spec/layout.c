@@ -6,4 +6,5 @@ void qgen_spec_layout(const qgen_spec *s, qgen_layout *L) {
                    s->in_type, s->out_type, s->scale, s->sparse);
   qgen_layout_set_rescore(L, s->rescore);
   qgen_layout_set_bounds(L, s->bounds);
+  L->v_tau = s->v_tau;
 }

@@ -41,6 +41,7 @@ typedef struct qgen_spec {
   int64_t budget;               /* default budget in tokens (> 0), or 0 */
   int sink, recent;             /* tokens always attended at the start / the end */
   int bounds;                   /* QGEN_BOUNDS_* (base/layout.h): the page bounds estimate reads */
+  double v_tau;                 /* sparse-V threshold in [0, 1] (an f32 value); 0 = off */
   int n_archs;
   int archs[QGEN_MAX_ARCHS]; /* compute capabilities, e.g. 80, 90; sorted, unique */
   int rescore;               /* two-stage selection: candidates per budget page (1: Quest) */

@@ -38,6 +38,9 @@
  *                                          whose own K is rescored
  *    bounds         "f16"                  "f16" or "i8": the page bounds estimate reads
  *                   (QGEN_SPEC_BOUNDS_DEFAULT) (i8: 8-bit codes, base/layout.h)
+ *    v_tau          0                      number in [0, 1]: sparse-V, attend skips the V of a
+ *                                          16-token sub-tile whose softmax weights (relative
+ *                                          to the running max) are all below it; 0 = off
  *  archs            { "sm_80", "sm_90" }   non-empty list of sm_80, sm_86, sm_87, sm_89,
  *                                          sm_90, sm_100, sm_103, sm_110, sm_120, sm_121
  *                                          (stored sorted, duplicates dropped)
@@ -214,7 +217,7 @@ static const char *const SPEC_FIELDS[] = {"name",     "head_dim", "n_head", "n_h
                                           "k_type",   "v_type",   "in_type", "out_type",
                                           "scale",    "sparse",   "archs"};
 static const char *const SPARSE_FIELDS[] = {"enabled", "block", "coverage",
-                                            "budget",  "sink",  "recent", "rescore", "bounds"};
+                                            "budget",  "sink",  "recent", "rescore", "bounds", "v_tau"};
 static const char *const RESCORE_FIELDS[] = {"candidates", "sketch"};
 #define N_SPEC_FIELDS ((int)(sizeof SPEC_FIELDS / sizeof *SPEC_FIELDS))
 #define N_SPARSE_FIELDS ((int)(sizeof SPARSE_FIELDS / sizeof *SPARSE_FIELDS))
@@ -445,7 +448,7 @@ static void check_rescore(checker *c, int sp, qgen_spec *s) {
 
 static void check_sparse(checker *c, int t, qgen_spec *s) {
   lua_State *L = c->L;
-  const char *what = "true, false or a table { enabled, block, coverage | budget, sink, recent, rescore, bounds }";
+  const char *what = "true, false or a table { enabled, block, coverage | budget, sink, recent, rescore, bounds, v_tau }";
   int ty = get(c, t, "sparse");
   s->block = 64;
   s->sparse = 0;
@@ -454,6 +457,7 @@ static void check_sparse(checker *c, int t, qgen_spec *s) {
   s->sink = s->recent = 0;
   s->rescore = 1;
   s->bounds = QGEN_BOUNDS_F16;
+  s->v_tau = 0;
   if (ty == LUA_TNIL || (ty == LUA_TBOOLEAN && !lua_toboolean(L, -1))) {
     lua_pop(L, 1);
     return;
@@ -528,6 +532,15 @@ static void check_sparse(checker *c, int t, qgen_spec *s) {
     if (bounds > QGEN_BOUNDS_I8) fail(c, "sparse.bounds = %s is not a bounds form; allowed: %s", v, allowed);
   }
   lua_pop(L, 1);
+  double tau = 0;
+  if (get(c, sp, "v_tau") != LUA_TNIL) {
+    const char *allowed = "a number in [0, 1], the sparse-V weight threshold (0 = off)";
+    tau = to_number(c, "sparse.v_tau", allowed);
+    char ts[96];
+    spec_fmt_value(L, -1, ts, sizeof ts);
+    if (!(tau >= 0 && tau <= 1)) fail(c, "sparse.v_tau = %s is out of range; allowed: %s", ts, allowed);
+  }
+  lua_pop(L, 1);
   lua_pop(L, 1); /* the sparse table */
 
   if (!enabled) { /* dense; only block is kept */
@@ -540,6 +553,7 @@ static void check_sparse(checker *c, int t, qgen_spec *s) {
   s->sink = (int)sink;
   s->recent = (int)recent;
   s->bounds = bounds;
+  s->v_tau = (double)(float)tau; /* the kernels compare in f32 */
 }
 
 static void check_archs(checker *c, int t, qgen_spec *s) {

@@ -30,13 +30,30 @@
 // Per consumer warp (m-tile wm of 16 query heads, one sub-tile of 16 tokens):
 //   S[16 heads x 16 tokens] = Q K^T   mma.m16n8k16, Q as the A operand from shared memory;
 //                                     K as B: ldmatrix for 16-bit caches; for quantized
-//                                     caches load4 of 4 consecutive channels per lane, so
-//                                     the mma's K-dimension is a permutation of the channels
-//                                     and Q is staged in the same permutation (k_slot)
+//                                     caches 8 channels of a block per lane (oct: the quants
+//                                     unpacked into f16 pairs by LOP3 with the f16 magic
+//                                     number, one HADD2/HFMA2 for the offset, one HMUL2 for
+//                                     the block scale), so the mma's K-dimension is a
+//                                     permutation of the channels and Q is staged in the
+//                                     same permutation (k_slot)
 //   online softmax in base 2 (rows = heads; the C layout of S is the A layout of P, FA2)
 //   O[16 x D] += P V                  V as B: ldmatrix.trans for 16-bit caches; for quantized
-//                                     caches load4 of 4 channels per token feeds 4 n-tiles,
-//                                     so O's columns are permuted (vcol) and put back on store
+//                                     caches tpair: 4 channels of a block, each as a pair of
+//                                     the two tokens the B operand wants, unscaled; the
+//                                     block's per-token scales multiply P instead (4 HMUL2 a
+//                                     block). O's columns are permuted (vcol) and put back on
+//                                     store. Applying K's scales to S instead costs more: its
+//                                     column tokens are not the tokens a lane loads (2 more
+//                                     scale loads and converts and 4 FFMA per block, against
+//                                     4 HMUL2; bench/NOTES.md 41). QGEN_TUNE olddq=1 keeps the
+//                                     earlier operands (load4 / load8: every element scaled)
+// Sparse-V (spec sparse.v_tau = tau > 0, QG_V_TAU; at 0 no code): a warp whose softmax
+// weights p = exp2(s - m_running) of a sub-tile are all below tau for its real heads skips
+// that sub-tile's P V (its shared-memory loads, dequantization and mma; l still counts the
+// weights). The producer still copies the V rows: the decision needs the scores, which
+// come after the copy is issued. Skipping the global read too would need the consumers
+// to publish the decision for a sub-tile a few stages ahead (a K-first ring whose V copy
+// waits on it), which costs the pipeline its depth; not done.
 // bf16 operands carry a residue (hi + lo, two mmas) so bf16 caches are not less exact than
 // f16. fp8 caches are copied as 16-bit ones and read as quantized ones (qtypes.cuh); their
 // per-tensor scales go into the score scale (K) and the output (V). The token groups'
@@ -48,6 +65,18 @@ constexpr int THREADS = (NC + 1) * 32, STAGES = QG_STAGES;
 constexpr int K_SROW = QG_K_SROW, V_SROW = QG_V_SROW, Q_SROW = QG_Q_SROW;
 constexpr int K_TILE = QG_K_TILE_BYTES, V_TILE = QG_V_TILE_BYTES, STAGE = K_TILE + V_TILE;
 constexpr int K_PB = QG_K_PIECE, V_PB = QG_V_PIECE; // swizzle piece bytes of a 16-bit tile (0: quantized)
+// The earlier quantized operands (load4 / load8): QGEN_TUNE olddq=1, or a quantized type
+// whose traits have no oct (K) / tpair (V).
+template <typename T, typename = void> struct has_oct { static constexpr bool value = false; };
+template <typename T> struct has_oct<T, decltype((void)&T::oct)> { static constexpr bool value = true; };
+template <typename T, typename = void> struct has_tpair { static constexpr bool value = false; };
+template <typename T> struct has_tpair<T, decltype((void)&T::tpair)> { static constexpr bool value = true; };
+constexpr bool OLD_K = QG_OLD_DEQUANT || !has_oct<KT>::value, OLD_V = QG_OLD_DEQUANT || !has_tpair<VT>::value;
+#ifdef QG_V_TAU
+constexpr float V_TAU = QG_V_TAU; // sparse.v_tau: skip a sub-tile's V work when all its weights are below it
+#else
+constexpr float V_TAU = 0.0f;
+#endif
 #if __CUDA_ARCH__ >= 900
 constexpr bool BULK = true; // bulk copies exist
 #else
@@ -65,17 +94,21 @@ static_assert((SWIZZLED<KT> ? K_SROW == KT::ROW && (K_PB == 64 || K_PB == 128) &
               "16-bit and fp8 tiles: unpadded rows in whole swizzle pieces");
 
 // Logical mma k-slot of physical channel d within its 16-channel step for quantized K (lane
-// j holds the slots 2j, 2j+1, 2j+8, 2j+9, which load4 reads as channels 4j..4j+3).
+// j holds the slots 2j, 2j+1, 2j+8, 2j+9 of k-steps 2t and 2t+1 of block t: oct's channels
+// {4j, 4j+2}, {4j+1, 4j+3} and the same + 16; load4 under olddq reads 4j..4j+3 and + 16).
 // 16-bit K is read with ldmatrix, in channel order.
 __device__ __forceinline__ int k_slot(int d) {
   if constexpr (KT::Q16) return d;
   const int step = d & ~15, j = (d & 15) >> 2, u = d & 3;
-  return step + (u < 2 ? 2 * j + u : 8 + 2 * j + (u - 2));
+  if constexpr (OLD_K) return step + (u < 2 ? 2 * j + u : 8 + 2 * j + (u - 2));
+  return step + (u & 1 ? 8 : 0) + 2 * j + (u >> 1);
 }
+template <typename TT> __device__ __forceinline__ int vch_of(int g, int u) { return TT::vch(g, u); }
 // Physical channel of O's column n (0..7) of n-tile nt.
 __device__ __forceinline__ int vcol(int nt, int n) {
   if constexpr (VT::Q16) return 8 * nt + n;
-  else return 32 * (nt >> 2) + 4 * n + (nt & 3);
+  else if constexpr (OLD_V) return 32 * (nt >> 2) + 4 * n + (nt & 3);
+  else return 32 * (nt >> 2) + vch_of<VT>(n, nt & 3);
 }
 
 // Byte offset of 16-byte chunk cg of row r in a swizzled 16-bit tile of PB-byte pieces.
@@ -175,6 +208,12 @@ __device__ __forceinline__ void produce(const qg_cache &c, const int *list, int 
   }
 }
 
+// This lane's 8 elements of a block of quantized K, scaled (load_oct / load8 under OLD_K).
+template <typename TT> __device__ __forceinline__ uint4 k_operand(const u8 *tile, int row, int d0) {
+  if constexpr (OLD_K) return load8<TT>(tile, row, d0);
+  else return load_oct<TT>(tile, row, d0);
+}
+
 // S = Q K^T of one sub-tile (two n-tiles of 8 tokens); qa is this lane's ldmatrix row of
 // the warp's m-tile of q. 16-bit K by ldmatrix: lane l addresses row l&7 of matrix l>>3 =
 // (token half, channel half) of the k-step.
@@ -200,7 +239,7 @@ __device__ __forceinline__ void qk_tile(float (&s)[2][4], const u8 *qa, const u8
     } else { // k-steps 2t and 2t + 1 are one block t: dequantized together at the even one
 #pragma unroll
       for (int nt = 0; nt < 2; nt++) {
-        if (kk % 2 == 0) kq[nt] = load8<KT>(ks, (nt * 8 + g) * K_SROW, kk * 16 + 4 * j);
+        if (kk % 2 == 0) kq[nt] = k_operand<KT>(ks, (nt * 8 + g) * K_SROW, kk * 16 + 4 * j);
         mma16816<KT::BF>(s[nt], a, kk % 2 ? kq[nt].z : kq[nt].x, kk % 2 ? kq[nt].w : kq[nt].y);
       }
     }
@@ -208,10 +247,12 @@ __device__ __forceinline__ void qk_tile(float (&s)[2][4], const u8 *qa, const u8
 }
 
 // Online softmax of S (rows past nvalid masked) into the running (m, l, O); row 0 = head g,
-// row 1 = head g + 8 of the m-tile. Leaves P as the A operand of P V (pa, and its residue
-// pl for bf16 V).
-__device__ __forceinline__ void softmax_tile(float (&s)[2][4], float (&o)[D / 8][4], float (&m)[2], float (&l)[2], u32 (&pa)[4],
-                                             u32 (&pl)[4], int nvalid, int lane, float sl2) {
+// row 1 = head g + 8 of the m-tile, whose heads past nrows are padding. Leaves P as the A
+// operand of P V (pa, and its residue pl for bf16 V). Returns whether the P V of the
+// sub-tile may be skipped (sparse-V: every weight of the warp's heads below V_TAU; l still
+// counts them); always false (no code) when V_TAU is 0.
+__device__ __forceinline__ bool softmax_tile(float (&s)[2][4], float (&o)[D / 8][4], float (&m)[2], float (&l)[2], u32 (&pa)[4],
+                                             u32 (&pl)[4], int nvalid, int nrows, int lane, float sl2) {
   const int tok0 = 2 * (lane & 3);
   float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
@@ -234,12 +275,14 @@ __device__ __forceinline__ void softmax_tile(float (&s)[2][4], float (&o)[D / 8]
     l[r] *= alpha[r];
   }
   float p[2][4];
+  bool small = true; // every weight of the lane's real heads below V_TAU
 #pragma unroll
   for (int nt = 0; nt < 2; nt++)
 #pragma unroll
     for (int e = 0; e < 4; e++) {
       p[nt][e] = fast_exp2(s[nt][e] - ref[e >> 1]);
       l[e >> 1] += p[nt][e];
+      if constexpr (V_TAU > 0.0f) small = small && (p[nt][e] < V_TAU || (lane >> 2) + 8 * (e >> 1) >= nrows);
     }
   // (once the maxima settle, most sub-tiles move none: skip D/2 multiplies a lane)
   if (__any_sync(0xffffffffu, alpha[0] != 1.0f || alpha[1] != 1.0f)) {
@@ -259,6 +302,32 @@ __device__ __forceinline__ void softmax_tile(float (&s)[2][4], float (&o)[D / 8]
     pl[2] = pack2_residue<true>(p[1][0], p[1][1], pa[2]);
     pl[3] = pack2_residue<true>(p[1][2], p[1][3], pa[3]);
   }
+  if constexpr (V_TAU > 0.0f) return __all_sync(0xffffffffu, small);
+  return false;
+}
+
+// O += P V of one sub-tile of quantized V. The block scales go into P, one HMUL2 per P word
+// and block (rows 2j, 2j+1, 2j+8, 2j+9 are the tokens of this lane's P words), and V's
+// operand is the unscaled tpair: no multiply per element, no shuffle from channel pairs to
+// token pairs. P * d is rounded to f16 once (it was P and d * q, each once).
+template <typename TT> __device__ __forceinline__ void pv_quant(float (&o)[D / 8][4], const u32 (&pa)[4], const u8 *vs, int lane) {
+  const int g = lane >> 2, j = lane & 3;
+#pragma unroll
+  for (int blk = 0; blk < D / 32; blk++) {
+    const int r0 = (2 * j) * V_SROW + blk * TT::BLK, r1 = r0 + V_SROW, r8 = r0 + 8 * V_SROW, r9 = r8 + V_SROW;
+    const u32 d01 = __byte_perm(*(const u16 *)(vs + r0), *(const u16 *)(vs + r1), 0x5410);
+    const u32 d89 = __byte_perm(*(const u16 *)(vs + r8), *(const u16 *)(vs + r9), 0x5410);
+    u32 ps[4];
+    *(__half2 *)&ps[0] = __hmul2(*(const __half2 *)&pa[0], *(const __half2 *)&d01);
+    *(__half2 *)&ps[1] = __hmul2(*(const __half2 *)&pa[1], *(const __half2 *)&d01);
+    *(__half2 *)&ps[2] = __hmul2(*(const __half2 *)&pa[2], *(const __half2 *)&d89);
+    *(__half2 *)&ps[3] = __hmul2(*(const __half2 *)&pa[3], *(const __half2 *)&d89);
+    const uint4 lo = TT::tpair(vs, r0, r1, g), hi = TT::tpair(vs, r8, r9, g);
+    mma16816<false>(o[4 * blk + 0], ps, lo.x, hi.x);
+    mma16816<false>(o[4 * blk + 1], ps, lo.y, hi.y);
+    mma16816<false>(o[4 * blk + 2], ps, lo.z, hi.z);
+    mma16816<false>(o[4 * blk + 3], ps, lo.w, hi.w);
+  }
 }
 
 // O += P V of one sub-tile.
@@ -276,6 +345,8 @@ __device__ __forceinline__ void pv_tile(float (&o)[D / 8][4], const u32 (&pa)[4]
         mma16816<true>(o[nt + 1], pl, vb[2], vb[3]);
       }
     }
+  } else if constexpr (!OLD_V) {
+    pv_quant<VT>(o, pa, vs, lane);
   } else {
     const int g = lane >> 2, j = lane & 3;
 #pragma unroll
@@ -295,14 +366,15 @@ __device__ __forceinline__ void pv_tile(float (&o)[D / 8][4], const u32 (&pa)[4]
   }
 }
 
-// A consumer warp's step over one sub-tile of nvalid valid rows: K at ks, V at vs.
+// A consumer warp's step over one sub-tile of nvalid valid rows: K at ks, V at vs; nrows
+// of the warp's 16 heads are real. Under sparse-V a skipped sub-tile's V is still copied
+// by the producer: what it saves is the shared-memory loads, dequantization and mma.
 __device__ __forceinline__ void consume(float (&o)[D / 8][4], float (&m)[2], float (&l)[2], const u8 *qa, const u8 *ks, const u8 *vs,
-                                        int nvalid, int lane, float sl2) {
+                                        int nvalid, int nrows, int lane, float sl2) {
   float s[2][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}};
   qk_tile(s, qa, ks, lane);
   u32 pa[4], pl[4];
-  softmax_tile(s, o, m, l, pa, pl, nvalid, lane, sl2);
-  pv_tile(o, pa, pl, vs, lane);
+  if (!softmax_tile(s, o, m, l, pa, pl, nvalid, nrows, lane, sl2)) pv_tile(o, pa, pl, vs, lane);
 }
 
 // Merge the WARPS_T token groups of each m-tile: every consumer warp's (m, l, O) into
@@ -429,7 +501,7 @@ extern "C" __global__ void __launch_bounds__(QG_ATTEND_THREADS) qg_attend(qg_cac
       const int nvalid = sh.valid(jt);
       const u8 *ks = stages + si * STAGE;
       const u8 *qa = qsm + (wm * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * Q_SROW + ((lane >> 4) * 8) * 2;
-      consume(o, m, l, qa, ks, ks + K_TILE, nvalid, lane, sl2);
+      consume(o, m, l, qa, ks, ks + K_TILE, nvalid, G - wm * 16, lane, sl2);
       mbar_arrive(&empty[si]); // every lane, after its own reads of the stage (release)
     }
     if constexpr (TENSOR_UNIT<VT> != 0.0f) {

@@ -1555,6 +1555,102 @@ static void test_rescore(qgen_type kt) {
   free(forced), free(top);
 }
 
+/* Sparse-V (v_tau > 0): qgen_ref_attend_order against a token-by-token oracle of the rule
+   in ref.h (splits of the list, token groups, a running max per head, the 16-head m-tile's
+   verdict over its sub-tile); tau = 0 is the plain attention bit for bit. */
+static double sparse_v_naive(const qgen_layout *L, const seq_t *s, const float *qf, const qgen_ref_order *o, double *out) {
+  const int D = L->head_dim, Hkv = L->n_head_kv, G = L->group, B = L->block, spp = B / 16;
+  const int64_t n = qgen_pages_of(s->len, B), per = o->min_split_tokens / B > 0 ? o->min_split_tokens / B : 1;
+  int64_t ns = (n + per - 1) / per;
+  ns = ns > o->max_splits ? o->max_splits : ns < 1 ? 1 : ns;
+  double *sc = xmalloc((size_t)G * (size_t)s->len * sizeof *sc), *mrun = xmalloc((size_t)o->groups * G * sizeof *mrun);
+  uint8_t *drop = xmalloc((size_t)n * spp * 4);
+  int64_t dropped = 0, subtiles = 0;
+  for (int h = 0; h < Hkv; h++) {
+    for (int g = 0; g < G; g++)
+      for (int64_t t = 0; t < s->len; t++) {
+        double dot = 0.0;
+        for (int d = 0; d < D; d++) dot += (double)qf[(size_t)(h * G + g) * D + d] * s->kq[((size_t)t * Hkv + h) * D + d];
+        sc[(size_t)g * s->len + t] = L->scale * dot;
+      }
+    for (int64_t sp = 0; sp < ns; sp++) {
+      for (int k = 0; k < o->groups * G; k++) mrun[k] = -INFINITY;
+      for (int64_t j = n * sp / ns * spp; j < n * (sp + 1) / ns * spp; j++) { /* sub-tile j of the sequence */
+        const int64_t jt = j - n * sp / ns * spp, t0 = j * 16, t1 = t0 + 16 < s->len ? t0 + 16 : s->len;
+        for (int m = 0; m < (G + 15) / 16; m++) {
+          int small = 1;
+          for (int g = 16 * m; g < G && g < 16 * m + 16; g++) {
+            double *mr = &mrun[(jt % o->groups) * G + g];
+            for (int64_t t = t0; t < t1; t++) *mr = fmax(*mr, sc[(size_t)g * s->len + t]);
+            for (int64_t t = t0; t < t1; t++) small &= exp(sc[(size_t)g * s->len + t] - *mr) < L->v_tau;
+          }
+          drop[j * 4 + m] = small;
+          dropped += small && t1 > t0, subtiles += t1 > t0;
+        }
+      }
+    }
+    for (int g = 0; g < G; g++) {
+      double mx = -INFINITY, l = 0.0;
+      for (int64_t t = 0; t < s->len; t++) mx = fmax(mx, sc[(size_t)g * s->len + t]);
+      double *acc = out + (size_t)(h * G + g) * D;
+      for (int d = 0; d < D; d++) acc[d] = 0.0;
+      for (int64_t t = 0; t < s->len; t++) {
+        const double w = exp(sc[(size_t)g * s->len + t] - mx);
+        l += w;
+        if (!drop[(t / 16) * 4 + g / 16])
+          for (int d = 0; d < D; d++) acc[d] += w * s->vq[((size_t)t * Hkv + h) * D + d];
+      }
+      for (int d = 0; d < D; d++) acc[d] /= l;
+    }
+  }
+  free(sc);
+  free(mrun);
+  free(drop);
+  return subtiles ? (double)dropped / (double)subtiles : 0.0;
+}
+
+static void test_sparse_v(const shape_t *sh, qgen_type kt, qgen_type vt) {
+  qgen_layout L;
+  layout_make(&L, sh, kt, vt, F32, F32, 1);
+  const int D = L.head_dim, H = L.n_head, B = L.block;
+  const int64_t n = 11, len = n * B - 5;
+  cache_t c;
+  cache_init(&c, &L, 1, n, NULL, 0);
+  seq_t s;
+  seq_make(&s, &L, len, DATA_RANDOM);
+  append_span(&c, 0, &s, 0, len);
+  uint8_t *q_in = xmalloc(L.q_bytes);
+  float *qf = xmalloc((size_t)H * D * sizeof *qf);
+  query_make(&L, 3, q_in, qf); /* large and tiny entries: peaked weights */
+  double *o0 = xmalloc((size_t)H * D * sizeof *o0), *o1 = xmalloc((size_t)H * D * sizeof *o1),
+         *nv = xmalloc((size_t)H * D * sizeof *nv);
+  const qgen_ref_order orders[] = {{1, 1, 1}, {3, B, 2}, {64, 256, 4}};
+  qgen_ref_attend(&L, &c.m, 0, q_in, NULL, NULL, NULL, o0);
+  qgen_layout Lt = L;
+  for (size_t i = 0; i < sizeof orders / sizeof *orders; i++) {
+    Lt.v_tau = 0;
+    qgen_ref_attend_order(&Lt, &c.m, 0, q_in, NULL, NULL, &orders[i], NULL, o1);
+    check(memcmp(o0, o1, (size_t)H * D * sizeof *o0) == 0, "[D%d %d/%d %s/%s] sparse-V tau 0 in order {%d, %d, %d}: plain "
+          "attention bit for bit", D, H, L.n_head_kv, tr(kt)->name, tr(vt)->name, orders[i].max_splits,
+          orders[i].min_split_tokens, orders[i].groups);
+    for (int k = 0; k < 2; k++) {
+      Lt.v_tau = k ? 0.05 : 1e-3;
+      qgen_ref_attend_order(&Lt, &c.m, 0, q_in, NULL, NULL, &orders[i], NULL, o1);
+      const double frac = sparse_v_naive(&Lt, &s, qf, &orders[i], nv), e = rel_err(o1, nv, (size_t)H * D);
+      check(e <= 1e-12, "[D%d %d/%d %s/%s] sparse-V tau %g order {%d, %d, %d} == the token-by-token rule "
+            "(%.0f %% of sub-tile V dropped, rel err %.2g)", D, H, L.n_head_kv, tr(kt)->name, tr(vt)->name, Lt.v_tau,
+            orders[i].max_splits, orders[i].min_split_tokens, orders[i].groups, 100 * frac, e);
+    }
+  }
+  free(q_in);
+  free(qf);
+  free(o0);
+  free(o1);
+  free(nv);
+  seq_free(&s);
+  cache_free(&c);
+}
+
 int main(void) {
   const char *env = getenv("QGEN_SEED");
   uint64_t seed = env ? strtoull(env, NULL, 0) : (uint64_t)time(NULL) ^ (uint64_t)clock() << 32;
@@ -1607,6 +1703,9 @@ int main(void) {
   test_gqa(&SHAPES[0]);
   test_gqa(&SHAPES[1]);
   test_gqa(&SHAPES[2]);
+  test_sparse_v(&SHAPES[0], Q4_0, Q8_0);
+  test_sparse_v(&SHAPES[1], F16, Q5_0);
+  test_sparse_v(&(shape_t){64, 40, 2, 64}, F16, F16); /* group 20: two m-tiles */
 
   test_select();
   test_same_selection();

@@ -78,7 +78,8 @@ static int spec_eq(const qgen_spec *a, const qgen_spec *b) {
       a->recent != b->recent || a->n_archs != b->n_archs || a->rescore != b->rescore ||
       a->bounds != b->bounds)
     return 0;
-  if (memcmp(&a->scale, &b->scale, sizeof a->scale) || memcmp(&a->coverage, &b->coverage, sizeof a->coverage))
+  if (memcmp(&a->scale, &b->scale, sizeof a->scale) || memcmp(&a->coverage, &b->coverage, sizeof a->coverage) ||
+      memcmp(&a->v_tau, &b->v_tau, sizeof a->v_tau))
     return 0;
   for (int i = 0; i < a->n_archs; i++)
     if (a->archs[i] != b->archs[i]) return 0;
@@ -118,6 +119,7 @@ static const struct {
     {"qwen3-4b.lua", "qwen3-4b", 128, 32, 8, 256, QGEN_TYPE_F16, 0},
     {"qwen3-4b.lua", "qwen3-4b-q8_0", 128, 32, 8, 256, QGEN_TYPE_Q8_0, 1},
     {"qwen3-4b.lua", "qwen3-4b-q4_0", 128, 32, 8, 256, QGEN_TYPE_Q4_0, 1},
+    {"qwen3-4b.lua", "qwen3-4b-q5_0", 128, 32, 8, 256, QGEN_TYPE_Q5_0, 1},
     {"qwen2.5-14b-1m.lua", "qwen2.5-14b-1m", 128, 40, 8, 128, QGEN_TYPE_F16, 0},
     {"qwen2.5-14b-1m.lua", "qwen2.5-14b-1m-q8_0", 128, 40, 8, 128, QGEN_TYPE_Q8_0, 0},
     {"qwen2.5-14b-1m.lua", "qwen2.5-14b-1m-q4_0", 128, 40, 8, 128, QGEN_TYPE_Q4_0, 0},
@@ -670,6 +672,18 @@ static void test_to_lua(void) {
   check(!strcmp(uri, "m_d128_h32_g4_kf16_vf16_if16_of16_b256_dense"), "dense uri: %s", uri);
   qgen_spec_uri(&s, uri, 5);
   check(!strcmp(uri, "m_d1"), "uri is cut to the buffer");
+  s0 = expect_ok("sparse-V spec", "return { " OK4 ", sparse = { v_tau = 0.01 } }");
+  s = *s0;
+  check(s.v_tau == (double)0.01f, "sparse.v_tau is kept as an f32 value (%.17g)", s.v_tau);
+  round_trip(&s);
+  qgen_spec_to_lua(&s, text, sizeof text);
+  qgen_spec_uri(&s, uri, sizeof uri);
+  check(strstr(text, ", v_tau = ") != NULL && strstr(uri, "_sparse_vt0.00999999978") != NULL,
+        "sparse-V canonical text and uri: %s", uri);
+  s0 = expect_ok("sparse-V off", "return { " OK4 ", sparse = { v_tau = 0 } }");
+  qgen_spec_to_lua(s0, text, sizeof text);
+  qgen_spec_uri(s0, uri, sizeof uri);
+  check(s0->v_tau == 0 && !strstr(text, "v_tau") && !strstr(uri, "_vt"), "v_tau = 0: text and uri as without it");
 }
 
 /* sparse.rescore (two-stage selection): defaults, canonical text, module names, refusals. */

@@ -117,6 +117,7 @@ void qgen_eval_cfg_init(qgen_eval_cfg *c) {
   c->n_sel = QGEN_SEL_DEFAULTS;
   c->margin[0] = 4.0;
   c->n_margin = 1;
+  c->v_tau = -1;
   c->trials = 10;
   c->seed = 1;
   c->ref_ctx = 131072;
@@ -381,6 +382,7 @@ static void rank_head(void *arg, int64_t h) {
 typedef struct {
   const ev *e;
   const qgen_layout *L;    /* the variant's layout (its cache types) */
+  const qgen_layout *L0;   /* the same without sparse-V: set 0, the dense reference */
   const qgen_kvmem *m;
   const void *q;
   int32_t *const *lists;   /* [set * Hkv + h] */
@@ -396,7 +398,7 @@ static void ref_item(void *arg, int64_t i) {
   int64_t cnt[32];
   for (int x = 0; x < e->Hkv; x++) lp[x] = j->lists[(size_t)set * e->Hkv + h], cnt[x] = x == h ? j->counts[(size_t)set * e->Hkv + h] : 0;
   double *o = xcalloc((size_t)e->Hq * e->D, sizeof *o);
-  qgen_ref_attend(j->L, j->m, 0, j->q, lp, cnt, NULL, o);
+  qgen_ref_attend(set == 0 ? j->L0 : j->L, j->m, 0, j->q, lp, cnt, NULL, o);
   memcpy(j->out + ((size_t)set * e->Hq + (size_t)h * e->G) * e->D, o + (size_t)h * e->G * e->D,
          (size_t)e->G * e->D * sizeof *o);
   free(o);
@@ -519,7 +521,7 @@ static int open_variants(ev *e) {
   e->vname = xcalloc((size_t)e->nv, sizeof *e->vname);
   for (int vi = 0; vi < e->nv; vi++) {
     qgen_open_opts o = {cfg->backend, 0, cfg->n_variants > 0 ? cfg->variants[vi] : NULL, NULL};
-    qgen_status st = qgen_open(&e->ctx[vi], cfg->spec, &o);
+    qgen_status st = qgen_opts_open(&e->ctx[vi], cfg->spec, &o, cfg->v_tau);
     if (st == QGEN_ERR_NO_DRIVER || st == QGEN_ERR_NO_DEVICE) return fail(e, 77, "qgen eval: %s", qgen_error(e->ctx[vi]));
     if (st != QGEN_OK) return fail(e, 2, "qgen eval: %s", qgen_error(e->ctx[vi]));
     qgen_info info;
@@ -930,7 +932,9 @@ static int reference(ev *e, int vi) {
       lp[s * e->Hkv + h] = e->hlist + ((size_t)sets[s] * e->Hkv + h) * np;
       cnts[(size_t)s * e->Hkv + h] = e->hcount[(size_t)sets[s] * e->Hkv + h];
     }
-  ref_job rj = {e, qgen_ext_layout(e->ctx[vi]), m, e->qin, lp, cnts, out};
+  qgen_layout L0 = *qgen_ext_layout(e->ctx[vi]);
+  L0.v_tau = 0;
+  ref_job rj = {e, qgen_ext_layout(e->ctx[vi]), &L0, m, e->qin, lp, cnts, out};
   qgen_wl_parallel((int64_t)nsets * e->Hkv, e->threads, ref_item, &rj);
   for (int s = 0; s < nsets; s++)
     memcpy(e->refo + (size_t)sets[s] * e->Hq * e->D, out + (size_t)s * e->Hq * e->D, (size_t)e->Hq * e->D * sizeof *out);
@@ -1526,6 +1530,9 @@ int qgen_eval_main(int argc, char **argv) {
        .help = "tokens per qgen_append (default 64K)"},
       {.name = "--proj-dim", .arg = "R", .kind = QGEN_OPT_INT, .dst = &c.proj_dim,
        .help = "meanpool's projection (default 32)"},
+      {.name = "--v-tau", .arg = "X", .kind = QGEN_OPT_DOUBLE, .dst = &c.v_tau,
+       .help = "sparse-V threshold in [0, 1] for every variant (spec sparse.v_tau;\n"
+               "default the spec's): its output error on top of the selection's"},
       {.name = "--fresh-haystack", .kind = QGEN_OPT_FLAG, .dst = &c.fresh_haystack,
        .help = "a new haystack per trial (default: one per context, needles re-planted)"},
       {.name = "--wl", .arg = "NAME=VALUE", .kind = QGEN_OPT_FUNC, .dst = &c, .set = set_knob,
@@ -1541,6 +1548,10 @@ int qgen_eval_main(int argc, char **argv) {
   const int done = qgen_opts_parse(&eval_cmd, argc, argv, NULL, 0, NULL);
   if (done >= 0) return done;
   c.log = quiet ? NULL : stderr;
+  if (c.v_tau != -1 && !(c.v_tau >= 0 && c.v_tau <= 1)) {
+    fprintf(stderr, "qgen: eval: --v-tau %g is out of range; allowed: a number in [0, 1]\n", c.v_tau);
+    return 1;
+  }
   if (!c.spec) {
     fprintf(stderr, "qgen: eval: needs --spec FILE (see qgen eval --help)\n");
     return 1;

@@ -60,6 +60,7 @@ typedef struct qgen_eval_cfg {
   long long chunk;        /* tokens per qgen_append call */
   int fresh_haystack;     /* a new haystack per trial (default: one per context, re-planted) */
   int proj_dim;           /* meanpool's random projection (32) */
+  double v_tau;           /* sparse-V threshold given to every variant (spec sparse.v_tau); < 0: the spec's */
   qgen_wl_params wl;
   const char *command;    /* recorded in the JSON */
   FILE *log;              /* progress lines; NULL = quiet */

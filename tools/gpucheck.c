@@ -422,14 +422,15 @@ static void check_attend(env *e, qgen_ctx *gc, qgen_ctx *cc, int nb, const int64
   int n = snprintf(desc, sizeof desc, "ctx %lld", (long long)lens[0]);
   for (int i = 1; i < nb && n < 100; i++) n += snprintf(desc + n, sizeof desc - (size_t)n, "/%lld", (long long)lens[i]);
 
-  const qgen_budget dense = {QGEN_BUDGET_DENSE, 0, 0, 0, 0};
   qgen_attend_opts od = qgen_attend_defaults(gc);
   od.mode = QGEN_ATTEND_DENSE;
   poison(e, dout, ob);
   API(qgen_attend(pr.g, pr.seq, nb, dq, dout, &od, NULL));
   download(e, out, dout, ob);
+  qgen_ref_order ord; /* the GPU's order: what sparse-V skips depends on it */
+  qgen_ext_attend_order(gc, nb, &ord);
   for (int i = 0; i < nb; i++)
-    qgen_ref_step(L, qgen_ext_host_cache(pr.c), i, q + i * L->q_bytes, &dense, NULL, ref + (int64_t)i * L->n_head * L->head_dim, NULL, NULL);
+    qgen_ref_attend_order(L, qgen_ext_host_cache(pr.c), i, q + i * L->q_bytes, NULL, NULL, &ord, NULL, ref + (int64_t)i * L->n_head * L->head_dim);
   double rd = rel_err(L, out, ref, nout);
   verdict(e, rd <= tolerance(L), "attend   dense   %-32s rel err %.2e (tol %.0e)", desc, rd, tolerance(L));
 
@@ -453,7 +454,7 @@ static void check_attend(env *e, qgen_ctx *gc, qgen_ctx *cc, int nb, const int64
       total += L->n_head_kv;
       /* reference attention over the GPU's lists */
       for (int h = 0; h < L->n_head_kv; h++) lp[h] = lists + h * pps, cn[h] = counts[h];
-      qgen_ref_attend(L, qgen_ext_host_cache(pr.c), i, q + i * L->q_bytes, lp, cn, NULL, ref + (int64_t)i * L->n_head * L->head_dim);
+      qgen_ref_attend_order(L, qgen_ext_host_cache(pr.c), i, q + i * L->q_bytes, lp, cn, &ord, NULL, ref + (int64_t)i * L->n_head * L->head_dim);
     }
     free(lists);
     free(counts);

@@ -60,7 +60,7 @@ static const char USAGE[] =
     "                     the first write\n"
     "  QGEN_CACHE         off or 0: keep compiled kernels in memory only; on or 1 (default)\n"
     "  QGEN_TUNE          override the kernels' plan: groups=,stages=,smem=,split=,sel=,\n"
-    "                     selreg=,pdl=,bulk= (each key once; emit, check, bench, eval)\n"
+    "                     selreg=,pdl=,bulk=,olddq= (each key once; emit, check, bench, eval)\n"
     "  QGEN_TEMPLATE_DIR  read CUDA templates from this directory instead of the embedded copy\n"
     "  QGEN_DUMP_SOURCE   a directory: on a compile error, the failing unit is written there\n"
     "  QGEN_QUIET         set: no warnings on stderr\n"
@@ -184,6 +184,7 @@ static void print_layout(FILE *f, const qgen_spec *s, const char *path) {
   if (!s->sparse) fprintf(f, "dense\n");
   else if (s->budget) fprintf(f, "sparse budget %lld tokens, sink %d, recent %d\n", (long long)s->budget, s->sink, s->recent);
   else fprintf(f, "sparse coverage %g, sink %d, recent %d\n", s->coverage, s->sink, s->recent);
+  if (s->sparse && s->v_tau > 0) fprintf(f, "  sparse-V: tau %g\n", s->v_tau);
   if (L.rescore > 1)
     fprintf(f, "  two-stage selection: %d x the budget's pages rescored from %s\n", L.rescore,
             L.sketch_page_bytes ? "a q4_0 sketch of K" : "the cache's own K");
