@@ -328,6 +328,8 @@ template <typename TT> __device__ __forceinline__ void store_row_scaled(u8 *row,
     for (int i = 0; i < D / 32; i++) x[i] = __fdiv_rn(x[i], scale);
   }
   TT::store_row(row, x, lane);
+}
+
 // The default path's K: oct of the block holding d0 (d0 % 32 = 4j, j < 4) in the row at
 // byte `row`, scaled by the block's d (the same bits as load8: (q - offset) is exact, one
 // rounding of the product).
