@@ -30,6 +30,13 @@ void qgen_layout_init(qgen_layout *L, int head_dim, int n_head, int n_head_kv, i
   L->out_bytes = (size_t)n_head * qgen_type_row_bytes(out_type, head_dim);
 }
 
+void qgen_owned_strides(const qgen_layout *L, int which, int64_t st[3]) {
+  const size_t row = which ? L->v_row_bytes : L->k_row_bytes;
+  st[0] = (int64_t)(which ? L->v_page_bytes : L->k_page_bytes);
+  st[1] = (int64_t)row;
+  st[2] = (int64_t)row * L->block;
+}
+
 int64_t qgen_budget_pages(const qgen_budget *b, int64_t n, int64_t n_forced, int block) {
   int64_t k = n;
   if (b->mode == QGEN_BUDGET_COVERAGE)

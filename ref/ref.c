@@ -85,6 +85,16 @@ static uint8_t *pool_row(const qgen_layout *L, const qgen_kvmem *m, int which, i
   return pool + (size_t)page * page_bytes + ((size_t)h * (size_t)L->block + (size_t)slot) * row_bytes;
 }
 
+/* Row of KV head h of token t of seq in the K (which = 0) or V pool: the owned layout, or a
+   view's strides over the caller's pages (layout.h, qgen_kvmem). */
+static const uint8_t *token_row(const qgen_layout *L, const qgen_kvmem *m, int which, int seq,
+                                int64_t t, int h) {
+  if (!m->page_size) return pool_row(L, m, which, phys_page(m, seq, t / L->block), h, t % L->block);
+  const int64_t *st = which ? m->v_stride : m->k_stride;
+  const int64_t page = m->page_table[(int64_t)seq * m->pt_stride + t / m->page_size];
+  return (which ? m->v : m->k) + page * st[0] + (t % m->page_size) * st[1] + (int64_t)h * st[2];
+}
+
 /* kmin of (page, h) at [0, D), kmax at [D, 2D). */
 static uint16_t *page_bounds(const qgen_layout *L, const qgen_kvmem *m, int64_t page, int h) {
   return m->bounds + ((size_t)page * (size_t)L->n_head_kv + (size_t)h) * 2 * (size_t)L->head_dim;
@@ -121,6 +131,7 @@ struct qgen_ref_scratch {
   float *x, *lo, *hi, *qf;
   int32_t *all, *lists;
   uint8_t *flags, *codes; /* codes: one page's 8-bit bounds */
+  uint16_t *bnd;          /* a view's selection page: its engine pages' bounds merged */
 };
 
 #define SCRATCH_ALIGN(n) (((n) + 63) / 64 * 64)
@@ -153,6 +164,7 @@ static size_t scratch_layout(qgen_ref_scratch *w, const qgen_layout *L, uint8_t 
   CARVE(lists, Hkv * N);
   CARVE(flags, N);
   CARVE(codes, 2 * D);
+  CARVE(bnd, 2 * D);
 #undef CARVE
   return off;
 }
@@ -246,6 +258,41 @@ void qgen_ref_append_in(qgen_ref_scratch *w, const qgen_layout *L, qgen_kvmem *m
   m->seq_len[seq] = (int32_t)(len0 + n_new);
 }
 
+/* Slot i of a slot mapping of 4- or 8-byte signed integers. */
+static int64_t slot_at(const void *slots, int slot_bytes, int64_t i) {
+  return slot_bytes == 8 ? ((const int64_t *)slots)[i] : ((const int32_t *)slots)[i];
+}
+
+void qgen_ref_view_update_in(qgen_ref_scratch *w, const qgen_layout *L, qgen_kvmem *m,
+                             const void *slots, int slot_bytes, int64_t n) {
+  const int D = L->head_dim, P = m->page_size;
+  const int64_t end = m->n_pages * P;
+  const qgen_type_traits *kt = traits(L->k_type);
+  /* 1. pages whose first slot is written start empty (kmin +inf, kmax -inf) */
+  for (int64_t i = 0; i < n; i++) {
+    const int64_t s = slot_at(slots, slot_bytes, i);
+    if (s < 0 || s >= end || s % P) continue;
+    for (int h = 0; h < L->n_head_kv; h++) {
+      uint16_t *bnd = page_bounds(L, m, s / P, h);
+      for (int d = 0; d < D; d++) bnd[d] = 0x7c00, bnd[D + d] = 0xfc00;
+    }
+  }
+  /* 2. every written row merges into its page, as append's keys do */
+  for (int64_t i = 0; i < n; i++) {
+    const int64_t s = slot_at(slots, slot_bytes, i);
+    if (s < 0 || s >= end) continue;
+    for (int h = 0; h < L->n_head_kv; h++) {
+      kt->to_f32(m->k + (s / P) * m->k_stride[0] + (s % P) * m->k_stride[1] + (int64_t)h * m->k_stride[2], w->x, D);
+      uint16_t *bnd = page_bounds(L, m, s / P, h);
+      for (int d = 0; d < D; d++) {
+        if (isnan(w->x[d])) continue;
+        bnd[d] = merge_bound(bnd[d], qgen_f32_to_f16_rd(w->x[d]), 0);
+        bnd[D + d] = merge_bound(bnd[D + d], qgen_f32_to_f16_ru(w->x[d]), 1);
+      }
+    }
+  }
+}
+
 void qgen_ref_append(const qgen_layout *L, qgen_kvmem *m, int seq, int64_t n_new,
                      const void *k, const void *v) {
   qgen_ref_scratch *w = scratch_or_die(L, 1); /* append needs only row-sized arrays */
@@ -254,6 +301,21 @@ void qgen_ref_append(const qgen_layout *L, qgen_kvmem *m, int seq, int64_t n_new
 }
 
 /* ---- estimate ----------------------------------------------------------------------- */
+
+/* The bounds of selection page p of a view's sequence, KV head h: min of the kmins and max
+   of the kmaxes of the engine pages it spans (block / page_size of them, those holding
+   tokens), in w->bnd. Equal to an owned cache's bounds over the same tokens: the outward
+   rounding is monotone. */
+static const uint16_t *view_bounds(qgen_ref_scratch *w, const qgen_layout *L, const qgen_kvmem *m, int seq,
+                                   int64_t p, int h) {
+  const int D = L->head_dim, R = L->block / m->page_size;
+  const int64_t used = (m->seq_len[seq] + m->page_size - 1) / m->page_size;
+  for (int64_t e = p * R; e < (p + 1) * R && e < used; e++) {
+    const uint16_t *b = page_bounds(L, m, m->page_table[(int64_t)seq * m->pt_stride + e], h);
+    for (int d = 0; d < 2 * D; d++) w->bnd[d] = e == p * R ? b[d] : merge_bound(w->bnd[d], b[d], d >= D);
+  }
+  return w->bnd;
+}
 
 /* i8: over the 8-bit form of the bounds (qgen_ref_bounds_i8) instead of the f16 ones. */
 static void estimate(qgen_ref_scratch *w, const qgen_layout *L, const qgen_kvmem *m, int seq, const void *q,
@@ -266,7 +328,7 @@ static void estimate(qgen_ref_scratch *w, const qgen_layout *L, const qgen_kvmem
 
   for (int h = 0; h < L->n_head_kv; h++)
     for (int64_t p = 0; p < n; p++) {
-      const uint16_t *bnd = page_bounds(L, m, phys_page(m, seq, p), h);
+      const uint16_t *bnd = m->page_size ? view_bounds(w, L, m, seq, p, h) : page_bounds(L, m, phys_page(m, seq, p), h);
       if (i8) {
         uint16_t so[2];
         if (qgen_ref_bounds_i8(bnd, D, so, w->codes) != 0) {
@@ -429,10 +491,9 @@ void qgen_ref_sketch_scores(const qgen_layout *L, const qgen_kvmem *m, int seq, 
   traits(L->in_type)->to_f32((const uint8_t *)q + (size_t)h * (size_t)G * L->in_row_bytes, qf, (int64_t)G * D);
   for (int64_t p = 0; p < n; p++) {
     if (want && !want[p]) continue;
-    const int64_t page = phys_page(m, seq, p);
     double best = -INFINITY;
     for (int64_t t = p * B; t < len && t < (p + 1) * B; t++) {
-      kt->to_f32(pool_row(L, m, 0, page, h, t - p * B), row, D);
+      kt->to_f32(token_row(L, m, 0, seq, t, h), row, D);
       if (!kt->is_quant) { /* the q4_0 sketch of an unquantized cache */
         q4->from_f32(row, blk, D);
         q4->to_f32(blk, row, D);
@@ -495,9 +556,8 @@ static void attend(qgen_ref_scratch *w, const qgen_layout *L, const qgen_kvmem *
     for (int64_t i = 0; i < cnt; i++) {
       const int64_t p = list[i];
       if (p < 0 || p >= n) continue;
-      const int64_t page = phys_page(m, seq, p);
       for (int64_t t = p * B; t < len && t < (p + 1) * B; t++, nt++) {
-        kt->to_f32(pool_row(L, m, 0, page, h, t - p * B), row, D);
+        kt->to_f32(token_row(L, m, 0, seq, t, h), row, D);
         for (int g = 0; g < G; g++) {
           const float *qg = qf + (size_t)(h * G + g) * (size_t)D;
           double dot = 0.0;
@@ -515,9 +575,8 @@ static void attend(qgen_ref_scratch *w, const qgen_layout *L, const qgen_kvmem *
     for (int64_t i = 0; i < cnt; i++) {
       const int64_t p = list[i];
       if (p < 0 || p >= n) continue;
-      const int64_t page = phys_page(m, seq, p);
       for (int64_t t = p * B; t < len && t < (p + 1) * B; t++, nt++) {
-        vt->to_f32(pool_row(L, m, 1, page, h, t - p * B), row, D);
+        vt->to_f32(token_row(L, m, 1, seq, t, h), row, D);
         for (int g = 0; g < G; g++) {
           const double w = exp(s[(size_t)g * ntok + (size_t)nt] - mx[g]);
           sum[g] += w;
@@ -611,7 +670,7 @@ void qgen_ref_row(const qgen_layout *L, const qgen_kvmem *m, int which, int seq,
                   int h, double *dst) {
   const int D = L->head_dim;
   float *row = xmalloc((size_t)D * sizeof *row);
-  const uint8_t *src = pool_row(L, m, which, phys_page(m, seq, t / L->block), h, t % L->block);
+  const uint8_t *src = token_row(L, m, which, seq, t, h);
   traits(which ? L->v_type : L->k_type)->to_f32(src, row, D);
   for (int d = 0; d < D; d++) dst[d] = row[d];
   free(row);

@@ -27,8 +27,15 @@ constexpr int EST_NT = (G + 7) / 8;               // n-tiles of 8 heads
 constexpr int EST_NQ = IT::EXACT_F16 ? 1 : 2;      // q as f16 (+ residue)
 constexpr int EST_QROW = QG_EST_QROW;             // bytes of one staged Qsplit row
 
-// The CTAs an SM the registers are sized for: base/plan.c says why.
-extern "C" __global__ void __launch_bounds__(QG_EST_THREADS, QG_EST_MIN_CTAS) qg_estimate(qg_cache c, qg_work wk, qg_batch bt, qg_budget bg, const void *q) {
+// Two packed f16 bounds merged: the min (lo) or max of a and b, per half.
+__device__ __forceinline__ u32 merge_h2(u32 a, u32 b, bool lo) {
+  const __half2 u = *(const __half2 *)&a, v = *(const __half2 *)&b, m = lo ? __hmin2(u, v) : __hmax2(u, v);
+  return *(const u32 *)&m;
+}
+
+// The kernel for R engine pages a selection page (R = 1: an owned cache or a view of
+// BLOCK-token pages; 2: a view of BLOCK / 2, the sizes attend.cu takes), R known.
+template <int R> __device__ __forceinline__ void estimate_r(const qg_cache &c, const qg_work &wk, const qg_batch &bt, const qg_budget &bg, const void *q) {
   constexpr int NW = QG_EST_THREADS / 32, K2 = 2 * D, NB = K2 / 32;
   static_assert(QG_EST_PAGES == 16 * NW, "estimate: 16 pages a warp");
   static_assert(QG_EST_SMEM == EST_NQ * EST_NT * 8 * EST_QROW, "estimate: the plan's staged Qsplit size");
@@ -47,27 +54,44 @@ extern "C" __global__ void __launch_bounds__(QG_EST_THREADS, QG_EST_MIN_CTAS) qg
 
   // Page ids of this lane's two rows (pages g and g + 8 of the warp's 16) in round r, -1
   // past the share; the bounds of those rows, 16 bytes per pair of k-steps.
-  const int *pt = c.page_table + (i64)seq * c.pages_per_seq;
+  // (A view's pages may be smaller: R of them a selection page, whose bounds are the min
+  // of their kmins and the max of their kmaxes; pt holds their ids.)
+  const int *pt = c.page_table + (i64)seq * c.pt_stride;
   const i64 w0 = c0 + warp * 16 + g;
   auto page_ids = [&](int r, int &fa, int &fb) {
     const i64 pa = w0 + (i64)r * QG_EST_PAGES;
-    fa = r < rounds && pa < c1 ? pt[pa] : -1;
-    fb = r < rounds && pa + 8 < c1 ? pt[pa + 8] : -1;
+    fa = r < rounds && pa < c1 ? pt[pa * R] : -1;
+    fb = r < rounds && pa + 8 < c1 ? pt[(pa + 8) * R] : -1;
+  };
+  // Merge into a row's bounds (f >= 0: the row is in the share) those of engine page e > 0
+  // of selection page p, if it holds tokens. Chunk t is kmin for t < NB / 2 (8j < 32).
+  auto merge_engine = [&](i64 p, int e, int f, uint4 (&rg)[NB]) {
+    if (f < 0 || (p * R + e) * c.page_size >= len) return;
+    const uint4 *bp = (const uint4 *)((const __half *)c.bounds + ((i64)pt[p * R + e] * N_KV + h) * K2 + 8 * j);
+#pragma unroll
+    for (int t = 0; t < NB; t++) {
+      const uint4 x = ld_nc_v4(bp + 4 * t);
+      const bool lo = t < NB / 2;
+      rg[t] = make_uint4(merge_h2(rg[t].x, x.x, lo), merge_h2(rg[t].y, x.y, lo), merge_h2(rg[t].z, x.z, lo), merge_h2(rg[t].w, x.w, lo));
+    }
   };
   // (volatile loads: they stay ahead of the round's mmas instead of sinking to their use;
   // a row past the share reads page 0 instead, and its score is dropped: the rows of an
   // mma are independent)
-  auto load_bounds = [&](int fa, int fb, uint4 (&ra)[NB], uint4 (&rb)[NB]) {
+  auto load_bounds = [&](int r, int fa, int fb, uint4 (&ra)[NB], uint4 (&rb)[NB]) {
     const uint4 *ba = (const uint4 *)((const __half *)c.bounds + ((i64)max(fa, 0) * N_KV + h) * K2 + 8 * j);
     const uint4 *bb = (const uint4 *)((const __half *)c.bounds + ((i64)max(fb, 0) * N_KV + h) * K2 + 8 * j);
 #pragma unroll
     for (int t = 0; t < NB; t++) ra[t] = ld_nc_v4(ba + 4 * t), rb[t] = ld_nc_v4(bb + 4 * t);
+    const i64 pa = w0 + (i64)r * QG_EST_PAGES;
+#pragma unroll
+    for (int e = 1; e < R; e++) merge_engine(pa, e, fa, ra), merge_engine(pa + 8, e, fb, rb);
   };
   int fa, fb, fa1, fb1;
   page_ids(0, fa, fb);
   page_ids(1, fa1, fb1);
   uint4 ra[NB], rb[NB];
-  load_bounds(fa, fb, ra, rb);
+  if constexpr (R == 1) load_bounds(0, fa, fb, ra, rb);
 
   // Stage Qsplit (rows >= G zero) in the k-slot permutation of the loads above: physical
   // k = [kmin part | kmax part], lane group jj of k-steps 2t, 2t+1 holds 32t + 8jj .. + 7.
@@ -118,7 +142,7 @@ extern "C" __global__ void __launch_bounds__(QG_EST_THREADS, QG_EST_MIN_CTAS) qg
   auto round = [&](int r, const uint4 (&ca)[NB], const uint4 (&cb)[NB], uint4 (&na)[NB], uint4 (&nb)[NB]) {
     int fa2, fb2;
     page_ids(r + 2, fa2, fb2);
-    load_bounds(fa1, fb1, na, nb); // the next round's bounds, in flight during this round's mmas
+    if constexpr (R == 1) load_bounds(r + 1, fa1, fb1, na, nb); // the next round's bounds, in flight during this round's mmas
     const i64 pa = w0 + (i64)r * QG_EST_PAGES, pb = pa + 8;
     float best[2] = {-INFINITY, -INFINITY}; // pages g and g + 8
 #pragma unroll
@@ -155,8 +179,18 @@ extern "C" __global__ void __launch_bounds__(QG_EST_THREADS, QG_EST_MIN_CTAS) qg
   };
   for (int r = 0; r < rounds; r++) {
     uint4 na[NB], nb[NB];
+    // a view's smaller pages: this round's bounds now, merged (the registers hold no next
+    // round's in flight beside the merge)
+    if constexpr (R > 1) load_bounds(r, fa, fb, ra, rb);
     round(r, ra, rb, na, nb);
+    if constexpr (R == 1)
 #pragma unroll
-    for (int t = 0; t < NB; t++) ra[t] = na[t], rb[t] = nb[t];
+      for (int t = 0; t < NB; t++) ra[t] = na[t], rb[t] = nb[t];
   }
+}
+
+// The CTAs an SM the registers are sized for: base/plan.c says why.
+extern "C" __global__ void __launch_bounds__(QG_EST_THREADS, QG_EST_MIN_CTAS) qg_estimate(qg_cache c, qg_work wk, qg_batch bt, qg_budget bg, const void *q) {
+  if (BLOCK / 2 % 16 == 0 && c.page_size == BLOCK / 2) estimate_r<(BLOCK / 2 % 16 == 0 ? 2 : 1)>(c, wk, bt, bg, q);
+  else estimate_r<1>(c, wk, bt, bg, q);
 }
