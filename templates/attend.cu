@@ -160,7 +160,10 @@ __device__ __forceinline__ void produce(const qg_cache &c, const int *list, int 
     }
     i64 phys = __shfl_sync(0xffffffffu, phys_l, pi & 31);
     const int nvalid = sh.valid(jt);
-    if constexpr (R > 1) phys = pt[__shfl_sync(0xffffffffu, lp_l, pi & 31) * R + (jt % SPP) / spe];
+    if constexpr (R > 1) { // (an engine page past the sequence may be past the block table's row too)
+      const i64 lp = __shfl_sync(0xffffffffu, lp_l, pi & 31);
+      if (nvalid > 0) phys = pt[lp * R + (jt % SPP) / spe];
+    }
     if (view && nvalid <= 0) phys = 0;
     if (jt >= STAGES) mbar_wait(&empty[si], (jt / STAGES + 1) & 1); // its previous round was consumed
     const i64 slot0 = (jt % SPP % spe) * SUB; // first token's slot in its engine page
