@@ -111,7 +111,7 @@ __device__ __forceinline__ void copy_rows(u8 *dst, const u8 *src, i64 ts, int nv
 #pragma unroll
     for (int k = 0; k < (N + 31) / 32; k++)
       if (lane + 32 * k < N) cp_async16(dst + 16 * (lane + 32 * k), src + 16 * (lane + 32 * k), 16);
-  } else if constexpr (TT::ROW % 4 == 0) { // the runtime refuses views of other rows
+  } else if constexpr (TT::ROW % 4 == 0) { // (VIEWS)
     // lane: row lane % 16, every other chunk of it from lane / 16 (one row address a lane)
     constexpr int CH = TT::ROW % 16 == 0 ? 16 : TT::ROW % 8 == 0 ? 8 : 4, CPR = TT::ROW / CH;
     const int row = lane % SUB;
@@ -134,6 +134,10 @@ struct share {
     return (p0 + jt / SPP == L - 1 ? (int)(len - (n - 1) * BLOCK) : BLOCK) - (jt % SPP) * SUB;
   }
 };
+
+// Views of this unit's rows can be read (rows of 4-byte multiples: runtime/qgen.c refuses
+// views of others, so their units compile only the owned cache's path).
+constexpr bool VIEWS = KT::ROW % 4 == 0 && VT::ROW % 4 == 0;
 
 // The producer warp: sub-tile jt of the share into stage jt % STAGES, once the stage's
 // previous round was consumed. Lane k holds the physical page of page (batch*32 + k) of
@@ -167,13 +171,15 @@ __device__ __forceinline__ void produce(const qg_cache &c, const int *list, int 
     if (view && nvalid <= 0) phys = 0;
     if (jt >= STAGES) mbar_wait(&empty[si], (jt / STAGES + 1) & 1); // its previous round was consumed
     const i64 slot0 = (jt % SPP % spe) * SUB; // first token's slot in its engine page
-    const u8 *ksrc = c.k + phys * c.k_page + h * c.k_head + slot0 * c.k_token;
-    const u8 *vsrc = c.v + phys * c.v_page + h * c.v_head + slot0 * c.v_token;
+    // (a unit without views has only the owned layout, its strides known here)
+    const u8 *ksrc = VIEWS ? c.k + phys * c.k_page + h * c.k_head + slot0 * c.k_token : c.k + (phys * N_KV + h) * (BLOCK * KT::ROW) + slot0 * KT::ROW;
+    const u8 *vsrc = VIEWS ? c.v + phys * c.v_page + h * c.v_head + slot0 * c.v_token : c.v + (phys * N_KV + h) * (BLOCK * VT::ROW) + slot0 * VT::ROW;
     u8 *st = stages + si * STAGE;
     // whole slabs (a view's only when every row is the sequence's), quantized ones by one
     // bulk copy each (sm_90, bulk set), the rest by cp.async
     const bool full_rows = !view || nvalid >= SUB;
-    const bool ks = (c.flags & QG_CACHE_K_SLAB) && (KT::Q16 || full_rows), vs = (c.flags & QG_CACHE_V_SLAB) && (VT::Q16 || full_rows);
+    const bool ks = !VIEWS || ((c.flags & QG_CACHE_K_SLAB) && (KT::Q16 || full_rows)),
+               vs = !VIEWS || ((c.flags & QG_CACHE_V_SLAB) && (VT::Q16 || full_rows));
     const bool kb = BULK && !KT::Q16 && bulk && ks, vb = BULK && !VT::Q16 && bulk && vs;
     if ((kb || vb) && lane == 0) {
       mbar_expect_tx(&full[si], (kb ? SUB * KT::ROW : 0) + (vb ? SUB * VT::ROW : 0));
@@ -192,7 +198,7 @@ __device__ __forceinline__ void produce(const qg_cache &c, const int *list, int 
 // runtime/qgen.c accepts only these two.
 __device__ __forceinline__ void produce_any(const qg_cache &c, const int *list, int seq, int h, const share &sh, int n_sub, u8 *stages,
                                             u64 *full, u64 *empty, int lane, int bulk) {
-  if (BLOCK / 2 % SUB == 0 && c.page_size == BLOCK / 2) produce<(BLOCK / 2 % SUB == 0 ? 2 : 1)>(c, list, seq, h, sh, n_sub, stages, full, empty, lane, bulk);
+  if (VIEWS && c.page_size == BLOCK / 2) produce<(VIEWS ? 2 : 1)>(c, list, seq, h, sh, n_sub, stages, full, empty, lane, bulk);
   else produce<1>(c, list, seq, h, sh, n_sub, stages, full, empty, lane, bulk);
 }
 

@@ -991,8 +991,9 @@ static const char CHECK_SYNOPSIS[] =
     "Runs the GPU decode path of every variant of FILE against the CPU reference on fresh\n"
     "random data and prints a PASS/FAIL line per check: append bytes, dense and sparse\n"
     "attention at contexts 1..300K and batches of 3 and 8, selected page lists, determinism,\n"
-    "sparse-with-full-budget == dense, CUDA graph replay. FILE may be a bundle: its kernels\n"
-    "run as qgen_open loads them (on a GPU newer than its archs, the older arch's PTX).\n"
+    "sparse-with-full-budget == dense, CUDA graph replay, views over a caller's pool (NHD,\n"
+    "pages of the block and of half of it) == the owned cache. FILE may be a bundle: its\n"
+    "kernels run as qgen_open loads them (on a GPU newer than its archs, the older arch's PTX).\n"
     "\n";
 
 int qgen_check_main(int argc, char **argv) {
