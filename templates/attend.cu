@@ -141,15 +141,15 @@ constexpr bool VIEWS = KT::ROW % 4 == 0 && VT::ROW % 4 == 0;
 
 // The producer warp: sub-tile jt of the share into stage jt % STAGES, once the stage's
 // previous round was consumed. Lane k holds the physical page of page (batch*32 + k) of
-// the share; the sub-tile loop reads it with a shuffle. A view whose pages are smaller
+// the share; the sub-tile loop reads it with a shuffle. VIEW: the rows are where the
+// cache's strides say (base/kargs.h), else the owned layout's. A view whose pages are smaller
 // than BLOCK (R = BLOCK / page_size of them a selection page) looks each sub-tile's page
 // up itself; a view's sub-tile wholly past the sequence reads nothing (page 0, zero-filled).
-template <int R>
+template <int R, bool VIEW>
 __device__ __forceinline__ void produce(const qg_cache &c, const int *list, int seq, int h, const share &sh, int n_sub, u8 *stages,
                                         u64 *full, u64 *empty, int lane, int bulk) {
   const int *pt = c.page_table + (i64)seq * c.pt_stride;
   constexpr int spe = SPP / R; // sub-tiles an engine page (R of them a selection page)
-  const bool view = c.flags & QG_CACHE_VIEW;
   i64 phys_l = 0, lp_l = 0;
   int batch = -1;
   for (int jt = 0; jt < n_sub; jt++) {
@@ -168,18 +168,18 @@ __device__ __forceinline__ void produce(const qg_cache &c, const int *list, int 
       const i64 lp = __shfl_sync(0xffffffffu, lp_l, pi & 31);
       if (nvalid > 0) phys = pt[lp * R + (jt % SPP) / spe];
     }
-    if (view && nvalid <= 0) phys = 0;
+    if (VIEW && nvalid <= 0) phys = 0;
     if (jt >= STAGES) mbar_wait(&empty[si], (jt / STAGES + 1) & 1); // its previous round was consumed
     const i64 slot0 = (jt % SPP % spe) * SUB; // first token's slot in its engine page
-    // (a unit without views has only the owned layout, its strides known here)
-    const u8 *ksrc = VIEWS ? c.k + phys * c.k_page + h * c.k_head + slot0 * c.k_token : c.k + (phys * N_KV + h) * (BLOCK * KT::ROW) + slot0 * KT::ROW;
-    const u8 *vsrc = VIEWS ? c.v + phys * c.v_page + h * c.v_head + slot0 * c.v_token : c.v + (phys * N_KV + h) * (BLOCK * VT::ROW) + slot0 * VT::ROW;
+    // (an owned cache's strides are known here: its layout.h layout)
+    const u8 *ksrc = VIEW ? c.k + phys * c.k_page + h * c.k_head + slot0 * c.k_token : c.k + (phys * N_KV + h) * (BLOCK * KT::ROW) + slot0 * KT::ROW;
+    const u8 *vsrc = VIEW ? c.v + phys * c.v_page + h * c.v_head + slot0 * c.v_token : c.v + (phys * N_KV + h) * (BLOCK * VT::ROW) + slot0 * VT::ROW;
     u8 *st = stages + si * STAGE;
     // whole slabs (a view's only when every row is the sequence's), quantized ones by one
     // bulk copy each (sm_90, bulk set), the rest by cp.async
-    const bool full_rows = !view || nvalid >= SUB;
-    const bool ks = !VIEWS || ((c.flags & QG_CACHE_K_SLAB) && (KT::Q16 || full_rows)),
-               vs = !VIEWS || ((c.flags & QG_CACHE_V_SLAB) && (VT::Q16 || full_rows));
+    const bool full_rows = !VIEW || nvalid >= SUB;
+    const bool ks = !VIEW || ((c.flags & QG_CACHE_K_SLAB) && (KT::Q16 || full_rows)),
+               vs = !VIEW || ((c.flags & QG_CACHE_V_SLAB) && (VT::Q16 || full_rows));
     const bool kb = BULK && !KT::Q16 && bulk && ks, vb = BULK && !VT::Q16 && bulk && vs;
     if ((kb || vb) && lane == 0) {
       mbar_expect_tx(&full[si], (kb ? SUB * KT::ROW : 0) + (vb ? SUB * VT::ROW : 0));
@@ -192,14 +192,15 @@ __device__ __forceinline__ void produce(const qg_cache &c, const int *list, int 
   }
 }
 
-// The producer for the cache's page size: R = 1 (an owned cache, or a view of BLOCK-token
-// pages) or 2 (a view's pages of BLOCK / 2). Each R is compiled apart, with R known: a
-// runtime R, or a third instance (R = 4), costs attend ~30 registers (nvcc 13), so
-// runtime/qgen.c accepts only these two.
+// The producer for the cache: an owned cache's with its layout's strides compiled in (the
+// code before views), a view's with R = 1 (pages of BLOCK tokens) or 2 (of BLOCK / 2) known
+// at compile time: a runtime R, or a fourth instance (R = 4), costs attend ~30 registers
+// (nvcc 13), so runtime/qgen.c accepts only these two page sizes.
 __device__ __forceinline__ void produce_any(const qg_cache &c, const int *list, int seq, int h, const share &sh, int n_sub, u8 *stages,
                                             u64 *full, u64 *empty, int lane, int bulk) {
-  if (VIEWS && c.page_size == BLOCK / 2) produce<(VIEWS ? 2 : 1)>(c, list, seq, h, sh, n_sub, stages, full, empty, lane, bulk);
-  else produce<1>(c, list, seq, h, sh, n_sub, stages, full, empty, lane, bulk);
+  if (!VIEWS || !(c.flags & QG_CACHE_VIEW)) produce<1, false>(c, list, seq, h, sh, n_sub, stages, full, empty, lane, bulk);
+  else if (c.page_size == BLOCK / 2) produce<2, VIEWS>(c, list, seq, h, sh, n_sub, stages, full, empty, lane, bulk);
+  else produce<1, VIEWS>(c, list, seq, h, sh, n_sub, stages, full, empty, lane, bulk);
 }
 
 // S = Q K^T of one sub-tile (two n-tiles of 8 tokens); qa is this lane's ldmatrix row of
