@@ -19,9 +19,9 @@
 // Copies: 16-bit rows by 16-byte cp.async, 32 consecutive chunks per instruction, each
 // producer lane's copies arriving on `full`; a quantized slab (16 rows, contiguous) the
 // same way, or on sm_90 with `bulk` set by one bulk copy counted in bytes on `full`; a
-// view's strided quantized rows one by one (copy_rows). Rows are addressed by the cache's
-// strides (base/kargs.h qg_cache), so an owned cache and a view over a caller's pool share
-// this code.
+// view's strided quantized rows one by one (copy_rows). A view's rows are where its
+// strides say (base/kargs.h qg_cache); an owned cache's producer has its layout's strides
+// compiled in (produce_any).
 // 16-bit tiles are stored unpadded and swizzled (sw_off): rows cut into pieces of 128 (or
 // 64) bytes, [piece][16 rows][piece bytes], 16-byte chunk c of row r at c ^ (r's swizzle),
 // so 8 rows at one chunk hit 8 distinct bank groups and ldmatrix of K and of V is
