@@ -41,6 +41,9 @@ typedef struct qg_cache {
   QG_DPTR(const qg_i32) page_table;   /* [max_seqs][pages_per_seq] */
   QG_DPTR(qg_i32) seq_len;            /* [max_seqs] */
   qg_i64 pages_per_seq;               /* selection pages a sequence can hold (sizes wk's rows) */
+  float k_scale, v_scale; /* per-tensor scales of fp8 K/V (qgen_kvmem), 1 for other types */
+  QG_DPTR(unsigned char) sketch;      /* [n_pages][N_KV][BLOCK][SK_ROW] q4_0 of K (two-stage over f16/bf16) */
+  QG_DPTR(unsigned char) bounds_i8;   /* [n_pages][N_KV][2D + 16] (sparse.bounds = "i8"; layout.h) */
   /* Where the rows are, for an owned cache and a view over a caller's pool alike: token t of
      sequence s is on physical page page_table[s * pt_stride + t / page_size], slot
      t % page_size; its K row of KV head h at k + page*k_page + slot*k_token + h*k_head
@@ -68,6 +71,14 @@ typedef struct qg_work {
   QG_DPTR(qg_i32) ticket;  /* [MAX_BATCH][N_KV]: splits done; zero between steps */
   QG_DPTR(unsigned) hist;  /* [MAX_BATCH][N_KV][2048]: top-11-bit key histogram of the candidates; zero between steps */
   qg_i32 max_splits;
+  /* Two-stage selection (layout.h): select keeps cand x the budget's non-forced pages and,
+     with exact set, writes QG_NOT_CAND there for every non-forced page it leaves out;
+     rescore writes the candidates' exact scores into exact and counts their first radix
+     digit into hist2 (zero between steps), which the second select reads as its scores
+     and hist. */
+  QG_DPTR(float) exact;    /* [max_seqs][N_KV][pages_per_seq] */
+  QG_DPTR(unsigned) hist2; /* [MAX_BATCH][N_KV][2048] */
+  qg_i32 cand;             /* 1: one stage */
 } qg_work;
 
 typedef struct qg_budget {
@@ -103,13 +114,15 @@ typedef struct qg_append_args {
 
 /* Sizes and key offsets: both compilers read this text, and these pin the layout each must
    give it (a launch passes exactly these bytes). */
-QG_STATIC_ASSERT(sizeof(qg_cache) == 112 && sizeof(qg_work) == 64 && sizeof(qg_budget) == 40 &&
+QG_STATIC_ASSERT(sizeof(qg_cache) == 136 && sizeof(qg_work) == 88 && sizeof(qg_budget) == 40 &&
                      sizeof(qg_batch) == 4 * (1 + QGEN_MAX_BATCH) && sizeof(qg_append_args) == 48 + 24 * QGEN_APPEND_MAX,
                  "a kernel argument struct is laid out with unexpected padding");
 #ifndef __CUDACC__
 #include <stddef.h> /* offsetof: NVRTC has none; the sizes above cover the device side */
-_Static_assert(offsetof(qg_cache, pages_per_seq) == 40 && offsetof(qg_cache, pt_stride) == 96 &&
-                   offsetof(qg_cache, flags) == 108 && offsetof(qg_work, max_splits) == 56 &&
+_Static_assert(offsetof(qg_cache, pages_per_seq) == 40 && offsetof(qg_cache, k_scale) == 48 && offsetof(qg_cache, sketch) == 56 &&
+                   offsetof(qg_cache, bounds_i8) == 64 && offsetof(qg_cache, pt_stride) == 120 &&
+                   offsetof(qg_cache, flags) == 132 &&
+                   offsetof(qg_work, max_splits) == 56 && offsetof(qg_work, exact) == 64 && offsetof(qg_work, cand) == 80 &&
                    offsetof(qg_budget, coverage) == 8 && offsetof(qg_append_args, work) == 20 + 12 * QGEN_APPEND_MAX &&
                    offsetof(qg_append_args, row0) == 24 + 16 * QGEN_APPEND_MAX &&
                    offsetof(qg_append_args, arrive) == 24 + 24 * QGEN_APPEND_MAX,
@@ -117,15 +130,17 @@ _Static_assert(offsetof(qg_cache, pages_per_seq) == 40 && offsetof(qg_cache, pt_
 #endif
 
 /* The step kernels in launch order, X(name, units): extern "C" qg_<name>, defined in the
-   template <name>.cu; units SPARSE: only in the units of sparse specs. Under NVRTC each is
+   template <name>.cu; units SPARSE: only in the units of sparse specs, RESCORE: of sparse
+   specs with two-stage selection (rescore > 1). Under NVRTC each is
    declared here with its whole signature, which its definition must match. */
-#define QGEN_KERNELS(X) X(append, ALL) X(view, SPARSE) X(estimate, SPARSE) X(select, SPARSE) X(attend, ALL)
+#define QGEN_KERNELS(X) X(append, ALL) X(view, SPARSE) X(estimate, SPARSE) X(select, SPARSE) X(rescore, RESCORE) X(attend, ALL)
 #define QGEN_KERNEL_NAME(k) "qg_" #k
 #ifdef __CUDACC__
 extern "C" __global__ void qg_append(qg_cache c, qg_append_args a);
 extern "C" __global__ void qg_view(qg_cache c, const void *slots, qg_i64 n, qg_i64 n_pages, qg_i32 slot_bytes, qg_i32 pass);
 extern "C" __global__ void qg_estimate(qg_cache c, qg_work wk, qg_batch bt, qg_budget bg, const void *q);
 extern "C" __global__ void qg_select(qg_cache c, qg_work wk, qg_batch bt, qg_budget bg);
+extern "C" __global__ void qg_rescore(qg_cache c, qg_work wk, qg_batch bt, qg_budget bg, const void *q);
 extern "C" __global__ void qg_attend(qg_cache c, qg_work wk, qg_batch bt, const void *q, void *out, int dense, int bulk);
 #endif
 

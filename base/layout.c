@@ -28,6 +28,20 @@ void qgen_layout_init(qgen_layout *L, int head_dim, int n_head, int n_head_kv, i
   L->in_row_bytes = qgen_type_row_bytes(in_type, head_dim);
   L->q_bytes = (size_t)n_head * L->in_row_bytes;
   L->out_bytes = (size_t)n_head * qgen_type_row_bytes(out_type, head_dim);
+  L->rescore = 1;
+}
+
+void qgen_layout_set_rescore(qgen_layout *L, int r) {
+  L->rescore = r;
+  const int sketch = r > 1 && L->sparse && !qgen_type_traits_of(L->k_type)->is_quant;
+  L->sketch_row_bytes = sketch ? qgen_type_row_bytes(QGEN_SKETCH_TYPE, L->head_dim) : 0;
+  L->sketch_page_bytes = (size_t)L->n_head_kv * (size_t)L->block * L->sketch_row_bytes;
+}
+
+void qgen_layout_set_bounds(qgen_layout *L, int bounds) {
+  L->bounds_i8 = L->sparse && bounds == QGEN_BOUNDS_I8;
+  L->bounds_i8_row_bytes = L->bounds_i8 ? (size_t)2 * L->head_dim + 16 : 0;
+  L->bounds_i8_page_bytes = (size_t)L->n_head_kv * L->bounds_i8_row_bytes;
 }
 
 void qgen_owned_strides(const qgen_layout *L, int which, int64_t st[3]) {

@@ -26,7 +26,7 @@
  *    held in registers and placed by one block scan (select.cu's short path); on sm_90 a
  *    cluster of up to 8 such CTAs shares a longer one (runtime/gpu.c select_cluster).
  *  - QGEN_TUNE overrides groups, stages, the stage budget, the split size, select's size
- *    and short path, PDL and the bulk copies (plan.h).
+ *    and short path, PDL, the bulk copies and attend's quantized operands (plan.h).
  */
 #include "base/plan.h"
 
@@ -46,7 +46,7 @@ int qgen_tune_parse(const char *s, qgen_tune *t, char *err, size_t errlen) {
       {"smem", 16, 220, offsetof(qgen_tune, smem_kib)},
       {"split", 64, 65536, offsetof(qgen_tune, split)}, {"sel", 128, 1024, offsetof(qgen_tune, sel)},
       {"selreg", 0, 32, offsetof(qgen_tune, selreg)}, {"pdl", 0, 1, offsetof(qgen_tune, pdl)},
-      {"bulk", 0, 1, offsetof(qgen_tune, bulk)}};
+      {"bulk", 0, 1, offsetof(qgen_tune, bulk)},     {"olddq", 0, 1, offsetof(qgen_tune, olddq)}};
   tune_none(t);
   unsigned seen = 0; /* keys given so far: each at most once */
   while (s && *s) {
@@ -58,7 +58,7 @@ int qgen_tune_parse(const char *s, qgen_tune *t, char *err, size_t errlen) {
     long v = k < nk ? strtol(eq + 1, &stop, 10) : 0;
     if (k == nk || stop == eq + 1 || stop != s + n || v < keys[k].lo || v > keys[k].hi || (end && !end[1]) ||
         (keys[k].off == offsetof(qgen_tune, sel) && (v & (v - 1)))) {
-      snprintf(err, errlen, "QGEN_TUNE: '%.*s' is not one of groups=1..16, stages=2..8, smem=16..220, split=64..65536, sel=128|256|512|1024, selreg=0..32, pdl=0|1, bulk=0|1",
+      snprintf(err, errlen, "QGEN_TUNE: '%.*s' is not one of groups=1..16, stages=2..8, smem=16..220, split=64..65536, sel=128|256|512|1024, selreg=0..32, pdl=0|1, bulk=0|1, olddq=0|1",
                (int)n, s);
       tune_none(t);
       return -1;
@@ -79,7 +79,7 @@ int qgen_tune_parse(const char *s, qgen_tune *t, char *err, size_t errlen) {
     tune_none(t);
     return -1;
   }
-  return t->groups || t->stages || t->smem_kib || t->split || t->sel || t->selreg >= 0;
+  return t->groups || t->stages || t->smem_kib || t->split || t->sel || t->selreg >= 0 || t->olddq;
 }
 
 static int pad_rows16(int bytes) { return (bytes / 16) % 2 == 0 ? bytes + 16 : bytes; }
@@ -127,12 +127,18 @@ void qgen_plan_make(const qgen_layout *L, const qgen_tune *tp, qgen_plan *p) {
   p->est_pages = 16 * (p->est_threads / 32); /* an m16 tile of pages per warp */
   p->est_qrow = pad_rows16(4 * D);            /* 2D halves: [Q- | Q+] */
   const int est_nt = (L->group + 7) / 8, est_nq = L->in_type == QGEN_TYPE_F16 ? 1 : 2; /* n-tiles, f16 (+ residue) */
-  p->est_smem = est_nq * est_nt * 8 * p->est_qrow;
+  p->est_smem = est_nq * est_nt * 8 * p->est_qrow + (L->bounds_i8 ? est_nt * 8 * 4 : 0); /* + 8-bit: sum q per head */
   p->est_min_ctas = est_nt == 1 ? (D <= 128 ? 4 : 3) : D <= 128 && est_nq * est_nt <= 4 ? 4 : 2;
   p->sel_threads = t.sel ? t.sel : 1024;
   p->sel_smem_keys = 24576; /* 96 KiB: a 1.5M-token sequence at block 64 */
   p->sel_regs = t.selreg >= 0 ? t.selreg : 4; /* lists up to 4 x sel_threads pages: keys in registers */
   p->append_threads = 128;
+  const qgen_type sk = L->sketch_row_bytes ? QGEN_SKETCH_TYPE : L->k_type;
+  p->resc_threads = 128;
+  p->resc_stages = 4;
+  p->resc_tile = (int)(16 * qgen_type_row_bytes(sk, D) + 127) / 128 * 128;
+  p->resc_smem = est_nq * est_nt * (D / 16) * 32 * 8 + p->resc_threads / 32 * p->resc_stages * p->resc_tile;
   p->pdl = t.pdl != 0;
   p->bulk = t.bulk != 0;
+  p->old_dequant = t.olddq;
 }

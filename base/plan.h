@@ -35,8 +35,12 @@
      pages; 0: never) */                                                                    \
   X(sel_regs, 1)                                                                               \
   X(append_threads, 1)                                                                         \
+  /* rescore (two-stage specs; jit/emit.c writes them into those units only): CTA size,    \
+     ring stages a warp, one m-tile's ring bytes, dynamic shared memory (query + rings) */  \
+  X(resc_threads, 0) X(resc_stages, 0) X(resc_tile, 0) X(resc_smem, 0)                        \
   X(pdl, 0)  /* launch select and attend of a sparse step as programmatic dependents (sm_90+) */ \
-  X(bulk, 0) /* attend copies quantized slabs by bulk copies (sm_90+), else by cp.async */
+  X(bulk, 0) /* attend copies quantized slabs by bulk copies (sm_90+), else by cp.async */    \
+  X(old_dequant, 1) /* attend dequantizes quantized K/V per element (the earlier path) */
 
 #define QGEN_PLAN_FIELD(field, unit) int field;
 typedef struct qgen_plan {
@@ -51,12 +55,15 @@ typedef struct qgen_plan {
  *   selreg=N   select's short path: keys a thread holds in registers (0..32, sel x N <= 16384; 0 = off)
  *   pdl=0|1    programmatic dependent launch
  *   bulk=0|1   attend's quantized slabs by bulk copies (sm_90+) or cp.async
+ *   olddq=0|1  attend's quantized operands as before issue 19 (load4/load8: every element
+ *              scaled; 1) or the default (oct/tpair, V's scales on P; 0), for A/B runs
  * All but pdl and bulk change the generated kernels (and so their cache key); bundles hold the
  * default plan, so qgen_open of a bundle and qgen bundle refuse while one of them is set.
  * qgen_open parses it once (qgen_tune_parse) and keeps the result for its plan and its JIT
  * build; the CLI parses it once at start. Nothing below reads the environment. */
 typedef struct qgen_tune {
   int groups, stages, smem_kib, split, sel, selreg, pdl, bulk; /* 0 / -1 (selreg, pdl, bulk): not set */
+  int olddq;                                                   /* 0: not set */
 } qgen_tune;
 
 /* Parse a QGEN_TUNE value (NULL = unset) into *t. Returns 1 when a key that changes the

@@ -73,6 +73,41 @@ uint16_t qgen_f32_to_bf16(float f) {
 
 float qgen_bf16_to_f32(uint16_t h) { return qgen_bits_f32((uint32_t)h << 16); }
 
+/* f32 to the fp8 format of mbits mantissa bits, exponent bias `bias` and largest finite code
+   maxc: nearest even on the exact value, saturating to maxc (infinities too), NaN to 0x7f. */
+static uint8_t f32_to_fp8(float f, int mbits, int bias, uint32_t maxc) {
+  const uint32_t x = qgen_f32_bits(f), a = x & 0x7fffffff;
+  const uint8_t sign = (uint8_t)(x >> 24 & 0x80);
+  if (a > 0x7f800000) return 0x7f;
+  if (a < 0x00800000) return sign; /* f32 zero or subnormal: far below the least fp8 subnormal */
+  const int e = (int)(a >> 23) - 127 + bias; /* the biased fp8 exponent, if the result is normal */
+  uint32_t m = a & 0x7fffff, shift = (uint32_t)(23 - mbits), q;
+  if (e >= 1) {
+    q = (uint32_t)e << mbits | m >> shift;
+  } else { /* fp8 subnormal: the significand with its leading 1, in units of the least one */
+    m |= 0x800000;
+    shift += (uint32_t)(1 - e);
+    if (shift > 24) return sign; /* below half the least subnormal */
+    q = m >> shift;
+  }
+  const uint32_t rem = m & ((1u << shift) - 1), half = 1u << (shift - 1);
+  if (rem > half || (rem == half && (q & 1))) q++; /* a carry moves to the next binade */
+  return sign | (uint8_t)(q > maxc ? maxc : q);
+}
+
+uint8_t qgen_f32_to_e4m3(float x) { return f32_to_fp8(x, 3, 7, 0x7e); }
+uint8_t qgen_f32_to_e5m2(float x) { return f32_to_fp8(x, 2, 15, 0x7b); }
+
+float qgen_e4m3_to_f32(uint8_t b) {
+  const int e = b >> 3 & 15, m = b & 7;
+  if (e == 15 && m == 7) return NAN;
+  const float v = e ? ldexpf((float)(8 + m), e - 10) : ldexpf((float)m, -9);
+  return b & 0x80 ? -v : v;
+}
+
+/* e5m2 is the high byte of an f16. */
+float qgen_e5m2_to_f32(uint8_t b) { return qgen_f16_to_f32((uint16_t)(b << 8)); }
+
 /* ---- row conversions ----------------------------------------------------------------- */
 
 static void f32_to(const void *s, float *d, int64_t n) { memcpy(d, s, (size_t)n * 4); }
@@ -89,6 +124,19 @@ static void bf16_to(const void *s, float *d, int64_t n) {
 }
 static void bf16_from(const float *s, void *d, int64_t n) {
   for (int64_t i = 0; i < n; i++) qgen_wr16((uint8_t *)d + 2 * i, qgen_f32_to_bf16(s[i]));
+}
+
+static void e4m3_to(const void *s, float *d, int64_t n) {
+  for (int64_t i = 0; i < n; i++) d[i] = qgen_e4m3_to_f32(((const uint8_t *)s)[i]);
+}
+static void e4m3_from(const float *s, void *d, int64_t n) {
+  for (int64_t i = 0; i < n; i++) ((uint8_t *)d)[i] = qgen_f32_to_e4m3(s[i]);
+}
+static void e5m2_to(const void *s, float *d, int64_t n) {
+  for (int64_t i = 0; i < n; i++) d[i] = qgen_e5m2_to_f32(((const uint8_t *)s)[i]);
+}
+static void e5m2_from(const float *s, void *d, int64_t n) {
+  for (int64_t i = 0; i < n; i++) ((uint8_t *)d)[i] = qgen_f32_to_e5m2(s[i]);
 }
 
 /* The quant blocks of base/qblocks.h, read and written through byte pointers (d, the f16
@@ -187,7 +235,7 @@ static void q5_0_to(const void *src, float *x, int64_t n) {
 }
 
 /* One row per type. check_tol: f32 and f16 outputs are checked at f16 precision, bf16 ones
-   at their own 8 bits. */
+   at their own 8 bits (cache types have none: qgen check applies the output type's). */
 static const qgen_type_traits TRAITS[QGEN_TYPE_COUNT] = {
     [QGEN_TYPE_F32] = {.name = "f32", .device = "qg_f32", .block = 1, .block_bytes = 4, .exact = 1,
                        .io_ok = 1, .check_tol = 2e-3, .to_f32 = f32_to, .from_f32 = f32_from},
@@ -201,6 +249,10 @@ static const qgen_type_traits TRAITS[QGEN_TYPE_COUNT] = {
                         .is_quant = 1, .kv_ok = 1, .to_f32 = q4_0_to, .from_f32 = q4_0_from},
     [QGEN_TYPE_Q5_0] = {.name = "q5_0", .device = "qg_q5_0", .block = QGEN_QK, .block_bytes = sizeof(qgen_block_q5_0),
                         .is_quant = 1, .kv_ok = 1, .to_f32 = q5_0_to, .from_f32 = q5_0_from},
+    [QGEN_TYPE_E4M3] = {.name = "e4m3", .device = "qg_e4m3", .block = 1, .block_bytes = 1, .kv_ok = 1, .tensor_scale = 1,
+                        .to_f32 = e4m3_to, .from_f32 = e4m3_from},
+    [QGEN_TYPE_E5M2] = {.name = "e5m2", .device = "qg_e5m2", .block = 1, .block_bytes = 1, .kv_ok = 1, .tensor_scale = 1,
+                        .to_f32 = e5m2_to, .from_f32 = e5m2_from},
 };
 
 const qgen_type_traits *qgen_type_traits_of(qgen_type t) {

@@ -11,6 +11,13 @@
  * `id` from the f32 `d`, the stored `d` rounded to f16 (nearest even). The f16/bf16
  * conversions are round-to-nearest-even and match CUDA's __float2half_rn/__float2bfloat16_rn
  * bit for bit on every non-NaN input (a NaN becomes 0x7e00 / 0x7fc0 here).
+ *
+ * FP8 (e4m3 as OCP's E4M3FN / torch.float8_e4m3fn: bias 7, no infinities, NaN 0x7f/0xff,
+ * max 448; e5m2 as torch.float8_e5m2: bias 15, IEEE-like, max 57344): f32 -> fp8 rounds to
+ * nearest even and saturates to the largest finite value (infinities too), as CUDA's
+ * __nv_cvt_float_to_fp8(x, __NV_SATFINITE, ...); a NaN becomes 0x7f (CUDA's software path
+ * gives that NaN). An fp8 cache stores fp8(x / scale) and reads fp8 * scale, with a per-tensor
+ * scale of the cache (qgen_cache_set_scales); the table's conversions are the unscaled ones.
  */
 #ifndef QGEN_QTYPES_H
 #define QGEN_QTYPES_H
@@ -38,6 +45,8 @@ typedef enum qgen_type {
   QGEN_TYPE_Q8_0,
   QGEN_TYPE_Q4_0,
   QGEN_TYPE_Q5_0,
+  QGEN_TYPE_E4M3,
+  QGEN_TYPE_E5M2,
   QGEN_TYPE_COUNT
 } qgen_type;
 
@@ -52,6 +61,8 @@ typedef struct qgen_type_traits {
   int io_ok;              /* may be the type of q/k/v inputs and of the output */
   int bf16_mma;           /* cache type fed to the tensor cores as bf16, not f16: attend
                              stages q for its K twice, value and residue (device BF) */
+  int tensor_scale;       /* a cache of this type takes a per-tensor scale (fp8): stored =
+                             fp8(x / scale), read = fp8 * scale */
   double check_tol;       /* io type: relative RMS error qgen check accepts in an output of
                              this type against the reference */
   /* n values (n a multiple of block) from src to f32. */
@@ -77,5 +88,9 @@ uint16_t qgen_f32_to_f16_ru(float x); /* toward +inf (__float2half_ru) */
 float qgen_f16_to_f32(uint16_t h);
 uint16_t qgen_f32_to_bf16(float x);   /* nearest even (__float2bfloat16_rn) */
 float qgen_bf16_to_f32(uint16_t h);
+uint8_t qgen_f32_to_e4m3(float x);   /* nearest even, saturating (__NV_SATFINITE) */
+float qgen_e4m3_to_f32(uint8_t b);
+uint8_t qgen_f32_to_e5m2(float x);   /* nearest even, saturating (__NV_SATFINITE) */
+float qgen_e5m2_to_f32(uint8_t b);
 
 #endif

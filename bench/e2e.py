@@ -48,6 +48,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 import qgen  # noqa: E402
+from qgen.tp import head_range, rank_fields  # noqa: E402
 from qgen.transformers import spec_fields  # noqa: E402
 
 K = 1024
@@ -188,40 +189,57 @@ def module_step(model, attention):
     return step
 
 
-def _pre_attention(h, wn, wqkv, qn, kn, cos, sin, eps: float):
-    """Norm, the q|k|v projection, q/k norms and RoPE of one layer -> q, k, v [B, 1, heads, D]."""
+def _pre_attention(h, wn, wqkv, qn, kn, cos, sin, eps: float, n_head: int = N_HEAD, n_kv: int = N_KV):
+    """Norm, the q|k|v projection, q/k norms and RoPE of one layer -> q, k, v [B, 1, heads, D]
+    (n_head query and n_kv KV heads: a tensor-parallel rank's share)."""
     b, half = h.shape[0], HEAD_DIM // 2
     x = F.rms_norm(h, (h.shape[-1],), wn, eps)
-    qkv = F.linear(x, wqkv).view(b, 1, N_HEAD + 2 * N_KV, HEAD_DIM)
-    qk = torch.cat([F.rms_norm(qkv[:, :, :N_HEAD], (HEAD_DIM,), qn, eps),
-                    F.rms_norm(qkv[:, :, N_HEAD:N_HEAD + N_KV], (HEAD_DIM,), kn, eps)], 2)
+    qkv = F.linear(x, wqkv).view(b, 1, n_head + 2 * n_kv, HEAD_DIM)
+    qk = torch.cat([F.rms_norm(qkv[:, :, :n_head], (HEAD_DIM,), qn, eps),
+                    F.rms_norm(qkv[:, :, n_head:n_head + n_kv], (HEAD_DIM,), kn, eps)], 2)
     qk = qk * cos + torch.cat([-qk[..., half:], qk[..., :half]], -1) * sin
     # contiguous here, where torch.compile writes them so from its own kernels: qgen takes
     # [B, heads, D] rows, and slices of qk / qkv are strided for B > 1
-    return qk[:, :, :N_HEAD].contiguous(), qk[:, :, N_HEAD:].contiguous(), qkv[:, :, N_HEAD + N_KV:].contiguous()
+    return qk[:, :, :n_head].contiguous(), qk[:, :, n_head:].contiguous(), qkv[:, :, n_head + n_kv:].contiguous()
+
+
+def _mlp(h, wn, wgu, wd, eps: float):
+    """Norm and gate|up MLP of one layer (no residual)."""
+    gu = F.linear(F.rms_norm(h, (h.shape[-1],), wn, eps), wgu)
+    inter = gu.shape[-1] // 2
+    return F.linear(F.silu(gu[..., :inter]) * gu[..., inter:], wd)
 
 
 def _post_attention(h, o, wo, wn, wgu, wd, eps: float):
     """The o projection and residual, norm, gate|up MLP and residual of one layer."""
     h = h + F.linear(o, wo)
-    gu = F.linear(F.rms_norm(h, (h.shape[-1],), wn, eps), wgu)
-    inter = gu.shape[-1] // 2
-    return h + F.linear(F.silu(gu[..., :inter]) * gu[..., inter:], wd)
+    return h + _mlp(h, wn, wgu, wd, eps)
+
+
+def _post_reduced(h, a, wn, wgu, wd, eps: float):
+    """Tensor-parallel: the residual of the all-reduced o projection a, and this rank's
+    partial MLP output (the caller all-reduces it and adds it)."""
+    h = h + a
+    return h, _mlp(h, wn, wgu, wd, eps)
 
 
 _COMPILED = {}
 
 
-def make_step(model, attention, compiled=True):
+def make_step(model, attention, compiled=True, all_reduce=None):
     """The same decode step with the launches an engine fuses fused: one q|k|v and one
     gate|up projection, F.rms_norm, RoPE on q and k at once, and (compiled) the pieces
     around attention through torch.compile, one compilation shared by every layer (the
     weights are arguments). Without this the step is launch-bound (~45 kernels a layer),
     which hides what attention costs. attention(i, q, k, v) -> [B, 1, H*D] with
-    q [B, H, 1, D] and k, v [B, Hkv, 1, D] (post-norm, post-RoPE)."""
+    q [B, H, 1, D] and k, v [B, Hkv, 1, D] (post-norm, post-RoPE). Tensor-parallel (a model
+    split by qgen.tp.split_model): the heads are the rank's, and all_reduce(t) sums t over
+    the ranks in place, after the o and the down projection."""
     m = model.model
     eps = model.config.rms_norm_eps
-    inter = model.config.intermediate_size
+    a0 = m.layers[0].self_attn
+    n_head, n_kv = a0.q_proj.weight.shape[0] // HEAD_DIM, a0.k_proj.weight.shape[0] // HEAD_DIM
+    inter = m.layers[0].mlp.gate_proj.weight.shape[0]
     fused = getattr(model, "_e2e_fused", None)
     if fused is None:  # once per model; the modules' weights become views of the fused ones
         fused = []
@@ -231,7 +249,7 @@ def make_step(model, attention, compiled=True):
                 wqkv = torch.cat([a.q_proj.weight, a.k_proj.weight, a.v_proj.weight])
                 wgu = torch.cat([mlp.gate_proj.weight, mlp.up_proj.weight])
                 a.q_proj.weight.data, a.k_proj.weight.data, a.v_proj.weight.data = wqkv.split(
-                    [N_HEAD * HEAD_DIM, N_KV * HEAD_DIM, N_KV * HEAD_DIM])
+                    [n_head * HEAD_DIM, n_kv * HEAD_DIM, n_kv * HEAD_DIM])
                 mlp.gate_proj.weight.data, mlp.up_proj.weight.data = wgu.split([inter, inter])
                 fused.append((wqkv, wgu))
         model._e2e_fused = fused
@@ -239,8 +257,10 @@ def make_step(model, attention, compiled=True):
     if compiled and not _COMPILED:
         _COMPILED["pre"] = torch.compile(_pre_attention, dynamic=False)
         _COMPILED["post"] = torch.compile(_post_attention, dynamic=False)
+        _COMPILED["post_reduced"] = torch.compile(_post_reduced, dynamic=False)
     pre = _COMPILED["pre"] if compiled else _pre_attention
     post = _COMPILED["post"] if compiled else _post_attention
+    post_reduced = _COMPILED["post_reduced"] if compiled else _post_reduced
 
     def step(tok, pos):
         h = m.embed_tokens(tok)
@@ -249,9 +269,18 @@ def make_step(model, attention, compiled=True):
         for i, layer in enumerate(m.layers):
             a = layer.self_attn
             wqkv, wgu = fused[i]
-            q, k, v = pre(h, layer.input_layernorm.weight, wqkv, a.q_norm.weight, a.k_norm.weight, cos, sin, eps)
+            q, k, v = pre(h, layer.input_layernorm.weight, wqkv, a.q_norm.weight, a.k_norm.weight, cos, sin, eps,
+                          n_head, n_kv)
             o = attention(i, q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2))
-            h = post(h, o, a.o_proj.weight, layer.post_attention_layernorm.weight, wgu, layer.mlp.down_proj.weight, eps)
+            wn, wd = layer.post_attention_layernorm.weight, layer.mlp.down_proj.weight
+            if all_reduce is None:
+                h = post(h, o, a.o_proj.weight, wn, wgu, wd, eps)
+            else:
+                proj = F.linear(o, a.o_proj.weight)
+                all_reduce(proj)
+                h, d = post_reduced(h, proj, wn, wgu, wd, eps)
+                all_reduce(d)
+                h = h + d
         return model.lm_head(F.rms_norm(h, (h.shape[-1],), m.norm.weight, eps))
 
     return step
@@ -355,28 +384,33 @@ def pick_sdpa_backend(batch):
 
 
 class QgenLayers:
-    """One qgen cache per layer, filled with random K/V to ctx tokens per sequence."""
+    """One qgen cache per layer, filled with random K/V (seeded) to ctx tokens per sequence."""
 
-    def __init__(self, model_cfg, kv_type, sparse, batch, ctx, appends):
+    def __init__(self, model_cfg, kv_type, sparse, batch, ctx, appends, rank=0, world=1):
         """appends: how many tokens the graphs may add on top of ctx (if the device-side
-        lengths advance with every replay), so the capacity is ctx + appends + PAD."""
+        lengths advance with every replay), so the capacity is ctx + appends + PAD.
+        rank, world: a tensor-parallel rank holds its share of the KV heads (qgen.tp) and
+        of the same K/V values."""
         fields = spec_fields(model_cfg, DTYPE, k_type=kv_type, coverage=0.25 if sparse else None,
                              sink=SINK if sparse else None, recent=RECENT if sparse else None)
-        self.ctx = qgen.Context(backend="gpu", **fields)
+        self.ctx = qgen.Context(backend="gpu", device=torch.cuda.current_device(), **rank_fields(fields, world))
         info = self.ctx.info
         self.info = info
+        self.n_head, self.n_kv = info["n_head"], info["n_head_kv"]
         n_layers = model_cfg.num_hidden_layers
         capacity = ctx + appends + PAD
         pages = batch * math.ceil(capacity / info["block"])
-        per_layer = pages * N_KV * info["block"] * (info["k_row_bytes"] + info["v_row_bytes"])
+        per_layer = pages * self.n_kv * info["block"] * (info["k_row_bytes"] + info["v_row_bytes"])
         if sparse:
-            per_layer += pages * N_KV * 2 * HEAD_DIM * 2  # page bounds, f16
+            per_layer += pages * self.n_kv * 2 * HEAD_DIM * 2  # page bounds, f16
         need(n_layers * per_layer, f"{n_layers} qgen {kv_type} caches ({ctx_name(ctx)} x B{batch})")
         self.seqs = list(range(batch))
         self.caches = []
         chunk = min(FILL_CHUNK, ctx)
-        k = torch.randn(batch * chunk, N_KV, HEAD_DIM, dtype=DTYPE, device="cuda")
-        v = torch.randn_like(k)
+        gen = torch.Generator(device="cuda").manual_seed(1)
+        k0, k1 = head_range(N_KV, world, rank)
+        k = torch.randn(batch * chunk, N_KV, HEAD_DIM, dtype=DTYPE, device="cuda", generator=gen)[:, k0:k1].contiguous()
+        v = torch.randn(k.shape[0], N_KV, HEAD_DIM, dtype=DTYPE, device="cuda", generator=gen)[:, k0:k1].contiguous()
         for _ in range(n_layers):
             c = self.ctx.cache(batch, capacity)
             self.caches.append(c)
@@ -394,20 +428,21 @@ class QgenLayers:
         bounds when sparse (the selected tokens estimated as coverage x ctx + sink + recent)."""
         info, n = self.info, len(self.caches)
         rows = ctx + 1 if coverage is None else min(ctx + 1, coverage * ctx + SINK + RECENT)
-        nbytes = rows * N_KV * (info["k_row_bytes"] + info["v_row_bytes"])
+        nbytes = rows * self.n_kv * (info["k_row_bytes"] + info["v_row_bytes"])
         if coverage is not None:
-            nbytes += self.pages_per_seq * N_KV * 2 * HEAD_DIM * 2
+            nbytes += self.pages_per_seq * self.n_kv * 2 * HEAD_DIM * 2
         return n * batch * nbytes
 
     def attention(self, coverage, batch):
-        outs = [torch.empty(batch, N_HEAD, HEAD_DIM, dtype=DTYPE, device="cuda") for _ in self.caches]
+        outs = [torch.empty(batch, self.n_head, HEAD_DIM, dtype=DTYPE, device="cuda") for _ in self.caches]
         opts = {"dense": True} if coverage is None else {"coverage": coverage}
+        n_head, n_kv = self.n_head, self.n_kv
 
         def attention(i, q, k, v):
             c = self.caches[i]
-            c.append_decode(k.reshape(batch, N_KV, HEAD_DIM).contiguous(), v.reshape(batch, N_KV, HEAD_DIM).contiguous(),
+            c.append_decode(k.reshape(batch, n_kv, HEAD_DIM).contiguous(), v.reshape(batch, n_kv, HEAD_DIM).contiguous(),
                             seqs=self.seqs)
-            c.attend(q.reshape(batch, N_HEAD, HEAD_DIM).contiguous(), seqs=self.seqs, out=outs[i], **opts)
+            c.attend(q.reshape(batch, n_head, HEAD_DIM).contiguous(), seqs=self.seqs, out=outs[i], **opts)
             return outs[i].view(batch, 1, -1)
 
         return attention
@@ -415,8 +450,8 @@ class QgenLayers:
     def alone(self, coverage, batch, warm, n):
         """ms of (append + attend) and of attend only, over all layers, each one graph."""
         opts = {"dense": True} if coverage is None else {"coverage": coverage}
-        q = torch.randn(batch, N_HEAD, HEAD_DIM, dtype=DTYPE, device="cuda")
-        k = torch.randn(batch, N_KV, HEAD_DIM, dtype=DTYPE, device="cuda")
+        q = torch.randn(batch, self.n_head, HEAD_DIM, dtype=DTYPE, device="cuda")
+        k = torch.randn(batch, self.n_kv, HEAD_DIM, dtype=DTYPE, device="cuda")
         out = torch.empty_like(q)
 
         def both():

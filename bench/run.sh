@@ -1,11 +1,16 @@
 #!/usr/bin/env bash
 # run.sh — the benchmark of bench/results/, ours and the peers in one run, on a GPU machine:
 #   bash bench/run.sh BUILD_DIR OUT_DIR [full|probe]
-# full  = the grid of the performance issue (qwen3-4b f16/q8_0/q4_0: 16K..1M x B1,2,4,8 x
+# full  = the grid of the performance issue (qwen3-4b f16/q8_0/q4_0/q5_0/e4m3: 16K..1M x B1,2,4,8 x
 #         coverage 1..0.0625; qwen2.5-14b-1m: 16K..128K x B1,4,8), then merge.py and
 #         targets.py (the issue's must-show targets against the new results)
 # probe = a few cells, for tuning
+# Both also time sparse-V (--v-tau 0.001, 0.01) on q8_0/q4_0 at 128K and 1M, B1, into
+# OUT_DIR/vtau-*.json (not merged: the same cells as the grid's, another kernel).
 # STEPS="qgen peers merge" (the default) runs all three; a subset splits the run over
+# several GPU calls. STEPS=rescore (not a default) benches two-stage selection instead:
+# tests/gpu/rescore.lua's Qwen3-4B variants (f16 with its q4_0 sketch, q4_0 with its own K;
+# r = 1 is Quest) at 128K..1M x B1,4 x coverage 0.25, 0.125, 0.0625 into OUT_DIR/rescore-*.json;
 # several GPU calls (OUT_DIR must then hold the earlier steps' JSON); each call's command
 # line is kept in OUT_DIR/commands.txt and all of them go into the results' "command".
 set -u -o pipefail
@@ -40,10 +45,24 @@ has() { case " $steps " in *" $1 "*) return 0 ;; esac; return 1; }
 set -x
 if has qgen; then
 "$q" bench --spec specs/qwen3-4b.lua --variant qwen3-4b --ctx $ctx4 --batch $b4 --coverage $cov --jit --json "$out/q4b-f16.json"
-for t in q8_0 q4_0; do
+for t in q8_0 q4_0 q5_0; do
   "$q" bench --spec specs/qwen3-4b.lua --variant qwen3-4b-$t --ctx $ctx4 --batch $b4 --coverage $cov --json "$out/q4b-$t.json"
 done
+"$q" bench --spec specs/qwen3-4b-fp8.lua --variant qwen3-4b-e4m3 --ctx $ctx4 --batch $b4 --coverage $cov --json "$out/q4b-e4m3.json"
 "$q" bench --spec specs/qwen2.5-14b-1m.lua --variant qwen2.5-14b-1m --ctx $ctx14 --batch $b14 --coverage $cov --json "$out/q14b-f16.json"
+# sparse-V (spec sparse.v_tau) on quantized steps; kept apart from the grid (merge.py reads q4b-*/q14b-*)
+for tau in 0.001 0.01; do for t in q8_0 q4_0; do
+  "$q" bench --spec specs/qwen3-4b.lua --variant qwen3-4b-$t --v-tau $tau --ctx 128K,1M --batch 1 --coverage 1,0.25,0.0625 \
+    --json "$out/vtau-$t-$tau.json"
+done; done
+fi
+if has rescore; then
+for t in f16 q4_0; do
+  for r in 1 2 4 8 16; do
+    "$q" bench --spec tests/gpu/rescore.lua --variant qwen3-4b-$t-r$r --ctx 128K,256K,512K,1M --batch 1,4 \
+      --coverage 0.25,0.125,0.0625 --json "$out/rescore-$t-r$r.json"
+  done
+done
 fi
 if has peers; then
 python3 bench/peers.py --heads 32 --ctx $ctx4 \

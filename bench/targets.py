@@ -22,7 +22,7 @@ K = 1024
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("results", help="a decode-<gpu>.json written by bench/run.sh (merge.py)")
-    ap.add_argument("--spec", default="qwen3-4b", help="the f16 spec; its q8_0/q4_0 variants are SPEC-q8_0 / SPEC-q4_0")
+    ap.add_argument("--spec", default="qwen3-4b", help="the f16 spec; its quantized variants are SPEC-q8_0 / -q4_0 / -q5_0 / -e4m3")
     a = ap.parse_args()
     with open(a.results) as f:
         doc = json.load(f)
@@ -76,10 +76,15 @@ def main():
     worst("3. sparse 6.25 % at >= 256K B1 (xcuDNN)",
           [(cell(s, 1, c, 0.0625), ctx_name(c)) for c in big[2:]],
           lambda r: cell(s, 1, r["ctx"], 1)["cudnn_us"] / r["qgen_us"], 8.0, True)
-    for t in ("q8_0", "q4_0"):
-        batches = sorted({k[1] for k in rows if k[0] == f"{s}-{t}"})
-        worst(f"4. {t} dense >= 128K, B{','.join(map(str, batches))} (xstream)",
-              [(cell(f"{s}-{t}", b, c, 1), f"B{b} {ctx_name(c)}") for b in batches for c in big[1:]], xstream, 1.2, False)
+    for t in ("q8_0", "q4_0", "q5_0"):  # issue 19, must-show 1
+        worst(f"4. {t} dense >= 128K, B1,4 (xstream)",
+              [(cell(f"{s}-{t}", b, c, 1), f"B{b} {ctx_name(c)}") for b in (1, 4) for c in big[1:]], xstream, 1.15, False)
+    for cov, goal in ((0.25, 100.0), (0.0625, 45.0)):  # issue 19, must-show 2
+        worst(f"4. q4_0 sparse {cov * 100:g} % at 1M B1 (us)", [(cell(f"{s}-q4_0", 1, K * K, cov), "1M")],
+              lambda r: r["qgen_us"], goal, False, "{:.1f}")
+    batches = sorted({k[1] for k in rows if k[0] == f"{s}-e4m3"})  # issue 21: fp8 at the floor of its 1-byte reads
+    worst(f"fp8. e4m3 dense >= 128K, B{','.join(map(str, batches))} (xstream)",
+          [(cell(f"{s}-e4m3", b, c, 1), f"B{b} {ctx_name(c)}") for b in batches for c in big[1:]], xstream, 1.15, False)
     share = lambda r: 100.0 * (r["qgen_us"] - r["attend_us"]) / r["qgen_us"]
     worst("5. est+select share of the 25 % step at 128K B1 (%)", [(cell(s, 1, 128 * K, 0.25), "128K")], share, 20.0, False, "{:.1f}")
     worst("5. est+select share of the 25 % step at >= 512K B1 (%)",

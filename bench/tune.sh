@@ -3,7 +3,7 @@
 # one GPU call, after a quick correctness check of the default plan:
 #   bash bench/tune.sh BUILD_DIR OUT_DIR [TUNE ...]     ("" = the default plan)
 # CELLS="--ctx 16K,128K,1M --batch 1 --coverage 1,0.25,0.0625" picks the cells.
-# Prints one line per (tune, cell): step, est+select, attend, stream read, step/stream.
+# Prints one line per (tune, cell): step, estimate, est+select, attend, stream read, step/stream.
 set -u -o pipefail
 build=${1:?build dir}
 out=${2:?out dir}
@@ -26,12 +26,12 @@ for t in "$@"; do
 done
 python3 - "$out" <<'PY'
 import json, glob, sys
-print(f"{'tune':24} {'B':>2} {'ctx':>8} {'cov':>6} {'step':>8} {'est+sel':>8} {'attend':>8} {'stream':>8} {'x_strm':>6}")
+print(f"{'tune':24} {'B':>2} {'ctx':>8} {'cov':>6} {'step':>8} {'est':>8} {'est+sel':>8} {'attend':>8} {'stream':>8} {'x_strm':>6}")
 for f in sorted(glob.glob(sys.argv[1] + "/tune*.json")):
     try: rows = json.load(open(f))
     except Exception as e: print(f, "unreadable:", e); continue
     for r in rows:
         sel = r["select_us"] if r["select_us"] is not None else 0.0
-        print(f"{r['tune'] or 'default':24} {r['batch']:>2} {r['ctx']:>8} {r['coverage']:>6} {r['qgen_us']:8.1f} {sel:8.1f} "
+        print(f"{r['tune'] or 'default':24} {r['batch']:>2} {r['ctx']:>8} {r['coverage']:>6} {r['qgen_us']:8.1f} {r['estimate_us']:8.1f} {sel:8.1f} "
               f"{r['attend_us']:8.1f} {r['stream_us']:8.1f} {r['qgen_us']/r['stream_us']:6.2f}")
 PY

@@ -12,22 +12,40 @@
 #include "base/util.h"
 
 /* templates_embed.c, from jit/embed.cmake: the base/ headers both compilers read, and the
-   templates of templates/LIST in their order, each flagged when only sparse units have it. */
+   templates of templates/LIST in their order, each flagged when only sparse units (1) or
+   only two-stage ones (2) have it. */
 struct qgen_embedded {
   const char *name, *text;
   size_t len;
   int sparse;
 };
+
+/* The units that hold template (or kernel) flag f: 0 all, 1 sparse, 2 two-stage. */
+static int unit_has(const qgen_spec *s, int f) { return f == 0 || (f == 1 && s->sparse) || (f == 2 && s->sparse && s->rescore > 1); }
 extern const struct qgen_embedded qgen_headers[], qgen_templates[];
 
-#define IN_SPARSE_UNIT(k, units) QGEN_KERNEL_NAME(k),
+/* The kernels of each kind of unit: IN_<unit>_<kernel's units>(k) names k or nothing. */
+#define NAMED(k) QGEN_KERNEL_NAME(k),
+#define UNNAMED(k)
+#define IN_DENSE_ALL NAMED
+#define IN_DENSE_SPARSE UNNAMED
+#define IN_DENSE_RESCORE UNNAMED
+#define IN_SPARSE_ALL NAMED
+#define IN_SPARSE_SPARSE NAMED
+#define IN_SPARSE_RESCORE UNNAMED
+#define IN_RESCORE_ALL NAMED
+#define IN_RESCORE_SPARSE NAMED
+#define IN_RESCORE_RESCORE NAMED
 #define IN_DENSE_UNIT(k, units) IN_DENSE_##units(k)
-#define IN_DENSE_ALL(k) QGEN_KERNEL_NAME(k),
-#define IN_DENSE_SPARSE(k)
-static const char *const KERNELS_SPARSE[] = {QGEN_KERNELS(IN_SPARSE_UNIT) NULL};
+#define IN_SPARSE_UNIT(k, units) IN_SPARSE_##units(k)
+#define IN_RESCORE_UNIT(k, units) IN_RESCORE_##units(k)
 static const char *const KERNELS_DENSE[] = {QGEN_KERNELS(IN_DENSE_UNIT) NULL};
+static const char *const KERNELS_SPARSE[] = {QGEN_KERNELS(IN_SPARSE_UNIT) NULL};
+static const char *const KERNELS_RESCORE[] = {QGEN_KERNELS(IN_RESCORE_UNIT) NULL};
 
-const char *const *qgen_kernel_names(const qgen_spec *s) { return s->sparse ? KERNELS_SPARSE : KERNELS_DENSE; }
+const char *const *qgen_kernel_names(const qgen_spec *s) {
+  return !s->sparse ? KERNELS_DENSE : s->rescore > 1 ? KERNELS_RESCORE : KERNELS_SPARSE;
+}
 
 /* A growing string. */
 typedef struct {
@@ -93,7 +111,15 @@ void qgen_module_name(const qgen_spec *s, char *buf, size_t n) {
   qgen_fmt(buf, n, "d%d_h%d_g%d_k%s_v%s_i%s_o%s_b%d_s%.9g_%s", s->head_dim, s->n_head,
            s->n_head_kv > 0 ? s->n_head / s->n_head_kv : 0, k ? k->name : "?", v ? v->name : "?",
            in ? in->name : "?", out ? out->name : "?", s->block, (double)(float)s->scale,
-           s->sparse ? "sparse" : "dense");
+           qgen_spec_mode(s));
+  if (s->sparse && s->rescore > 1) { /* two-stage: its own kernels (r = 1 names the Quest module) */
+    const size_t l = strlen(buf);
+    qgen_fmt(buf + l, n - l, "_r%d", s->rescore);
+  }
+  if (s->v_tau > 0) {
+    const size_t o = strlen(buf);
+    qgen_fmt(buf + o, n - o, "_vt%.9g", s->v_tau);
+  }
 }
 
 static const char *device_type(qgen_type t) { return qgen_type_traits_of(t)->device; }
@@ -112,9 +138,18 @@ char *qgen_emit_source(const qgen_spec *s, const qgen_tune *tune, size_t *len, c
             s->head_dim, s->n_head, s->n_head_kv, L.group);
   sb_printf(&b, "#define QG_BLOCK %d\n#define QG_SPARSE %d\n#define QG_SCALE %.9gf\n", s->block, s->sparse,
             (double)(float)s->scale);
+  sb_printf(&b, "#define QG_BOUNDS_I8 %d\n", L.bounds_i8);
   sb_printf(&b, "#define QG_K_TYPE %s\n#define QG_V_TYPE %s\n#define QG_IN_TYPE %s\n#define QG_OUT_TYPE %s\n",
             device_type(s->k_type), device_type(s->v_type), device_type(s->in_type), device_type(s->out_type));
   sb_printf(&b, "#define QG_K_ROW %zu\n#define QG_V_ROW %zu\n", L.k_row_bytes, L.v_row_bytes);
+  if (L.rescore > 1) { /* two-stage: the compact K rescore reads (the sketch, or K itself) and its plan */
+    const qgen_type sk = L.sketch_row_bytes ? QGEN_SKETCH_TYPE : s->k_type;
+    sb_printf(&b, "#define QG_SKETCH %d\n#define QG_SK_TYPE %s\n#define QG_SK_ROW %zu\n", L.sketch_row_bytes > 0,
+              device_type(sk), qgen_type_row_bytes(sk, s->head_dim));
+    sb_printf(&b, "#define QG_RESC_THREADS %d\n#define QG_RESC_STAGES %d\n#define QG_RESC_TILE %d\n#define QG_RESC_SMEM %d\n",
+              P.resc_threads, P.resc_stages, P.resc_tile, P.resc_smem);
+  }
+  if (s->v_tau > 0) sb_printf(&b, "#define QG_V_TAU %.9gf\n", s->v_tau); /* absent at 0: the same unit as without it */
   sb_printf(&b, "#define QG_SEL_BINS %d\n#define QG_MAX_SPLITS %d\n", QGEN_SEL_BINS, QGEN_MAX_SPLITS);
 #define PUT_PLAN_FIELD(field, unit) \
   if (unit) put_plan_field(&b, #field, P.field);
@@ -126,7 +161,7 @@ char *qgen_emit_source(const qgen_spec *s, const qgen_tune *tune, size_t *len, c
     sb_put(&b, h->text, h->len);
   }
   for (const struct qgen_embedded *t = qgen_templates; t->name; t++)
-    if ((s->sparse || !t->sparse) && put_template(&b, t, err, errlen) != 0) {
+    if (unit_has(s, t->sparse) && put_template(&b, t, err, errlen) != 0) {
       free(b.p);
       return NULL;
     }

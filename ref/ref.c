@@ -6,7 +6,8 @@
  *   append    For each new token t (position pos = seq_len + i) and KV head h: convert
  *             the input row (in_type) to f32 with the traits table, write it into
  *             page_table[seq][pos / block], slot pos % block, with the k_type / v_type
- *             quantizer (ggml-exact). Then, for sparse layouts, the bounds: for every page
+ *             quantizer (ggml-exact; an fp8 cache stores fp8(x / scale) with its per-tensor
+ *             scale and reads fp8 * scale, both in f32). Then, for sparse layouts, the bounds: for every page
  *             this call touches, take min and max per channel over the f32 input keys the
  *             call writes into that page, round them outward to f16 (min toward -inf, max
  *             toward +inf) and either store them (the call wrote the page's slot 0: a fresh
@@ -40,12 +41,16 @@
  *
  *   attend    Per query head hq (KV head hq / group), over the listed pages in list order
  *             and their tokens in order: s_t = scale * q.k_t (double, k dequantized with the
- *             k_type traits), m = max s_t, p_t = exp(s_t - m), out = sum p_t v_t / sum p_t.
+ *             k_type traits and the per-tensor scale), m = max s_t, p_t = exp(s_t - m),
+ *             out = sum p_t v_t / sum p_t.
  *             Two passes over the tokens (scores, then values); no online rescaling, so the
  *             result is as close to the exact softmax as double allows.
  *
  *   step      dense budget (or one whose K_eff covers every page): attend over every page;
- *             otherwise estimate -> select per KV head -> attend over those lists.
+ *             otherwise estimate -> select per KV head -> attend over those lists; with
+ *             the layout's rescore r > 1, two-stage selection (computing the exact scores
+ *             of the candidates only). Append also writes the sketch pool of such a layout
+ *             over an unquantized K: the q4_0 form of each stored K row.
  *
  * Sizes are 64-bit throughout. Scratch memory is one qgen_ref_scratch block: the CPU backend
  * takes it at cache creation (the _in forms, which never allocate); the plain entry points
@@ -58,6 +63,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "base/le.h"
 
 /* ---- small helpers ------------------------------------------------------------------ */
 
@@ -93,6 +100,30 @@ static const uint8_t *token_row(const qgen_layout *L, const qgen_kvmem *m, int w
   const int64_t *st = which ? m->v_stride : m->k_stride;
   const int64_t page = m->page_table[(int64_t)seq * m->pt_stride + t / m->page_size];
   return (which ? m->v : m->k) + page * st[0] + (t % m->page_size) * st[1] + (int64_t)h * st[2];
+}
+
+/* The per-tensor scale of the K (which = 0) or V cache: 1 for a type that takes none. */
+static float cache_scale(const qgen_layout *L, const qgen_kvmem *m, int which) {
+  if (!traits(which ? L->v_type : L->k_type)->tensor_scale) return 1.0f;
+  return which ? m->v_scale : m->k_scale;
+}
+
+/* A cache row to f32 values: decoded with the type's traits, times the per-tensor scale. */
+static void read_row(const qgen_layout *L, const qgen_kvmem *m, int which, int seq, int64_t t, int h, float *row) {
+  traits(which ? L->v_type : L->k_type)->to_f32(token_row(L, m, which, seq, t, h), row, L->head_dim);
+  const float sc = cache_scale(L, m, which);
+  if (sc != 1.0f)
+    for (int d = 0; d < L->head_dim; d++) row[d] *= sc;
+}
+
+/* f32 values x (overwritten) into a cache row: divided by the per-tensor scale (f32
+   division), then the type's quantizer. */
+static void write_row(const qgen_layout *L, const qgen_kvmem *m, int which, int64_t page, int h, int64_t slot,
+                      float *x) {
+  const float sc = cache_scale(L, m, which);
+  if (sc != 1.0f)
+    for (int d = 0; d < L->head_dim; d++) x[d] /= sc;
+  traits(which ? L->v_type : L->k_type)->from_f32(x, pool_row(L, m, which, page, h, slot), L->head_dim);
 }
 
 /* kmin of (page, h) at [0, D), kmax at [D, 2D). */
@@ -132,9 +163,13 @@ struct qgen_ref_scratch {
   int32_t *all, *lists;
   uint8_t *flags, *codes; /* codes: one page's 8-bit bounds */
   uint16_t *bnd;          /* a view's selection page: its engine pages' bounds merged */
+  uint8_t *sk;            /* one q4_0 row (two-stage selection) */
+  uint8_t *drop;          /* sparse-V: [list sub-tile][m-tile] V left out (v_tau > 0 only) */
+  double *mrun;           /* sparse-V: [token group][head] running max */
 };
 
 #define SCRATCH_ALIGN(n) (((n) + 63) / 64 * 64)
+#define QGEN_REF_MAX_GROUPS 32 /* token groups of a sparse-V order (attend has at most 31 warps) */
 
 /* Lay w's arrays out after it from base; with base == NULL only count the bytes. */
 static size_t scratch_layout(qgen_ref_scratch *w, const qgen_layout *L, uint8_t *base) {
@@ -165,6 +200,9 @@ static size_t scratch_layout(qgen_ref_scratch *w, const qgen_layout *L, uint8_t 
   CARVE(flags, N);
   CARVE(codes, 2 * D);
   CARVE(bnd, 2 * D);
+  CARVE(sk, qgen_type_row_bytes(QGEN_TYPE_Q4_0, (int64_t)D));
+  CARVE(drop, L->v_tau > 0 ? N * (size_t)(L->block / 16) * ((G + 15) / 16) : 0);
+  CARVE(mrun, L->v_tau > 0 ? QGEN_REF_MAX_GROUPS * G : 0);
 #undef CARVE
   return off;
 }
@@ -202,8 +240,7 @@ void qgen_ref_append_in(qgen_ref_scratch *w, const qgen_layout *L, qgen_kvmem *m
                         int64_t n_new, const void *k, const void *v) {
   if (n_new <= 0) return;
   const int D = L->head_dim, Hkv = L->n_head_kv, B = L->block;
-  const qgen_type_traits *in = traits(L->in_type), *kt = traits(L->k_type),
-                         *vt = traits(L->v_type);
+  const qgen_type_traits *in = traits(L->in_type);
   const uint8_t *kin = k, *vin = v;
   const int64_t len0 = m->seq_len[seq];
   float *x = w->x;
@@ -214,9 +251,14 @@ void qgen_ref_append_in(qgen_ref_scratch *w, const qgen_layout *L, qgen_kvmem *m
     for (int h = 0; h < Hkv; h++) {
       const size_t off = ((size_t)i * (size_t)Hkv + (size_t)h) * L->in_row_bytes;
       in->to_f32(kin + off, x, D);
-      kt->from_f32(x, pool_row(L, m, 0, page, h, slot), D);
+      write_row(L, m, 0, page, h, slot, x);
+      if (L->sketch_page_bytes) { /* the sketch: the stored row in QGEN_SKETCH_TYPE */
+        read_row(L, m, 0, seq, pos, h, x);
+        traits(QGEN_SKETCH_TYPE)->from_f32(x, m->sketch + (size_t)page * L->sketch_page_bytes +
+                                                  ((size_t)h * (size_t)B + (size_t)slot) * L->sketch_row_bytes, D);
+      }
       in->to_f32(vin + off, x, D);
-      vt->from_f32(x, pool_row(L, m, 1, page, h, slot), D);
+      write_row(L, m, 1, page, h, slot, x);
     }
   }
 
@@ -382,7 +424,7 @@ int qgen_ref_bounds_i8(const uint16_t *bnd, int D, uint16_t so[2], uint8_t *code
   }
   /* lo is an f16 value, so the offset is exact; every sum below is exact in double (f16
      grid values times 8-bit integers) */
-  const uint16_t off = qgen_f32_to_f16((float)lo);
+  const uint16_t off = qgen_f32_to_f16((float)(lo + 0.0)); /* + 0: a zero offset is +0, whichever zero came first */
   uint16_t sc = qgen_f32_to_f16_ru((float)((hi - lo) / 255.0));
   while (lo + 255.0 * qgen_f16_to_f32(sc) < hi) sc++; /* the next f16 up (sc is positive) */
   const double s = qgen_f16_to_f32(sc);
@@ -410,6 +452,14 @@ void qgen_ref_bounds_i8_decode(const uint16_t so[2], const uint8_t *codes, int D
   }
 }
 
+void qgen_ref_bounds_i8_row(const uint16_t *bnd, int D, uint8_t *row) {
+  uint16_t so[2];
+  memset(row, 0, (size_t)2 * D + 16);
+  if (qgen_ref_bounds_i8(bnd, D, so, row) != 0) so[0] = so[1] = 0x7e00; /* NaN, codes 0: no 8-bit form */
+  qgen_wr16(row + 2 * D, so[0]);
+  qgen_wr16(row + 2 * D + 2, so[1]);
+}
+
 /* ---- select ------------------------------------------------------------------------- */
 
 /* Best first: NaN above every number, then larger scores, ties to the lower page. */
@@ -421,11 +471,46 @@ static int rank_cmp(const void *pa, const void *pb) {
   return a->page < b->page ? -1 : a->page > b->page ? 1 : 0;
 }
 
-/* chosen and cand: room for the sequence's pages. exact != NULL: two stages, the best
-   r * K by scores are ranked again by exact (one stage otherwise). */
+/* Where the exact scores of two-stage selection come from: computed page by page from the
+   compact K of KV head h (qf: the group's query rows as f32; row, blk: a row's room). */
+typedef struct {
+  const qgen_layout *L;
+  const qgen_kvmem *m;
+  int seq, h;
+  const float *qf;
+  float *row;
+  uint8_t *blk;
+} sketch_src;
+
+/* The exact score of page p (qgen_ref_sketch_scores). */
+static double sketch_page(const sketch_src *z, int64_t p) {
+  const qgen_layout *L = z->L;
+  const int D = L->head_dim, G = L->group, B = L->block;
+  const int64_t len = z->m->seq_len[z->seq];
+  const qgen_type_traits *kt = traits(L->k_type), *q4 = traits(QGEN_TYPE_Q4_0);
+  double best = -INFINITY;
+  for (int64_t t = p * B; t < len && t < (p + 1) * B; t++) {
+    read_row(L, z->m, 0, z->seq, t, z->h, z->row);
+    if (!kt->is_quant) { /* the q4_0 sketch of an unquantized cache */
+      q4->from_f32(z->row, z->blk, D);
+      q4->to_f32(z->blk, z->row, D);
+    }
+    for (int g = 0; g < G; g++) {
+      const float *qg = z->qf + (size_t)g * (size_t)D;
+      double dot = 0.0;
+      for (int d = 0; d < D; d++) dot += (double)qg[d] * (double)z->row[d];
+      if (isnan(dot) || dot > best) best = dot; /* once NaN, stays NaN */
+    }
+  }
+  return best;
+}
+
+/* chosen and cand: room for the sequence's pages. exact or z != NULL: two stages, the best
+   r * K by scores are ranked again by exact (from the table, or computed from z only at
+   the candidates); one stage otherwise. */
 static int64_t select_pages(const qgen_budget *b, int64_t len, int block, const double *scores,
-                            int r, const double *exact, int32_t *list, uint8_t *chosen,
-                            ranked *cand) {
+                            int r, const double *exact, const sketch_src *z, int32_t *list,
+                            uint8_t *chosen, ranked *cand) {
   const int64_t n = qgen_pages_of(len, block);
   if (n <= 0) return 0;
   const int64_t n_forced = qgen_forced_pages(b, len, block, chosen); /* forced pages chosen */
@@ -443,9 +528,9 @@ static int64_t select_pages(const qgen_budget *b, int64_t len, int block, const 
       }
     qsort(cand, (size_t)nc, sizeof *cand, rank_cmp);
     const int64_t keep = k - n_forced;
-    if (exact) {
+    if (exact || z) {
       const int64_t c = keep * (r > 1 ? r : 1) < nc ? keep * (r > 1 ? r : 1) : nc;
-      for (int64_t i = 0; i < c; i++) cand[i].score = exact[cand[i].page];
+      for (int64_t i = 0; i < c; i++) cand[i].score = z ? sketch_page(z, cand[i].page) : exact[cand[i].page];
       qsort(cand, (size_t)c, sizeof *cand, rank_cmp);
     }
     for (int64_t i = 0; i < keep; i++) chosen[cand[i].page] = 1;
@@ -463,7 +548,7 @@ int64_t qgen_ref_select(const qgen_budget *b, int64_t len, int block, const doub
   if (n <= 0) return 0;
   uint8_t *chosen = xmalloc((size_t)n);
   ranked *cand = xmalloc((size_t)n * sizeof *cand);
-  const int64_t c = select_pages(b, len, block, scores, 1, NULL, list, chosen, cand);
+  const int64_t c = select_pages(b, len, block, scores, 1, NULL, NULL, list, chosen, cand);
   free(chosen);
   free(cand);
   return c;
@@ -475,7 +560,7 @@ int64_t qgen_ref_select_rescore(const qgen_budget *b, int64_t len, int block, in
   if (n <= 0) return 0;
   uint8_t *chosen = xmalloc((size_t)n);
   ranked *cand = xmalloc((size_t)n * sizeof *cand);
-  const int64_t c = select_pages(b, len, block, bound, r, exact, list, chosen, cand);
+  const int64_t c = select_pages(b, len, block, bound, r, exact, NULL, list, chosen, cand);
   free(chosen);
   free(cand);
   return c;
@@ -483,30 +568,14 @@ int64_t qgen_ref_select_rescore(const qgen_budget *b, int64_t len, int block, in
 
 void qgen_ref_sketch_scores(const qgen_layout *L, const qgen_kvmem *m, int seq, const void *q,
                             int h, const uint8_t *want, double *scores) {
-  const int D = L->head_dim, G = L->group, B = L->block;
-  const int64_t len = m->seq_len[seq], n = qgen_pages_of(len, B);
-  const qgen_type_traits *kt = traits(L->k_type), *q4 = traits(QGEN_TYPE_Q4_0);
+  const int D = L->head_dim, G = L->group;
+  const int64_t n = qgen_pages_of(m->seq_len[seq], L->block);
   float *qf = xmalloc((size_t)G * (size_t)D * sizeof *qf), *row = xmalloc((size_t)D * sizeof *row);
   uint8_t *blk = xmalloc(qgen_type_row_bytes(QGEN_TYPE_Q4_0, D));
   traits(L->in_type)->to_f32((const uint8_t *)q + (size_t)h * (size_t)G * L->in_row_bytes, qf, (int64_t)G * D);
-  for (int64_t p = 0; p < n; p++) {
-    if (want && !want[p]) continue;
-    double best = -INFINITY;
-    for (int64_t t = p * B; t < len && t < (p + 1) * B; t++) {
-      kt->to_f32(token_row(L, m, 0, seq, t, h), row, D);
-      if (!kt->is_quant) { /* the q4_0 sketch of an unquantized cache */
-        q4->from_f32(row, blk, D);
-        q4->to_f32(blk, row, D);
-      }
-      for (int g = 0; g < G; g++) {
-        const float *qg = qf + (size_t)g * (size_t)D;
-        double dot = 0.0;
-        for (int d = 0; d < D; d++) dot += (double)qg[d] * (double)row[d];
-        if (isnan(dot) || dot > best) best = dot; /* once NaN, stays NaN */
-      }
-    }
-    scores[p] = best;
-  }
+  const sketch_src z = {L, m, seq, h, qf, row, blk};
+  for (int64_t p = 0; p < n; p++)
+    if (!want || want[p]) scores[p] = sketch_page(&z, p);
   free(qf);
   free(row);
   free(blk);
@@ -526,11 +595,49 @@ static int64_t listed_tokens(const int32_t *list, int64_t cnt, int64_t len, int6
   return ntok;
 }
 
+/* Sparse-V: mark in w->drop the list's sub-tiles whose V an m-tile leaves out (ref.h's
+   qgen_ref_order), from the scores s ([g][token], list order, ntok a head). */
+static void mark_dropped(qgen_ref_scratch *w, const qgen_layout *L, const qgen_ref_order *ord, const int32_t *list,
+                         int64_t cnt, int64_t len, int64_t n, const double *s, size_t ntok) {
+  const int G = L->group, B = L->block, spp = B / 16, mt = (G + 15) / 16;
+  const int groups = ord->groups < 1 ? 1 : ord->groups > QGEN_REF_MAX_GROUPS ? QGEN_REF_MAX_GROUPS : ord->groups;
+  const int64_t per = ord->min_split_tokens / B > 0 ? ord->min_split_tokens / B : 1;
+  int64_t ns = (cnt + per - 1) / per;
+  if (ns > ord->max_splits) ns = ord->max_splits;
+  if (ns < 1) ns = 1;
+  const double tau = L->v_tau;
+  int64_t tok = 0; /* first score of the current page */
+  for (int64_t sp = 0, i = 0; sp < ns; sp++) {
+    const int64_t p1 = cnt * (sp + 1) / ns;
+    for (int k = 0; k < groups * G; k++) w->mrun[k] = -INFINITY;
+    for (int64_t jt = 0; i < p1; i++) {
+      const int64_t p = list[i];
+      const int64_t valid = p < 0 || p >= n ? 0 : (p + 1) * B < len ? B : len - p * B;
+      for (int k = 0; k < spp; k++, jt++) {
+        const int64_t t0 = k * 16, t1 = valid < t0 + 16 ? valid : t0 + 16;
+        double *mr = w->mrun + (size_t)(jt % groups) * (size_t)G;
+        for (int t = 0; t < mt; t++) w->drop[((size_t)i * (size_t)spp + (size_t)k) * (size_t)mt + (size_t)t] = 1;
+        for (int g = 0; g < G; g++) {
+          const double *sg = s + (size_t)g * ntok + (size_t)tok;
+          for (int64_t t = t0; t < t1; t++)
+            if (sg[t] > mr[g]) mr[g] = sg[t];
+          const double ref = mr[g] == -INFINITY ? 0.0 : mr[g];
+          for (int64_t t = t0; t < t1; t++)
+            if (!(exp(sg[t] - ref) < tau)) w->drop[((size_t)i * (size_t)spp + (size_t)k) * (size_t)mt + (size_t)(g / 16)] = 0;
+        }
+      }
+      tok += valid;
+    }
+  }
+}
+
 static void attend(qgen_ref_scratch *w, const qgen_layout *L, const qgen_kvmem *m, int seq, const void *q,
-                   const int32_t *const *lists, const int64_t *counts, void *out, double *out_f64) {
+                   const int32_t *const *lists, const int64_t *counts, const qgen_ref_order *ord, void *out,
+                   double *out_f64) {
+  static const qgen_ref_order plain = {1, 1, 1};
+  if (!ord) ord = &plain;
   const int D = L->head_dim, G = L->group, B = L->block;
   const int64_t len = m->seq_len[seq], n = qgen_pages_of(len, B);
-  const qgen_type_traits *kt = traits(L->k_type), *vt = traits(L->v_type);
   double *res = out_f64 ? out_f64 : w->res;
   float *qf = w->qf;
   float *row = w->x;
@@ -557,7 +664,7 @@ static void attend(qgen_ref_scratch *w, const qgen_layout *L, const qgen_kvmem *
       const int64_t p = list[i];
       if (p < 0 || p >= n) continue;
       for (int64_t t = p * B; t < len && t < (p + 1) * B; t++, nt++) {
-        kt->to_f32(token_row(L, m, 0, seq, t, h), row, D);
+        read_row(L, m, 0, seq, t, h, row);
         for (int g = 0; g < G; g++) {
           const float *qg = qf + (size_t)(h * G + g) * (size_t)D;
           double dot = 0.0;
@@ -569,17 +676,22 @@ static void attend(qgen_ref_scratch *w, const qgen_layout *L, const qgen_kvmem *
       }
     }
 
+    if (L->v_tau > 0) mark_dropped(w, L, ord, list, cnt, len, n, s, ntok);
+
     /* pass 2: softmax weights and the weighted sum of the values, same token order */
     for (int g = 0; g < G; g++) sum[g] = 0.0;
     nt = 0;
+    const int spp = B / 16, mt = (G + 15) / 16;
     for (int64_t i = 0; i < cnt; i++) {
       const int64_t p = list[i];
       if (p < 0 || p >= n) continue;
       for (int64_t t = p * B; t < len && t < (p + 1) * B; t++, nt++) {
-        vt->to_f32(token_row(L, m, 1, seq, t, h), row, D);
+        read_row(L, m, 1, seq, t, h, row);
+        const uint8_t *drop = L->v_tau > 0 ? w->drop + ((size_t)i * (size_t)spp + (size_t)((t - p * B) / 16)) * (size_t)mt : NULL;
         for (int g = 0; g < G; g++) {
           const double w = exp(s[(size_t)g * ntok + (size_t)nt] - mx[g]);
           sum[g] += w;
+          if (drop && drop[g / 16]) continue; /* sparse-V: counted, not added */
           for (int d = 0; d < D; d++) o[(size_t)g * D + d] += w * (double)row[d];
         }
       }
@@ -599,9 +711,9 @@ static void attend(qgen_ref_scratch *w, const qgen_layout *L, const qgen_kvmem *
 
 }
 
-void qgen_ref_attend(const qgen_layout *L, const qgen_kvmem *m, int seq, const void *q,
-                     const int32_t *const *lists, const int64_t *counts, void *out,
-                     double *out_f64) {
+void qgen_ref_attend_order(const qgen_layout *L, const qgen_kvmem *m, int seq, const void *q,
+                           const int32_t *const *lists, const int64_t *counts,
+                           const qgen_ref_order *ord, void *out, double *out_f64) {
   const int64_t len = m->seq_len[seq], n = qgen_pages_of(len, L->block);
   int64_t tokens = len; /* room for the longest list's tokens */
   for (int h = 0; lists && len > 0 && h < L->n_head_kv; h++) {
@@ -609,8 +721,14 @@ void qgen_ref_attend(const qgen_layout *L, const qgen_kvmem *m, int seq, const v
     if (t > tokens) tokens = t;
   }
   qgen_ref_scratch *w = scratch_or_die(L, tokens);
-  attend(w, L, m, seq, q, lists, counts, out, out_f64);
+  attend(w, L, m, seq, q, lists, counts, ord, out, out_f64);
   qgen_ref_scratch_free(w);
+}
+
+void qgen_ref_attend(const qgen_layout *L, const qgen_kvmem *m, int seq, const void *q,
+                     const int32_t *const *lists, const int64_t *counts, void *out,
+                     double *out_f64) {
+  qgen_ref_attend_order(L, m, seq, q, lists, counts, NULL, out, out_f64);
 }
 
 /* ---- step --------------------------------------------------------------------------- */
@@ -639,14 +757,16 @@ void qgen_ref_step_in(qgen_ref_scratch *w, const qgen_layout *L, const qgen_kvme
     }
   } else {
     double *scores = w->scores;
-    estimate(w, L, m, seq, q, 0, scores);
-    for (int h = 0; h < Hkv; h++)
-      counts[h] = select_pages(b, len, L->block, scores + (size_t)h * (size_t)n, 1, NULL,
-                               lists + (size_t)h * room, w->flags, w->cand);
+    estimate(w, L, m, seq, q, L->bounds_i8, scores);
+    for (int h = 0; h < Hkv; h++) { /* two-stage (rescore > 1): exact scores of the candidates */
+      const sketch_src z = {L, m, seq, h, w->qf + (size_t)h * (size_t)L->group * (size_t)L->head_dim, w->x, w->sk};
+      counts[h] = select_pages(b, len, L->block, scores + (size_t)h * (size_t)n, L->rescore,
+                               NULL, L->rescore > 1 ? &z : NULL, lists + (size_t)h * room, w->flags, w->cand);
+    }
   }
   for (int h = 0; h < Hkv; h++) ptrs[h] = lists + (size_t)h * room;
 
-  attend(w, L, m, seq, q, ptrs, counts, out, out_f64);
+  attend(w, L, m, seq, q, ptrs, counts, NULL, out, out_f64);
 
   for (int h = 0; h < Hkv; h++) {
     if (lists_out)
@@ -670,8 +790,7 @@ void qgen_ref_row(const qgen_layout *L, const qgen_kvmem *m, int which, int seq,
                   int h, double *dst) {
   const int D = L->head_dim;
   float *row = xmalloc((size_t)D * sizeof *row);
-  const uint8_t *src = token_row(L, m, which, seq, t, h);
-  traits(which ? L->v_type : L->k_type)->to_f32(src, row, D);
+  read_row(L, m, which, seq, t, h, row);
   for (int d = 0; d < D; d++) dst[d] = row[d];
   free(row);
 }

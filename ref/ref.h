@@ -20,8 +20,9 @@ qgen_ref_scratch *qgen_ref_scratch_new(const qgen_layout *L, int64_t max_tokens,
 void qgen_ref_scratch_free(qgen_ref_scratch *w);
 
 /* Append n_new tokens to seq: k, v are [n_new][n_head_kv][head_dim] (in_type). Writes the
-   rows in k_type/v_type with ggml's quantizers, updates the bounds (sparse layouts) and
-   seq_len. The caller has checked capacity. */
+   rows in k_type/v_type with ggml's quantizers, updates the bounds (sparse layouts), the
+   sketch (m->sketch, a layout with sketch_page_bytes: the QGEN_SKETCH_TYPE form of each
+   stored K row) and seq_len. The caller has checked capacity. */
 void qgen_ref_append(const qgen_layout *L, qgen_kvmem *m, int seq, int64_t n_new,
                      const void *k, const void *v);
 void qgen_ref_append_in(qgen_ref_scratch *w, const qgen_layout *L, qgen_kvmem *m, int seq,
@@ -80,6 +81,10 @@ int qgen_ref_bounds_i8(const uint16_t *bnd, int D, uint16_t so[2], uint8_t *code
 void qgen_ref_bounds_i8_decode(const uint16_t so[2], const uint8_t *codes, int D, double *lo,
                                double *hi);
 
+/* The 8-bit bounds row of base/layout.h (2D + 16 bytes) of one (page, KV head) from its f16
+   bounds bnd: what append writes into the bounds_i8 pool (the GPU's must be these bytes). */
+void qgen_ref_bounds_i8_row(const uint16_t *bnd, int D, uint8_t *row);
+
 /* qgen_ref_estimate over the 8-bit form of the cache's bounds (qgen_ref_bounds_i8; NaN for
    a page without one). */
 void qgen_ref_estimate_i8(const qgen_layout *L, const qgen_kvmem *m, int seq, const void *q,
@@ -93,7 +98,26 @@ void qgen_ref_attend(const qgen_layout *L, const qgen_kvmem *m, int seq, const v
                      const int32_t *const *lists, const int64_t *counts, void *out,
                      double *out_f64);
 
-/* The decode step: estimate + select (sparse budgets) + attend. lists_out, if not NULL,
+/* Sparse-V (L->v_tau > 0): the order in which the online softmax meets a list's 16-token
+   sub-tiles, which decides what is skipped (templates/attend.cu): the list of n pages is cut
+   into ns = min(max_splits, ceil(n / max(1, min_split_tokens / block))) (at least 1) shares
+   [n*s/ns, n*(s+1)/ns), each walked sub-tile by sub-tile, sub-tile j of a share by token
+   group j % groups, each group with its own running max per query head; a sub-tile's V is
+   left out of a 16-head m-tile's output when every weight exp(s - running max) of those
+   heads (the heads of the group in it) is below v_tau; the denominator keeps them. The
+   plain entry points use {1, 1, 1}: one online softmax in list order. */
+typedef struct qgen_ref_order {
+  int max_splits, min_split_tokens, groups;
+} qgen_ref_order;
+
+/* qgen_ref_attend in the order ord (NULL: {1, 1, 1}). */
+void qgen_ref_attend_order(const qgen_layout *L, const qgen_kvmem *m, int seq, const void *q,
+                           const int32_t *const *lists, const int64_t *counts,
+                           const qgen_ref_order *ord, void *out, double *out_f64);
+
+/* The decode step: estimate (over the 8-bit bounds when L->bounds_i8) + select (sparse
+   budgets; two-stage, qgen_ref_select_rescore's list, when the layout's rescore > 1) +
+   attend. lists_out, if not NULL,
    receives n_head_kv * pages_per_seq entries (list of head h at h * pages_per_seq) and
    counts_out n_head_kv lengths. */
 void qgen_ref_step(const qgen_layout *L, const qgen_kvmem *m, int seq, const void *q,

@@ -1,7 +1,9 @@
 /* cpu.c — the CPU reference executor, a row of the backend table (backend.h): the cache in
  * host memory with the GPU's layout (kv->host), every step by the reference kernels
  * (ref/ref.h). Pointers are host addresses; streams are ignored. All memory, the steps'
- * scratch included, is taken at cache creation, so a step never allocates.
+ * scratch included, is taken at cache creation, so a step never allocates. With 8-bit
+ * bounds the reference step estimates over them (qgen_ref_step), and the 8-bit rows, a
+ * pure function of the f16 bounds, are made when read rather than kept.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +33,7 @@ static void cpu_cache_destroy(qgen_kv *kv) {
     free(kv->host.seq_len);
   }
   free(kv->host.bounds);
+  free(kv->host.sketch);
   if (ck) {
     qgen_ref_scratch_free(ck->w);
     free(ck->sel_lists);
@@ -66,12 +69,14 @@ static qgen_status cpu_cache_create(qgen_kv *kv) {
     kv->host.seq_len = calloc((size_t)kv->max_seqs, sizeof(int32_t));
   }
   if (L->sparse) kv->host.bounds = calloc(n, L->bounds_page_bytes);
+  if (L->sketch_page_bytes) kv->host.sketch = calloc(n, L->sketch_page_bytes);
   if (L->sparse) ck->sel_lists = calloc(sel * (size_t)kv->pps, sizeof(int32_t));
   if (L->sparse) ck->sel_counts = calloc(sel, sizeof(int64_t));
   ck->dropped = calloc((size_t)kv->max_seqs, sizeof(int32_t));
-  if (!kv->host.k || !kv->host.v || !kv->host.seq_len || !ck->dropped || (L->sparse && (!kv->host.bounds || !ck->sel_lists || !ck->sel_counts)))
+  if (!kv->host.k || !kv->host.v || !kv->host.seq_len || !ck->dropped || (L->sparse && (!kv->host.bounds || !ck->sel_lists || !ck->sel_counts)) ||
+      (L->sketch_page_bytes && !kv->host.sketch))
     return qgen_fail(c, QGEN_ERR_OUT_OF_MEMORY, "qgen_cache_create: out of host memory for %lld pages (%zu bytes each)",
-                     (long long)kv->n_pages, L->k_page_bytes + L->v_page_bytes + L->bounds_page_bytes);
+                     (long long)kv->n_pages, L->k_page_bytes + L->v_page_bytes + L->bounds_page_bytes + L->sketch_page_bytes);
   size_t bytes = 0;
   if (!(ck->w = qgen_ref_scratch_new(L, kv->max_tokens, &bytes)))
     return qgen_fail(c, QGEN_ERR_OUT_OF_MEMORY,
@@ -147,10 +152,18 @@ static qgen_status cpu_sync(qgen_kv *kv, int32_t *len, int32_t *dropped) {
 }
 
 static qgen_status cpu_read(qgen_kv *kv, int which, void *host, size_t bytes) {
+  const qgen_layout *L = &kv->ctx->L;
+  if (which == QGEN_KV_BOUNDS_I8) {
+    const size_t D = (size_t)L->head_dim;
+    for (size_t r = 0; r < bytes / L->bounds_i8_row_bytes; r++)
+      qgen_ref_bounds_i8_row(kv->host.bounds + r * 2 * D, L->head_dim, (uint8_t *)host + r * L->bounds_i8_row_bytes);
+    return QGEN_OK;
+  }
   const void *src = which == QGEN_KV_K ? (const void *)kv->host.k
                     : which == QGEN_KV_V ? (const void *)kv->host.v
                     : which == QGEN_KV_BOUNDS ? (const void *)kv->host.bounds
                     : which == QGEN_KV_PAGE_TABLE ? (const void *)kv->host.page_table
+                    : which == QGEN_KV_SKETCH ? (const void *)kv->host.sketch
                     : (const void *)kv->host.seq_len;
   memcpy(host, src, bytes);
   return QGEN_OK;

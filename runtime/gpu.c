@@ -8,7 +8,9 @@
  *
  * A step launches only kernels with by-value arguments (kargs.h): sparse =
  * estimate → select → attend (the last two as programmatic dependents on sm_90+, so each
- * starts while its predecessor drains), dense = attend; attend merges its own splits
+ * starts while its predecessor drains), two-stage (rescore > 1) = estimate → select of the
+ * candidates → rescore → select of the budget → attend (all but estimate as dependents),
+ * dense = attend; attend merges its own splits
  * (combine.cu). Grids are sized from capacities known at open/create time, never from
  * device-side lengths, so a captured graph stays valid as sequences grow; qgen_append_decode
  * also takes each position from the device (append.cu), so a graph of it and attend
@@ -36,8 +38,8 @@ typedef struct gpu_ctx {
   CUdevice dev;
   CUcontext cuctx;
   CUmodule mod;
-  CUfunction f_append, f_view, f_estimate, f_select, f_attend;
-  int sm_count, arch, attend_per_sm, est_per_sm;
+  CUfunction f_append, f_view, f_estimate, f_select, f_rescore, f_attend;
+  int sm_count, arch, attend_per_sm, est_per_sm, resc_per_sm;
   int code_arch; /* the arch the loaded kernels were compiled for (PTX of an older one runs too) */
   int sel_clusters[9]; /* [n]: clusters of n select CTAs the device holds at once (sm_90 code) */
   CUevent *marks; /* benchmarks: recorded before select and before attend (qgen_ext.h) */
@@ -45,7 +47,9 @@ typedef struct gpu_ctx {
 
 typedef struct gpu_kv {
   CUdeviceptr k, v, bounds, page_table, seq_len, scores, list, count, part_o, part_ml, ticket, hist;
+  CUdeviceptr sketch, exact, hist2; /* two-stage selection (kargs.h qg_cache, qg_work) */
   CUdeviceptr decode; /* qgen_append_decode's [2][max_seqs]: arrivals, dropped tokens (qg_append_args) */
+  CUdeviceptr bounds_i8; /* the 8-bit bounds (L->bounds_i8), else 0 */
 } gpu_kv;
 
 static gpu_ctx *gctx(const qgen_ctx *c) { return c->impl; }
@@ -107,11 +111,13 @@ static qgen_status load_module(qgen_ctx *c, const qgen_artifact *a) {
     CU(cu->cuModuleGetFunction(&g->f_select, g->mod, QGEN_KERNEL_NAME(select)));
     CU(cu->cuFuncSetAttribute(g->f_select, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 4 * c->P.sel_smem_keys));
   }
+  if (c->L.sparse && c->L.rescore > 1) CU(cu->cuModuleGetFunction(&g->f_rescore, g->mod, QGEN_KERNEL_NAME(rescore)));
   int smem_max = 0;
   CU(cu->cuDeviceGetAttribute(&smem_max, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, g->dev));
   const struct { const char *name; CUfunction f; int smem; } dyn[] = {{"attend", g->f_attend, c->P.attend_smem},
-                                                                      {"estimate", g->f_estimate, c->P.est_smem}};
-  for (int i = 0; i < 2; i++) {
+                                                                      {"estimate", g->f_estimate, c->P.est_smem},
+                                                                      {"rescore", g->f_rescore, c->P.resc_smem}};
+  for (int i = 0; i < 3; i++) {
     if (!dyn[i].f) continue;
     if (dyn[i].smem > smem_max)
       return qgen_fail(c, QGEN_ERR_UNSUPPORTED, "%s needs %d bytes of shared memory; this device allows %d per block",
@@ -120,13 +126,15 @@ static qgen_status load_module(qgen_ctx *c, const qgen_artifact *a) {
   }
   /* all of L1 as shared memory, for every kernel: attend's occupancy is bounded by it, and
      kernels that agree on the carveout need no SM reconfiguration between them */
-  CUfunction all[] = {g->f_append, g->f_attend, g->f_estimate, g->f_select, g->f_view};
-  for (int i = 0; i < 5; i++)
+  CUfunction all[] = {g->f_append, g->f_attend, g->f_estimate, g->f_select, g->f_rescore, g->f_view};
+  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
     if (all[i]) CU(cu->cuFuncSetAttribute(all[i], CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, 100));
   CU(cu->cuOccupancyMaxActiveBlocksPerMultiprocessor(&g->attend_per_sm, g->f_attend, c->P.attend_threads,
                                                      (size_t)c->P.attend_smem));
   if (g->f_estimate) CU(cu->cuOccupancyMaxActiveBlocksPerMultiprocessor(&g->est_per_sm, g->f_estimate, c->P.est_threads,
                                                                                   (size_t)c->P.est_smem));
+  if (g->f_rescore) CU(cu->cuOccupancyMaxActiveBlocksPerMultiprocessor(&g->resc_per_sm, g->f_rescore, c->P.resc_threads,
+                                                                                 (size_t)c->P.resc_smem));
   if (g->attend_per_sm < 1) return qgen_fail(c, QGEN_ERR_UNSUPPORTED, "attend cannot run on this device (occupancy 0)");
   if (g->f_select && g->code_arch >= 90)
     for (int n = 2; n <= 8; n++) { /* with the most shared memory a select launch asks for */
@@ -280,7 +288,12 @@ static qgen_status cache_alloc(qgen_kv *kv) {
       (st = alloc0(c, &m->part_ml, (size_t)rows * L->n_head * 2 * 4)) ||
       (st = alloc0(c, &m->ticket, (size_t)QGEN_MAX_BATCH * L->n_head_kv * 4)) ||
       (st = alloc0(c, &m->hist, L->sparse ? (size_t)QGEN_MAX_BATCH * L->n_head_kv * QGEN_SEL_BINS * 4 : 0)) ||
-      (st = alloc0(c, &m->decode, own * kv->max_seqs * 2 * 4)))
+      (st = alloc0(c, &m->decode, own * kv->max_seqs * 2 * 4)) ||
+      (st = alloc0(c, &m->bounds_i8, (size_t)kv->n_pages * L->bounds_i8_page_bytes)))
+    return st;
+  if (L->rescore > 1 &&
+      ((st = alloc0(c, &m->sketch, (size_t)kv->n_pages * L->sketch_page_bytes)) || (st = alloc0(c, &m->exact, sel * 4)) ||
+       (st = alloc0(c, &m->hist2, (size_t)QGEN_MAX_BATCH * L->n_head_kv * QGEN_SEL_BINS * 4))))
     return st;
   if (own) CU(g->cu->cuMemcpyHtoD(m->page_table, kv->host.page_table, (size_t)kv->n_pages * 4));
   return QGEN_OK;
@@ -292,7 +305,8 @@ static void cache_destroy(qgen_kv *kv) {
   gpu_kv *m = gkv(kv);
   if (!m) return;
   const qgen_cudrv *cu = gctx(kv->ctx)->cu;
-  CUdeviceptr all[] = {m->k, m->v, m->bounds, m->page_table, m->seq_len, m->scores, m->list, m->count, m->part_o, m->part_ml, m->ticket, m->hist, m->decode};
+  CUdeviceptr all[] = {m->k, m->v, m->bounds, m->page_table, m->seq_len, m->scores, m->list, m->count, m->part_o, m->part_ml, m->ticket, m->hist, m->decode,
+                       m->sketch, m->exact, m->hist2, m->bounds_i8};
   if (enter(kv->ctx) == QGEN_OK) {
     for (size_t i = 0; i < sizeof all / sizeof *all; i++)
       if (all[i]) cu->cuMemFree(all[i]);
@@ -310,7 +324,8 @@ static int slab(qgen_ptr base, const int64_t st[3], size_t row) {
 static qg_cache cache_args(const qgen_kv *kv) {
   const gpu_kv *m = gkv(kv);
   const qgen_layout *L = &kv->ctx->L;
-  qg_cache a = {.k = m->k, .v = m->v, .bounds = m->bounds, .page_table = m->page_table, .seq_len = m->seq_len, .pages_per_seq = kv->pps};
+  qg_cache a = {.k = m->k, .v = m->v, .bounds = m->bounds, .page_table = m->page_table, .seq_len = m->seq_len, .pages_per_seq = kv->pps,
+                .k_scale = kv->host.k_scale, .v_scale = kv->host.v_scale, .sketch = m->sketch, .bounds_i8 = m->bounds_i8};
   int64_t ks[3], vs[3];
   if (kv->is_view) {
     const qgen_view_desc *d = &kv->view;
@@ -452,7 +467,7 @@ static qgen_status attend_in(qgen_kv *kv, const int *seq, int n_seq, qgen_ptr q,
     bt.n = n_seq - i0 < QGEN_MAX_BATCH ? n_seq - i0 : QGEN_MAX_BATCH;
     memcpy(bt.seq, seq + i0, (size_t)bt.n * sizeof(int));
     const int ms = max_splits(g, L, bt.n);
-    qg_work wk = {m->scores, m->list, m->count, m->part_o, m->part_ml, m->ticket, m->hist, ms};
+    qg_work wk = {m->scores, m->list, m->count, m->part_o, m->part_ml, m->ticket, m->hist, ms, m->exact, m->hist2, L->rescore};
     qgen_dptr qp = q + (qgen_dptr)i0 * L->q_bytes, op = out + (qgen_dptr)i0 * L->out_bytes;
     qgen_status st;
     if (!dense) {
@@ -470,6 +485,19 @@ static qgen_status attend_in(qgen_kv *kv, const int *seq, int n_seq, qgen_ptr q,
       const int smem = 4 * (int)(kv->pps < P->sel_smem_keys ? kv->pps : P->sel_smem_keys);
       if ((st = launch_ex(c, g->f_select, (unsigned)(L->n_head_kv * cl), (unsigned)bt.n, 1, P->sel_threads, smem, s, sa, cl)))
         return st;
+      if (g->f_rescore) { /* two-stage: the candidates' exact scores, then select over them */
+        void *ra[] = {&ca, &wk, &bt, &ba, &qp};
+        int64_t rx = (kv->pps + 2 * P->resc_threads / 32 - 1) / (2 * P->resc_threads / 32); /* >= 2 pages a warp */
+        const int64_t wave = (int64_t)g->sm_count * (g->resc_per_sm > 0 ? g->resc_per_sm : 1) / (bt.n * L->n_head_kv);
+        if (rx > wave) rx = wave > 0 ? wave : 1;
+        if ((st = launch_ex(c, g->f_rescore, (unsigned)rx, (unsigned)L->n_head_kv, (unsigned)bt.n, P->resc_threads, P->resc_smem, s, ra, 1)))
+          return st;
+        qg_work w2 = wk; /* over the exact scores and rescore's histogram; marks nothing */
+        w2.scores = m->exact, w2.hist = m->hist2, w2.exact = 0, w2.cand = 1;
+        void *s2[] = {&ca, &w2, &bt, &ba};
+        if ((st = launch_ex(c, g->f_select, (unsigned)(L->n_head_kv * cl), (unsigned)bt.n, 1, P->sel_threads, smem, s, s2, cl)))
+          return st;
+      }
     }
     if (g->marks) CU(g->cu->cuEventRecordWithFlags(g->marks[1], s, CU_EVENT_RECORD_EXTERNAL));
     int bulk = P->bulk; /* read by sm_90 code only */
@@ -546,7 +574,8 @@ static qgen_status read_in(qgen_kv *kv, int which, void *host, size_t bytes) {
   const qgen_cudrv *cu = gctx(c)->cu;
   const gpu_kv *m = gkv(kv);
   CUdeviceptr src = which == QGEN_KV_K ? m->k : which == QGEN_KV_V ? m->v : which == QGEN_KV_BOUNDS ? m->bounds
-                  : which == QGEN_KV_PAGE_TABLE ? m->page_table : m->seq_len;
+                  : which == QGEN_KV_PAGE_TABLE ? m->page_table : which == QGEN_KV_SKETCH ? m->sketch
+                  : which == QGEN_KV_SEQ_LEN ? m->seq_len : m->bounds_i8;
   CU(cu->cuCtxSynchronize());
   CU(cu->cuMemcpyDtoH(host, src, bytes));
   return QGEN_OK;

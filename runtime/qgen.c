@@ -6,6 +6,7 @@
  * Every entry point validates everything before touching the cache, so a call that fails
  * leaves the cache as it was.
  */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -176,6 +177,7 @@ static qgen_kv *kv_new(qgen_ctx *c, int max_seqs, int64_t max_tokens, int64_t n_
   kv->host.max_seqs = max_seqs;
   kv->host.pages_per_seq = kv->pps;
   kv->host.n_pages = n_pages;
+  kv->host.k_scale = kv->host.v_scale = 1.0f;
   kv->len = calloc((size_t)max_seqs, sizeof *kv->len);
   kv->dropped = calloc((size_t)max_seqs, sizeof *kv->dropped);
   kv->sync_buf = calloc((size_t)max_seqs * 2, sizeof *kv->sync_buf);
@@ -269,6 +271,12 @@ qgen_status qgen_view_open(qgen_ctx *c, const qgen_view_desc *d, qgen_kv **out) 
   *out = NULL;
   if (!c->be) return qgen_fail(c, QGEN_ERR_INVALID_ARG, "qgen_view_open: the context failed to open");
   const int B = c->L.block;
+  /* a view's qg_view producer keeps only the f16 bounds; it makes no 8-bit bounds or sketch */
+  if (c->L.bounds_i8)
+    return qgen_fail(c, QGEN_ERR_UNSUPPORTED, "qgen_view_open: this spec has sparse.bounds = \"i8\"; a view keeps only f16 page bounds (use sparse.bounds = \"f16\")");
+  if (c->L.rescore > 1)
+    return qgen_fail(c, QGEN_ERR_UNSUPPORTED, "qgen_view_open: this spec has sparse.rescore = %d; a view keeps no q4_0 sketch for two-stage selection (use sparse.rescore = 1)",
+                     c->L.rescore);
   /* the kernels are compiled for one or two engine pages a selection page (attend.cu) */
   if (d->page_size % 16 || (d->page_size != B && 2 * d->page_size != B))
     return qgen_fail(c, QGEN_ERR_UNSUPPORTED, "qgen_view_open: page_size = %d; supported: the spec's block %d, or half of it, a multiple of 16",
@@ -321,6 +329,25 @@ static qgen_status no_view(qgen_kv *kv, const char *fn) {
 }
 
 void qgen_cache_destroy(qgen_kv *kv) { kv_free(kv); }
+
+qgen_status qgen_cache_set_scales(qgen_kv *kv, float k_scale, float v_scale) {
+  if (!kv) return QGEN_ERR_INVALID_ARG;
+  qgen_ctx *c = kv->ctx;
+  const float sc[2] = {k_scale, v_scale};
+  for (int w = 0; w < 2; w++) {
+    const qgen_type t = w ? c->L.v_type : c->L.k_type;
+    if (!(sc[w] > 0.0f && isfinite(sc[w])))
+      return qgen_fail(c, QGEN_ERR_INVALID_ARG, "qgen_cache_set_scales: %s = %g must be a finite number > 0",
+                       w ? "v_scale" : "k_scale", sc[w]);
+    if (sc[w] != 1.0f && !qgen_type_traits_of(t)->tensor_scale)
+      return qgen_fail(c, QGEN_ERR_INVALID_ARG,
+                       "qgen_cache_set_scales: %s = %g for a %s %s cache: only fp8 caches (e4m3, e5m2) take a per-tensor scale",
+                       w ? "v_scale" : "k_scale", sc[w], qgen_type_traits_of(t)->name, w ? "V" : "K");
+  }
+  kv->host.k_scale = k_scale;
+  kv->host.v_scale = v_scale;
+  return QGEN_OK;
+}
 
 static qgen_status check_seqs(qgen_kv *kv, const char *fn, const int *seq, int n_seq, int distinct) {
   qgen_ctx *c = kv->ctx;
@@ -463,6 +490,8 @@ size_t qgen_kv_size(const qgen_kv *kv, int which) {
   case QGEN_KV_BOUNDS: return (size_t)kv->n_pages * L->bounds_page_bytes;
   case QGEN_KV_PAGE_TABLE: return kv->is_view ? 0 : (size_t)kv->n_pages * sizeof(int32_t);
   case QGEN_KV_SEQ_LEN: return kv->is_view ? 0 : (size_t)kv->max_seqs * sizeof(int32_t);
+  case QGEN_KV_SKETCH: return (size_t)kv->n_pages * L->sketch_page_bytes;
+  case QGEN_KV_BOUNDS_I8: return (size_t)kv->n_pages * L->bounds_i8_page_bytes;
   }
   return 0;
 }
@@ -470,10 +499,12 @@ size_t qgen_kv_size(const qgen_kv *kv, int which) {
 qgen_status qgen_kv_read(qgen_kv *kv, int which, void *host, size_t bytes) {
   if (!kv) return QGEN_ERR_INVALID_ARG;
   size_t want = qgen_kv_size(kv, which);
-  if (which < QGEN_KV_K || which > QGEN_KV_SEQ_LEN)
-    return qgen_fail(kv->ctx, QGEN_ERR_INVALID_ARG, "qgen_kv_read: unknown array %d (QGEN_KV_K .. QGEN_KV_SEQ_LEN)", which);
+  if (which < QGEN_KV_K || which > QGEN_KV_BOUNDS_I8)
+    return qgen_fail(kv->ctx, QGEN_ERR_INVALID_ARG, "qgen_kv_read: unknown array %d (QGEN_KV_K .. QGEN_KV_BOUNDS_I8)", which);
   if (want == 0)
-    return qgen_fail(kv->ctx, QGEN_ERR_INVALID_ARG, "qgen_kv_read: this cache has no array %d (a dense spec keeps no bounds; a view has only its bounds)", which);
+    return qgen_fail(kv->ctx, QGEN_ERR_INVALID_ARG,
+                     "qgen_kv_read: this cache has no array %d (a dense spec keeps no bounds, an f16-bounds spec no 8-bit "
+                     "bounds; only two-stage specs over an f16/bf16 K a sketch; a view has only its bounds)", which);
   if (!host) return qgen_fail(kv->ctx, QGEN_ERR_INVALID_ARG, "qgen_kv_read: host buffer is NULL");
   if (bytes != want)
     return qgen_fail(kv->ctx, QGEN_ERR_INVALID_ARG, "qgen_kv_read: array %d has %zu bytes, got a buffer of %zu", which, want, bytes);
@@ -521,3 +552,11 @@ void qgen_ext_set_marks(qgen_ctx *c, struct CUevent_st **marks) {
 }
 
 int qgen_ext_max_splits(const qgen_ctx *c, int nb) { return c && c->be ? c->be->max_splits(c, nb) : 0; }
+
+void qgen_ext_attend_order(const qgen_ctx *c, int nb, qgen_ref_order *ord) {
+  if (!c || !c->be) return;
+  const int gpu = c->backend == QGEN_BACKEND_GPU;
+  ord->max_splits = gpu ? c->be->max_splits(c, nb) : 1;
+  ord->min_split_tokens = gpu ? c->P.min_split_tokens : 1;
+  ord->groups = gpu ? c->P.warps_t : 1;
+}

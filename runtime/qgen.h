@@ -133,6 +133,16 @@ QGEN_API void qgen_get_info(const qgen_ctx *ctx, qgen_info *info);
 QGEN_API qgen_status qgen_cache_create(qgen_ctx *ctx, qgen_kv **kv, int max_seqs, long long max_tokens);
 QGEN_API void qgen_cache_destroy(qgen_kv *kv);
 
+/* The per-tensor scales of an fp8 cache (k_type / v_type e4m3 or e5m2), as vLLM keeps them
+   per layer: appends store fp8(x / scale), attend reads fp8 * scale (the scale folded into
+   the scores for K and into the output for V). Both are 1 at creation; each must be a
+   finite number > 0, and a K or V type without a per-tensor scale (every type but fp8)
+   takes only 1, else QGEN_ERR_INVALID_ARG. Steps called afterwards use them (a graph keeps
+   the scales it was captured with); stored bytes are not rewritten, so tokens appended
+   before a change read with the new scale. The cache's bytes are the fp8 codes themselves,
+   as torch.float8_e4m3fn / torch.float8_e5m2 hold them. */
+QGEN_API qgen_status qgen_cache_set_scales(qgen_kv *kv, float k_scale, float v_scale);
+
 /* Append n_new[i] tokens to sequence seq[i] (distinct, 0 <= seq < max_seqs) for each i <
    n_seq; n_new[i] may be 0. Fails with QGEN_ERR_CAPACITY, changing nothing, when a
    sequence would exceed max_tokens. */
@@ -217,7 +227,9 @@ QGEN_API qgen_status qgen_attend(qgen_kv *kv, const int *seq, int n_seq, qgen_pt
  * under a block-32 spec);
  * strides >= 0, multiples of the row's copy granule (16 bytes for 16-bit types, 8 or 4 for
  * quantized rows of such sizes; k and v aligned to it), rows that do not overlap;
- * qgen_view_update needs a 16-bit k_type (f16, bf16).
+ * qgen_view_update needs a 16-bit k_type (f16, bf16); fp8 caches take their scales by
+ * qgen_cache_set_scales. Refused (QGEN_ERR_UNSUPPORTED): specs with sparse.bounds = "i8"
+ * or sparse.rescore > 1, whose 8-bit bounds or sketch a view does not keep.
  * Tensor parallelism is the engine's: a rank opens a context with its per-rank spec
  * (n_head / tp, n_head_kv / tp) and a view over its slice of the KV heads. */
 typedef struct qgen_view_desc {
@@ -252,6 +264,8 @@ enum {
   QGEN_KV_BOUNDS,     /* [n_pages][n_head_kv][2][head_dim] f16 (sparse specs) */
   QGEN_KV_PAGE_TABLE, /* [max_seqs][pages_per_seq] int32 */
   QGEN_KV_SEQ_LEN,    /* [max_seqs] int32 */
+  QGEN_KV_SKETCH,     /* [n_pages][n_head_kv][block][q4_0 row]: two-stage specs over f16/bf16 K */
+  QGEN_KV_BOUNDS_I8,  /* [n_pages][n_head_kv][2 * head_dim + 16] u8 (specs with sparse.bounds = "i8") */
 };
 /* Bytes of one of the cache's arrays (0 when it has none). */
 QGEN_API size_t qgen_kv_size(const qgen_kv *kv, int which);

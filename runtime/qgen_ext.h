@@ -11,6 +11,7 @@
 #define QGEN_EXT_H
 
 #include "base/layout.h"
+#include "ref/ref.h"
 #include "runtime/qgen.h"
 
 /* The memory layout of the context's spec (row and page sizes, group, scale, types). */
@@ -28,6 +29,10 @@ void qgen_ext_set_marks(qgen_ctx *ctx, struct CUevent_st **marks);
 
 /* The splits per (row, KV head) an attend of nb rows gets (1 on the CPU backend). */
 int qgen_ext_max_splits(const qgen_ctx *ctx, int nb);
+
+/* The order in which an attend of nb rows meets the sub-tiles (ref/ref.h; it decides what
+   sparse-V skips): the GPU's splits and token groups; {1, 1, 1} on the CPU backend. */
+void qgen_ext_attend_order(const qgen_ctx *ctx, int nb, qgen_ref_order *ord);
 
 /* Tests: forget the last message, so that a call which fails without recording its own
    cannot pass on a stale one. */

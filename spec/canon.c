@@ -3,6 +3,7 @@
 #include "spec/spec.h"
 
 #include <stdio.h>
+#include <string.h>
 
 #include "base/util.h"
 #include "spec/spec_int.h"
@@ -12,8 +13,14 @@ static const char *type_name(qgen_type t) {
   return tr ? tr->name : "?";
 }
 
+const char *qgen_bounds_name(int bounds) { return bounds == QGEN_BOUNDS_I8 ? "i8" : "f16"; }
+
+const char *qgen_spec_mode(const qgen_spec *s) {
+  return !s->sparse ? "dense" : s->bounds == QGEN_BOUNDS_I8 ? "sparse_i8" : "sparse";
+}
+
 int qgen_spec_to_lua(const qgen_spec *s, char *buf, size_t n) {
-  char scale[40], cov[40], tail[96];
+  char scale[40], cov[40], tail[96], two[96] = "";
   size_t o = 0;
   int w;
   if (!s || !buf) return -1;
@@ -38,8 +45,18 @@ int qgen_spec_to_lua(const qgen_spec *s, char *buf, size_t n) {
       spec_fmt_double(cov, sizeof cov, s->coverage);
       qgen_fmt(tail, sizeof tail, "coverage = %s", cov);
     }
-    PUT("  sparse = { enabled = true, block = %d, %s, sink = %d, recent = %d },\n", s->block, tail,
-        s->sink, s->recent);
+    /* r = 1 is Quest: written as no rescore, so it names the same module */
+    if (s->rescore > 1 && qgen_type_traits_of(s->k_type)->is_quant)
+      qgen_fmt(two, sizeof two, ", rescore = { candidates = %d }", s->rescore);
+    else if (s->rescore > 1)
+      qgen_fmt(two, sizeof two, ", rescore = { candidates = %d, sketch = \"%s\" }", s->rescore, type_name(QGEN_SKETCH_TYPE));
+    PUT("  sparse = { enabled = true, block = %d, %s, sink = %d, recent = %d, bounds = \"%s\"%s", s->block, tail,
+        s->sink, s->recent, qgen_bounds_name(s->bounds), two);
+    if (s->v_tau > 0) {
+      spec_fmt_double(cov, sizeof cov, s->v_tau);
+      PUT(", v_tau = %s", cov);
+    }
+    PUT(" },\n");
   }
   PUT("  archs = {");
   for (int i = 0; i < s->n_archs && i < QGEN_MAX_ARCHS; i++) PUT("%s\"%s\"", i ? ", " : " ", spec_arch_name(s->archs[i]));
@@ -50,7 +67,13 @@ int qgen_spec_to_lua(const qgen_spec *s, char *buf, size_t n) {
 
 void qgen_spec_uri(const qgen_spec *s, char *buf, size_t n) {
   if (!buf || !n) return;
-  qgen_fmt(buf, n, "%s_d%d_h%d_g%d_k%s_v%s_i%s_o%s_b%d_%s", s->name, s->head_dim, s->n_head,
+  char two[24] = "";
+  if (s->sparse && s->rescore > 1) qgen_fmt(two, sizeof two, "_r%d", s->rescore);
+  qgen_fmt(buf, n, "%s_d%d_h%d_g%d_k%s_v%s_i%s_o%s_b%d_%s%s", s->name, s->head_dim, s->n_head,
            s->n_head_kv > 0 ? s->n_head / s->n_head_kv : 0, type_name(s->k_type), type_name(s->v_type),
-           type_name(s->in_type), type_name(s->out_type), s->block, s->sparse ? "sparse" : "dense");
+           type_name(s->in_type), type_name(s->out_type), s->block, qgen_spec_mode(s), two);
+  if (s->v_tau > 0) {
+    const size_t o = strlen(buf);
+    qgen_fmt(buf + o, n - o, "_vt%.9g", s->v_tau);
+  }
 }

@@ -23,6 +23,8 @@
 #define QGEN_MAX_ARCHS 16
 #define QGEN_MAX_VARIANTS 32
 #define QGEN_MAX_GROUP 64 /* query heads per KV head the attend kernel supports */
+/* sparse.bounds when the spec does not say: the one place that chooses it */
+#define QGEN_SPEC_BOUNDS_DEFAULT QGEN_BOUNDS_F16
 
 typedef struct qgen_spec {
   char name[QGEN_NAME_MAX + 1]; /* [A-Za-z0-9._-]+ ; used in cache and file names */
@@ -38,8 +40,11 @@ typedef struct qgen_spec {
   double coverage;              /* default budget as a fraction of pages (0,1], or 0 */
   int64_t budget;               /* default budget in tokens (> 0), or 0 */
   int sink, recent;             /* tokens always attended at the start / the end */
+  int bounds;                   /* QGEN_BOUNDS_* (base/layout.h): the page bounds estimate reads */
+  double v_tau;                 /* sparse-V threshold in [0, 1] (an f32 value); 0 = off */
   int n_archs;
   int archs[QGEN_MAX_ARCHS]; /* compute capabilities, e.g. 80, 90; sorted, unique */
+  int rescore;               /* two-stage selection: candidates per budget page (1: Quest) */
 } qgen_spec;
 
 typedef struct qgen_spec_set {
@@ -66,6 +71,12 @@ int qgen_spec_to_lua(const qgen_spec *s, char *buf, size_t n);
 
 /* The layout a spec describes. */
 void qgen_spec_layout(const qgen_spec *s, qgen_layout *L);
+
+/* The names of sparse.bounds: QGEN_BOUNDS_F16 "f16", QGEN_BOUNDS_I8 "i8". */
+const char *qgen_bounds_name(int bounds);
+
+/* "dense", "sparse" (f16 bounds) or "sparse_i8": the attention mode in readable names. */
+const char *qgen_spec_mode(const qgen_spec *s);
 
 /* Readable specialization name (FlashInfer-style), e.g.
    "qwen3-4b_d128_h32_g4_kf16_vf16_if16_of16_b64_sparse". */

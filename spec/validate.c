@@ -13,7 +13,8 @@
  *  n_head           (required)             integer in 1..65536
  *  n_head_kv        (required)             integer in 1..65536; n_head % n_head_kv == 0
  *                                          and n_head / n_head_kv <= 64 (QGEN_MAX_GROUP)
- *  k_type           "f16"                  a KV cache type: f16, bf16, q8_0, q4_0, q5_0
+ *  k_type           "f16"                  a KV cache type: f16, bf16, q8_0, q4_0, q5_0, e4m3, e5m2
+ *                                          (fp8, e4m3 / e5m2: head_dim a multiple of 64)
  *  v_type           = k_type               a KV cache type
  *  in_type          "f16"                  an input/output type: f32, f16, bf16
  *  out_type         "f16"                  an input/output type
@@ -28,12 +29,24 @@
  *    budget         (none)                 integer tokens in 1..2^62; not with coverage
  *    sink           = block                integer tokens in 0..2^31-1
  *    recent         = 2 * block            integer tokens in 0..2^31-1
+ *    rescore        (none)                 two-stage selection (base/layout.h), a table of:
+ *      candidates   (required)             integer in 1..1024: pages kept by the Quest
+ *                                          bound per budget page, rescored exactly; 1 is
+ *                                          Quest (the same module as no rescore)
+ *      sketch       "q4_0"                 the compact K an f16/bf16 cache keeps for it
+ *                                          (only q4_0); not with a q8_0/q4_0/q5_0 cache,
+ *                                          whose own K is rescored
+ *    bounds         "f16"                  "f16" or "i8": the page bounds estimate reads
+ *                   (QGEN_SPEC_BOUNDS_DEFAULT) (i8: 8-bit codes, base/layout.h)
+ *    v_tau          0                      number in [0, 1]: sparse-V, attend skips the V of a
+ *                                          16-token sub-tile whose softmax weights (relative
+ *                                          to the running max) are all below it; 0 = off
  *  archs            { "sm_80", "sm_90" }   non-empty list of sm_80, sm_86, sm_87, sm_89,
  *                                          sm_90, sm_100, sm_103, sm_110, sm_120, sm_121
  *                                          (stored sorted, duplicates dropped)
  *
  * A dense spec (sparse absent/false, or enabled = false) has sparse = 0, coverage = 0,
- * budget = 0, sink = recent = 0, and block = 64 unless given. Integers may be written as
+ * budget = 0, sink = recent = 0, bounds f16, and block = 64 unless given. Integers may be written as
  * floats with an integral value (128.0). Unknown fields, at the top and inside sparse, are
  * errors (with a "did you mean" when a known field is close).
  */
@@ -204,7 +217,8 @@ static const char *const SPEC_FIELDS[] = {"name",     "head_dim", "n_head", "n_h
                                           "k_type",   "v_type",   "in_type", "out_type",
                                           "scale",    "sparse",   "archs"};
 static const char *const SPARSE_FIELDS[] = {"enabled", "block", "coverage",
-                                            "budget",  "sink",  "recent"};
+                                            "budget",  "sink",  "recent", "rescore", "bounds", "v_tau"};
+static const char *const RESCORE_FIELDS[] = {"candidates", "sketch"};
 #define N_SPEC_FIELDS ((int)(sizeof SPEC_FIELDS / sizeof *SPEC_FIELDS))
 #define N_SPARSE_FIELDS ((int)(sizeof SPARSE_FIELDS / sizeof *SPARSE_FIELDS))
 
@@ -396,15 +410,54 @@ static int64_t required_int(checker *c, int t, const char *field, int64_t lo, in
   return x;
 }
 
+/* sparse.rescore (the table at index sp, on the stack top when present): s->rescore. */
+static void check_rescore(checker *c, int sp, qgen_spec *s) {
+  lua_State *L = c->L;
+  const char *what = "a table { candidates, sketch }";
+  s->rescore = 1;
+  const int ty = get(c, sp, "rescore");
+  if (ty == LUA_TNIL) {
+    lua_pop(L, 1);
+    return;
+  }
+  if (ty != LUA_TTABLE) {
+    char v[96];
+    spec_fmt_value(L, -1, v, sizeof v);
+    fail(c, "sparse.rescore = %s is %s; allowed: %s", v, spec_a_type(L, -1), what);
+  }
+  const int rt = lua_gettop(L);
+  check_keys(c, rt, "sparse.rescore", RESCORE_FIELDS, (int)(sizeof RESCORE_FIELDS / sizeof *RESCORE_FIELDS));
+  const char *allowed = "an integer in 1..1024 (candidate pages per budget page; 1 = Quest)";
+  if (get(c, rt, "candidates") == LUA_TNIL) fail(c, "missing required field 'sparse.rescore.candidates'; allowed: %s", allowed);
+  s->rescore = (int)to_int(c, "sparse.rescore.candidates", 1, 1024, allowed);
+  lua_pop(L, 1);
+  if (s->rescore > 1 && qgen_type_traits_of(s->k_type)->tensor_scale)
+    fail(c, "sparse.rescore.candidates = %d with k_type = \"%s\"; allowed: candidates = 1 (two-stage selection over an "
+            "fp8 cache is not supported yet)", s->rescore, qgen_type_traits_of(s->k_type)->name);
+  if (get(c, rt, "sketch") != LUA_TNIL) {
+    const char *sk = qgen_type_traits_of(QGEN_SKETCH_TYPE)->name, *kt = qgen_type_traits_of(s->k_type)->name;
+    size_t len;
+    const char *v = to_string(c, "sparse.rescore.sketch", sk, &len);
+    if (strcmp(v, sk) != 0) fail(c, "sparse.rescore.sketch = \"%s\" is not a sketch type; allowed: \"%s\"", v, sk);
+    if (qgen_type_traits_of(s->k_type)->is_quant)
+      fail(c, "sparse.rescore.sketch = \"%s\" is set with k_type = \"%s\"; allowed: no sketch on a quantized cache "
+              "(its own K is rescored)", v, kt);
+  }
+  lua_pop(L, 2); /* sketch, the rescore table */
+}
+
 static void check_sparse(checker *c, int t, qgen_spec *s) {
   lua_State *L = c->L;
-  const char *what = "true, false or a table { enabled, block, coverage | budget, sink, recent }";
+  const char *what = "true, false or a table { enabled, block, coverage | budget, sink, recent, rescore, bounds, v_tau }";
   int ty = get(c, t, "sparse");
   s->block = 64;
   s->sparse = 0;
   s->coverage = 0;
   s->budget = 0;
   s->sink = s->recent = 0;
+  s->rescore = 1;
+  s->bounds = QGEN_BOUNDS_F16;
+  s->v_tau = 0;
   if (ty == LUA_TNIL || (ty == LUA_TBOOLEAN && !lua_toboolean(L, -1))) {
     lua_pop(L, 1);
     return;
@@ -414,6 +467,7 @@ static void check_sparse(checker *c, int t, qgen_spec *s) {
     s->coverage = 0.25;
     s->sink = s->block;
     s->recent = 2 * s->block;
+    s->bounds = QGEN_SPEC_BOUNDS_DEFAULT;
     lua_pop(L, 1);
     return;
   }
@@ -465,14 +519,41 @@ static void check_sparse(checker *c, int t, qgen_spec *s) {
   if (get(c, sp, "recent") != LUA_TNIL)
     recent = to_int(c, "sparse.recent", 0, INT_MAX, "an integer number of tokens >= 0 (default: 2 * block)");
   lua_pop(L, 1);
+  check_rescore(c, sp, s);
+  int bounds = QGEN_SPEC_BOUNDS_DEFAULT;
+  if (get(c, sp, "bounds") != LUA_TNIL) {
+    char allowed[64], v[96];
+    qgen_fmt(allowed, sizeof allowed, "\"%s\" or \"%s\" (default \"%s\")", qgen_bounds_name(QGEN_BOUNDS_F16),
+             qgen_bounds_name(QGEN_BOUNDS_I8), qgen_bounds_name(QGEN_SPEC_BOUNDS_DEFAULT));
+    size_t len;
+    const char *str = to_string(c, "sparse.bounds", allowed, &len);
+    spec_fmt_value(L, -1, v, sizeof v);
+    for (bounds = QGEN_BOUNDS_F16; bounds <= QGEN_BOUNDS_I8 && strcmp(str, qgen_bounds_name(bounds)); bounds++) {}
+    if (bounds > QGEN_BOUNDS_I8) fail(c, "sparse.bounds = %s is not a bounds form; allowed: %s", v, allowed);
+  }
+  lua_pop(L, 1);
+  double tau = 0;
+  if (get(c, sp, "v_tau") != LUA_TNIL) {
+    const char *allowed = "a number in [0, 1], the sparse-V weight threshold (0 = off)";
+    tau = to_number(c, "sparse.v_tau", allowed);
+    char ts[96];
+    spec_fmt_value(L, -1, ts, sizeof ts);
+    if (!(tau >= 0 && tau <= 1)) fail(c, "sparse.v_tau = %s is out of range; allowed: %s", ts, allowed);
+  }
+  lua_pop(L, 1);
   lua_pop(L, 1); /* the sparse table */
 
-  if (!enabled) return; /* dense; only block is kept */
+  if (!enabled) { /* dense; only block is kept */
+    s->rescore = 1;
+    return;
+  }
   s->sparse = 1;
   s->coverage = budget ? 0 : cov;
   s->budget = budget;
   s->sink = (int)sink;
   s->recent = (int)recent;
+  s->bounds = bounds;
+  s->v_tau = (double)(float)tau; /* the kernels compare in f32 */
 }
 
 static void check_archs(checker *c, int t, qgen_spec *s) {
@@ -550,6 +631,13 @@ static void check_spec(checker *c, int t, qgen_spec *s) {
          s->n_head / s->n_head_kv, QGEN_MAX_GROUP);
   s->k_type = type_field(c, t, "k_type", 1, QGEN_TYPE_F16);
   s->v_type = type_field(c, t, "v_type", 1, s->k_type);
+  for (int w = 0; w < 2; w++) { /* attend's tiles of unquantized rows are swizzled in 64- or 128-byte pieces */
+    const qgen_type ty = w ? s->v_type : s->k_type;
+    const size_t row = qgen_type_row_bytes(ty, s->head_dim);
+    if (!qgen_type_traits_of(ty)->is_quant && row % 64)
+      fail(c, "%s = \"%s\" needs head_dim a multiple of %zu (its rows, %zu bytes at head_dim = %d, must be a multiple of 64 bytes)",
+           w ? "v_type" : "k_type", qgen_type_traits_of(ty)->name, 64 / (row / (size_t)s->head_dim), row, s->head_dim);
+  }
   s->in_type = type_field(c, t, "in_type", 2, QGEN_TYPE_F16);
   s->out_type = type_field(c, t, "out_type", 2, QGEN_TYPE_F16);
   s->scale = 1.0 / sqrt((double)s->head_dim);

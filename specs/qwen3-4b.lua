@@ -2,8 +2,8 @@
 -- num_key_value_heads = 8, head_dim = 128 -> 4 query heads per KV head.
 -- Quest-style selection over 64-token pages: attend the top 25% of pages plus the
 -- first 64 tokens (attention sink) and the last 256. This is docs/DESIGN.md §4's example.
--- Three variants differ only in the cache type: qwen3-4b (f16), qwen3-4b-q8_0,
--- qwen3-4b-q4_0 (the first is what qgen_open picks when no variant is named).
+-- Four variants differ only in the cache type: qwen3-4b (f16), qwen3-4b-q8_0,
+-- qwen3-4b-q4_0, qwen3-4b-q5_0 (the first is what qgen_open picks when no variant is named).
 local function variant(kv)
   return spec{
     name = kv == "f16" and "qwen3-4b" or "qwen3-4b-" .. kv,
@@ -17,4 +17,4 @@ local function variant(kv)
   }
 end
 
-return { variant "f16", variant "q8_0", variant "q4_0" }
+return { variant "f16", variant "q8_0", variant "q4_0", variant "q5_0" }

@@ -6,14 +6,61 @@
 // holds elements l, l+32, ... of the row, which lets the q8_0/q4_0/q5_0 quantizers reduce a
 // 32-value block with warp shuffles. Bounds are min/max over the keys *as given* (before
 // quantization), rounded outward to f16; the call that writes a page's first token
-// overwrites them, later calls min/max-merge (layout.h). The CTA of a sequence's first
-// page on head 0 publishes the new length.
+// overwrites them, later calls min/max-merge (layout.h). With 8-bit bounds the CTA then
+// writes its page's 8-bit row from the merged f16 bounds (bounds_i8_row: the arithmetic of
+// qgen_ref_bounds_i8, in double, so the bytes are the reference's). The CTA of a sequence's
+// first page on head 0 publishes the new length.
 //
 // qgen_append_decode (a.arrive set) writes one token per sequence at the length the device
 // holds, so a captured graph replays as consecutive steps: the sequence's N_KV CTAs (one
 // page each) all read that length, and the last of them to arrive publishes length + 1 once
 // every one has read it. A sequence already at a.cap tokens is left as it is; its token is
 // counted in a.dropped for qgen_sync to report.
+// With a sketch (QG_SKETCH: two-stage selection over an f16/bf16 cache) each K row is also
+// written in the sketch type, quantized from the row as stored (base/layout.h).
+
+// The 8-bit row of one (page, KV head) from its f16 bounds lo[d], hi[d] (f16 values, in
+// shared memory), by the whole CTA; page is scratch for the offset and scale.
+__device__ void bounds_i8_row(const float *lo, const float *hi, u8 *row, double *page) {
+  if (threadIdx.x < 32) { // the page's range: offset = min lo, top = max hi; all finite?
+    float mn = INFINITY, mx = -INFINITY;
+    bool fin = true;
+    for (int d = threadIdx.x; d < D; d += 32) {
+      mn = fminf(mn, lo[d]), mx = fmaxf(mx, hi[d]);
+      fin &= fabsf(lo[d]) < INFINITY && fabsf(hi[d]) < INFINITY;
+    }
+    for (int o = 16; o > 0; o >>= 1) {
+      mn = fminf(mn, __shfl_xor_sync(0xffffffffu, mn, o));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+    }
+    fin = __all_sync(0xffffffffu, fin);
+    if (threadIdx.x == 0) {
+      u32 so = 0x7e007e00u; // NaN offset and scale: no 8-bit form, the score is NaN
+      double s = 0;         // and the codes 0
+      if (fin) { // the smallest f16 scale with offset + 255 s >= top (exact in double)
+        u16 sc = __half_as_ushort(__float2half_ru((float)(((double)mx - mn) / 255.0)));
+        while (mn + 255.0 * __half2float(__ushort_as_half(sc)) < mx) sc++;
+        s = __half2float(__ushort_as_half(sc));
+        so = (u32)__half_as_ushort(__float2half_rn(mn + 0.0f)) | (u32)sc << 16; // + 0: a zero offset is +0
+      }
+      page[0] = mn, page[1] = s;
+      *(uint4 *)(row + 2 * D) = make_uint4(so, 0, 0, 0);
+    }
+  }
+  __syncthreads();
+  const double off = page[0], s = page[1];
+  for (int d = threadIdx.x; d < D; d += QG_APPEND_THREADS) {
+    double cl = 0, ch = 0; // kmin code rounded down, kmax code rounded up (ref.c's steps)
+    if (s > 0) {
+      cl = fmin(fmax(floor((lo[d] - off) / s), 0.0), 255.0);
+      ch = fmin(fmax(ceil((hi[d] - off) / s), 0.0), 255.0);
+      while (cl > 0 && off + cl * s > lo[d]) cl--;
+      while (ch < 255 && off + ch * s < hi[d]) ch++;
+    }
+    row[d] = (u8)cl;
+    row[D + d] = (u8)ch;
+  }
+}
 
 extern "C" __global__ void __launch_bounds__(QG_APPEND_THREADS) qg_append(qg_cache c, qg_append_args a) {
   constexpr int NW = QG_APPEND_THREADS / 32, E = D / 32;
@@ -48,8 +95,16 @@ extern "C" __global__ void __launch_bounds__(QG_APPEND_THREADS) qg_append(qg_cac
       mx[e] = fmaxf(mx[e], xk[e]);
     }
     const i64 slot = t - lp * BLOCK;
-    KT::store_row(krows + slot * KT::ROW, xk, lane);
-    VT::store_row(vrows + slot * VT::ROW, xv, lane);
+    store_row_scaled<KT>(krows + slot * KT::ROW, xk, c.k_scale, lane);
+#if QG_SKETCH
+    { // two-stage selection's sketch: the QG_SK_TYPE form of the row as the cache holds it
+      float xs[E];
+#pragma unroll
+      for (int e = 0; e < E; e++) xs[e] = KT::load(krows + slot * KT::ROW, lane + 32 * e); // this lane's own stores
+      QG_SK_TYPE::store_row(c.sketch + ((phys * N_KV + h) * BLOCK + slot) * (i64)QG_SK_ROW, xs, lane);
+    }
+#endif
+    store_row_scaled<VT>(vrows + slot * VT::ROW, xv, c.v_scale, lane);
   }
   if (at_len) {
     __syncthreads(); // every thread of this CTA has read start
@@ -83,6 +138,12 @@ extern "C" __global__ void __launch_bounds__(QG_APPEND_THREADS) qg_append(qg_cac
       if (!fresh) lo = fminf(lo, __half2float(bd[d])), hi = fmaxf(hi, __half2float(bd[D + d]));
       bd[d] = __float2half_rn(lo);
       bd[D + d] = __float2half_rn(hi);
+      if constexpr (BOUNDS_I8) red[0][0][d] = lo, red[1][0][d] = hi; // column d is this thread's
+    }
+    if constexpr (BOUNDS_I8) {
+      __shared__ double page[2];
+      __syncthreads();
+      bounds_i8_row(red[0][0], red[1][0], c.bounds_i8 + (phys * N_KV + h) * (i64)BOUNDS_I8_ROW, page);
     }
   }
 }

@@ -33,22 +33,53 @@
 // Per consumer warp (m-tile wm of 16 query heads, one sub-tile of 16 tokens):
 //   S[16 heads x 16 tokens] = Q K^T   mma.m16n8k16, Q as the A operand from shared memory;
 //                                     K as B: ldmatrix for 16-bit caches; for quantized
-//                                     caches load4 of 4 consecutive channels per lane, so
-//                                     the mma's K-dimension is a permutation of the channels
-//                                     and Q is staged in the same permutation (k_slot)
+//                                     caches 8 channels of a block per lane (oct: the quants
+//                                     unpacked into f16 pairs by LOP3 with the f16 magic
+//                                     number, one HADD2/HFMA2 for the offset, one HMUL2 for
+//                                     the block scale), so the mma's K-dimension is a
+//                                     permutation of the channels and Q is staged in the
+//                                     same permutation (k_slot)
 //   online softmax in base 2 (rows = heads; the C layout of S is the A layout of P, FA2)
 //   O[16 x D] += P V                  V as B: ldmatrix.trans for 16-bit caches; for quantized
-//                                     caches load4 of 4 channels per token feeds 4 n-tiles,
-//                                     so O's columns are permuted (vcol) and put back on store
+//                                     caches tpair: 4 channels of a block, each as a pair of
+//                                     the two tokens the B operand wants, unscaled; the
+//                                     block's per-token scales multiply P instead (4 HMUL2 a
+//                                     block). O's columns are permuted (vcol) and put back on
+//                                     store. Applying K's scales to S instead costs more: its
+//                                     column tokens are not the tokens a lane loads (2 more
+//                                     scale loads and converts and 4 FFMA per block, against
+//                                     4 HMUL2; bench/NOTES.md 41). QGEN_TUNE olddq=1 keeps the
+//                                     earlier operands (load4 / load8: every element scaled)
+// Sparse-V (spec sparse.v_tau = tau > 0, QG_V_TAU; at 0 no code): a warp whose softmax
+// weights p = exp2(s - m_running) of a sub-tile are all below tau for its real heads skips
+// that sub-tile's P V (its shared-memory loads, dequantization and mma; l still counts the
+// weights). The producer still copies the V rows: the decision needs the scores, which
+// come after the copy is issued. Skipping the global read too would need the consumers
+// to publish the decision for a sub-tile a few stages ahead (a K-first ring whose V copy
+// waits on it), which costs the pipeline its depth; not done.
 // bf16 operands carry a residue (hi + lo, two mmas) so bf16 caches are not less exact than
-// f16. The token groups' (m, l, O) meet in shared memory; a single split writes the output,
-// more write f32 partials and the last of them merges all in split order (combine.cu).
+// f16. fp8 caches are copied as 16-bit ones and read as quantized ones (qtypes.cuh); their
+// per-tensor scales go into the score scale (K) and the output (V). The token groups'
+// (m, l, O) meet in shared memory; a single split writes the output, more write f32
+// partials and the last of them merges all in split order (combine.cu).
 
 constexpr int MT = QG_MT, WARPS_M = QG_WARPS_M, WARPS_T = QG_WARPS_T, NC = WARPS_M * WARPS_T;
 constexpr int THREADS = (NC + 1) * 32, STAGES = QG_STAGES;
 constexpr int K_SROW = QG_K_SROW, V_SROW = QG_V_SROW, Q_SROW = QG_Q_SROW;
 constexpr int K_TILE = QG_K_TILE_BYTES, V_TILE = QG_V_TILE_BYTES, STAGE = K_TILE + V_TILE;
 constexpr int K_PB = QG_K_PIECE, V_PB = QG_V_PIECE; // swizzle piece bytes of a 16-bit tile (0: quantized)
+// The earlier quantized operands (load4 / load8): QGEN_TUNE olddq=1, or a quantized type
+// whose traits have no oct (K) / tpair (V).
+template <typename T, typename = void> struct has_oct { static constexpr bool value = false; };
+template <typename T> struct has_oct<T, decltype((void)&T::oct)> { static constexpr bool value = true; };
+template <typename T, typename = void> struct has_tpair { static constexpr bool value = false; };
+template <typename T> struct has_tpair<T, decltype((void)&T::tpair)> { static constexpr bool value = true; };
+constexpr bool OLD_K = QG_OLD_DEQUANT || !has_oct<KT>::value, OLD_V = QG_OLD_DEQUANT || !has_tpair<VT>::value;
+#ifdef QG_V_TAU
+constexpr float V_TAU = QG_V_TAU; // sparse.v_tau: skip a sub-tile's V work when all its weights are below it
+#else
+constexpr float V_TAU = 0.0f;
+#endif
 #if __CUDA_ARCH__ >= 900
 constexpr bool BULK = true; // bulk copies exist
 #else
@@ -61,22 +92,26 @@ static_assert(BLOCK % SUB == 0 && STAGES % WARPS_T == 0 && STAGES >= 2 * WARPS_T
 static_assert(THREADS == QG_ATTEND_THREADS, "plan and template disagree on the CTA size");
 static_assert(K_TILE % 128 == 0 && V_TILE % 128 == 0 && Q_BYTES % 16 == 0 && (SUB * KT::ROW) % 16 == 0 && (SUB * VT::ROW) % 16 == 0,
               "16-byte copies of 16-byte sizes; tiles on 128-byte lines");
-static_assert((KT::Q16 ? K_SROW == KT::ROW && (K_PB == 64 || K_PB == 128) && KT::ROW % K_PB == 0 : K_PB == 0) &&
-                  (VT::Q16 ? V_SROW == VT::ROW && (V_PB == 64 || V_PB == 128) && VT::ROW % V_PB == 0 : V_PB == 0),
-              "16-bit tiles: unpadded rows in whole swizzle pieces");
+static_assert((SWIZZLED<KT> ? K_SROW == KT::ROW && (K_PB == 64 || K_PB == 128) && KT::ROW % K_PB == 0 : K_PB == 0) &&
+                  (SWIZZLED<VT> ? V_SROW == VT::ROW && (V_PB == 64 || V_PB == 128) && VT::ROW % V_PB == 0 : V_PB == 0),
+              "16-bit and fp8 tiles: unpadded rows in whole swizzle pieces");
 
 // Logical mma k-slot of physical channel d within its 16-channel step for quantized K (lane
-// j holds the slots 2j, 2j+1, 2j+8, 2j+9, which load4 reads as channels 4j..4j+3).
+// j holds the slots 2j, 2j+1, 2j+8, 2j+9 of k-steps 2t and 2t+1 of block t: oct's channels
+// {4j, 4j+2}, {4j+1, 4j+3} and the same + 16; load4 under olddq reads 4j..4j+3 and + 16).
 // 16-bit K is read with ldmatrix, in channel order.
 __device__ __forceinline__ int k_slot(int d) {
   if constexpr (KT::Q16) return d;
   const int step = d & ~15, j = (d & 15) >> 2, u = d & 3;
-  return step + (u < 2 ? 2 * j + u : 8 + 2 * j + (u - 2));
+  if constexpr (OLD_K) return step + (u < 2 ? 2 * j + u : 8 + 2 * j + (u - 2));
+  return step + (u & 1 ? 8 : 0) + 2 * j + (u >> 1);
 }
+template <typename TT> __device__ __forceinline__ int vch_of(int g, int u) { return TT::vch(g, u); }
 // Physical channel of O's column n (0..7) of n-tile nt.
 __device__ __forceinline__ int vcol(int nt, int n) {
   if constexpr (VT::Q16) return 8 * nt + n;
-  else return 32 * (nt >> 2) + 4 * n + (nt & 3);
+  else if constexpr (OLD_V) return 32 * (nt >> 2) + 4 * n + (nt & 3);
+  else return 32 * (nt >> 2) + vch_of<VT>(n, nt & 3);
 }
 
 // Byte offset of 16-byte chunk cg of row r in a swizzled 16-bit tile of PB-byte pieces.
@@ -86,9 +121,26 @@ template <int PB> __device__ __forceinline__ int sw_off(int r, int cg) {
   return (cg / CP) * (SUB * PB) + r * PB + (((cg % CP) ^ x) << 4);
 }
 
+// fp8 tiles (qtypes.cuh): channels d0..d0+3 of the row at byte `row` of a swizzled tile, as
+// load4 / load8 give a quantized type's (no block scale: the per-tensor one comes later).
+template <typename A, typename B> constexpr bool SAME = false;
+template <typename A> constexpr bool SAME<A, A> = true;
+template <typename TT> __device__ __forceinline__ uint2 fp8_load4(const u8 *tile, int row, int d0) {
+  constexpr int PB = SAME<TT, KT> ? K_PB : V_PB; // K_PB == V_PB when K and V share the type
+  return TT::cvt4(tile + sw_off<PB>(row / TT::ROW, d0 / 16) + d0 % 16);
+}
+template <typename TT> __device__ __forceinline__ uint4 fp8_load8(const u8 *tile, int row, int d0) {
+  const uint2 a = fp8_load4<TT>(tile, row, d0), b = fp8_load4<TT>(tile, row, d0 + 16);
+  return make_uint4(a.x, a.y, b.x, b.y);
+}
+template <> __device__ __forceinline__ uint2 load4<qg_e4m3>(const u8 *tile, int row, int d0) { return fp8_load4<qg_e4m3>(tile, row, d0); }
+template <> __device__ __forceinline__ uint2 load4<qg_e5m2>(const u8 *tile, int row, int d0) { return fp8_load4<qg_e5m2>(tile, row, d0); }
+template <> __device__ __forceinline__ uint4 load8<qg_e4m3>(const u8 *tile, int row, int d0) { return fp8_load8<qg_e4m3>(tile, row, d0); }
+template <> __device__ __forceinline__ uint4 load8<qg_e5m2>(const u8 *tile, int row, int d0) { return fp8_load8<qg_e5m2>(tile, row, d0); }
+
 // Copy the SUB rows of one type TT, row r at src + r * ts (global), into dst (shared); the
-// whole producer warp calls it. 16-bit rows: 16-byte cp.async, 32 chunks per instruction,
-// landing swizzled (sw_off); rows at or past nvalid are zero-filled by the copy itself
+// whole producer warp calls it. 16-bit and fp8 rows: 16-byte cp.async, 32 chunks per
+// instruction, landing swizzled (sw_off); rows at or past nvalid are zero-filled by the copy itself
 // (source size 0), as 0 * garbage could be NaN. A quantized type whose rows are one slab
 // (contiguous, whole, 16-byte aligned: `slab`) is copied whole with 16-byte cp.async (rows
 // past nvalid included: the consumer masks them); strided quantized rows (a view's NHD
@@ -97,7 +149,7 @@ template <int PB> __device__ __forceinline__ int sw_off(int r, int cg) {
 template <typename TT, int PB, bool SLAB>
 __device__ __forceinline__ void copy_rows(u8 *dst, const u8 *src, i64 ts, int nvalid, int lane) {
   constexpr int N = SUB * TT::ROW / 16; // 16-byte chunks of the sub-tile
-  if constexpr (TT::Q16) {
+  if constexpr (SWIZZLED<TT>) {
     constexpr int CPR = TT::ROW / 16;
     static_assert(N % 32 == 0, "whole warps of chunks");
 #pragma unroll
@@ -178,9 +230,9 @@ __device__ __forceinline__ void produce(const qg_cache &c, const int *list, int 
     // whole slabs (a view's only when every row is the sequence's), quantized ones by one
     // bulk copy each (sm_90, bulk set), the rest by cp.async
     const bool full_rows = !VIEW || nvalid >= SUB;
-    const bool ks = !VIEW || ((c.flags & QG_CACHE_K_SLAB) && (KT::Q16 || full_rows)),
-               vs = !VIEW || ((c.flags & QG_CACHE_V_SLAB) && (VT::Q16 || full_rows));
-    const bool kb = BULK && !KT::Q16 && bulk && ks, vb = BULK && !VT::Q16 && bulk && vs;
+    const bool ks = !VIEW || ((c.flags & QG_CACHE_K_SLAB) && (SWIZZLED<KT> || full_rows)),
+               vs = !VIEW || ((c.flags & QG_CACHE_V_SLAB) && (SWIZZLED<VT> || full_rows));
+    const bool kb = BULK && !SWIZZLED<KT> && bulk && ks, vb = BULK && !SWIZZLED<VT> && bulk && vs;
     if ((kb || vb) && lane == 0) {
       mbar_expect_tx(&full[si], (kb ? SUB * KT::ROW : 0) + (vb ? SUB * VT::ROW : 0));
       if (kb) bulk_load(st, ksrc, SUB * KT::ROW, &full[si]);
@@ -201,6 +253,12 @@ __device__ __forceinline__ void produce_any(const qg_cache &c, const int *list, 
   if (!VIEWS || !(c.flags & QG_CACHE_VIEW)) produce<1, false>(c, list, seq, h, sh, n_sub, stages, full, empty, lane, bulk);
   else if (c.page_size == BLOCK / 2) produce<2, VIEWS>(c, list, seq, h, sh, n_sub, stages, full, empty, lane, bulk);
   else produce<1, VIEWS>(c, list, seq, h, sh, n_sub, stages, full, empty, lane, bulk);
+}
+
+// This lane's 8 elements of a block of quantized K, scaled (load_oct / load8 under OLD_K).
+template <typename TT> __device__ __forceinline__ uint4 k_operand(const u8 *tile, int row, int d0) {
+  if constexpr (OLD_K) return load8<TT>(tile, row, d0);
+  else return load_oct<TT>(tile, row, d0);
 }
 
 // S = Q K^T of one sub-tile (two n-tiles of 8 tokens); qa is this lane's ldmatrix row of
@@ -228,7 +286,7 @@ __device__ __forceinline__ void qk_tile(float (&s)[2][4], const u8 *qa, const u8
     } else { // k-steps 2t and 2t + 1 are one block t: dequantized together at the even one
 #pragma unroll
       for (int nt = 0; nt < 2; nt++) {
-        if (kk % 2 == 0) kq[nt] = load8<KT>(ks, (nt * 8 + g) * K_SROW, kk * 16 + 4 * j);
+        if (kk % 2 == 0) kq[nt] = k_operand<KT>(ks, (nt * 8 + g) * K_SROW, kk * 16 + 4 * j);
         mma16816<KT::BF>(s[nt], a, kk % 2 ? kq[nt].z : kq[nt].x, kk % 2 ? kq[nt].w : kq[nt].y);
       }
     }
@@ -236,10 +294,12 @@ __device__ __forceinline__ void qk_tile(float (&s)[2][4], const u8 *qa, const u8
 }
 
 // Online softmax of S (rows past nvalid masked) into the running (m, l, O); row 0 = head g,
-// row 1 = head g + 8 of the m-tile. Leaves P as the A operand of P V (pa, and its residue
-// pl for bf16 V).
-__device__ __forceinline__ void softmax_tile(float (&s)[2][4], float (&o)[D / 8][4], float (&m)[2], float (&l)[2], u32 (&pa)[4],
-                                             u32 (&pl)[4], int nvalid, int lane) {
+// row 1 = head g + 8 of the m-tile, whose heads past nrows are padding. Leaves P as the A
+// operand of P V (pa, and its residue pl for bf16 V). Returns whether the P V of the
+// sub-tile may be skipped (sparse-V: every weight of the warp's heads below V_TAU; l still
+// counts them); always false (no code) when V_TAU is 0.
+__device__ __forceinline__ bool softmax_tile(float (&s)[2][4], float (&o)[D / 8][4], float (&m)[2], float (&l)[2], u32 (&pa)[4],
+                                             u32 (&pl)[4], int nvalid, int nrows, int lane, float sl2) {
   const int tok0 = 2 * (lane & 3);
   float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
@@ -247,7 +307,7 @@ __device__ __forceinline__ void softmax_tile(float (&s)[2][4], float (&o)[D / 8]
 #pragma unroll
     for (int e = 0; e < 4; e++) {
       const bool ok = tok0 + nt * 8 + (e & 1) < nvalid;
-      s[nt][e] = ok ? s[nt][e] * SCALE_LOG2 : -INFINITY;
+      s[nt][e] = ok ? s[nt][e] * sl2 : -INFINITY;
       mx[e >> 1] = fmaxf(mx[e >> 1], s[nt][e]);
     }
   float ref[2], alpha[2];
@@ -262,12 +322,14 @@ __device__ __forceinline__ void softmax_tile(float (&s)[2][4], float (&o)[D / 8]
     l[r] *= alpha[r];
   }
   float p[2][4];
+  bool small = true; // every weight of the lane's real heads below V_TAU
 #pragma unroll
   for (int nt = 0; nt < 2; nt++)
 #pragma unroll
     for (int e = 0; e < 4; e++) {
       p[nt][e] = fast_exp2(s[nt][e] - ref[e >> 1]);
       l[e >> 1] += p[nt][e];
+      if constexpr (V_TAU > 0.0f) small = small && (p[nt][e] < V_TAU || (lane >> 2) + 8 * (e >> 1) >= nrows);
     }
   // (once the maxima settle, most sub-tiles move none: skip D/2 multiplies a lane)
   if (__any_sync(0xffffffffu, alpha[0] != 1.0f || alpha[1] != 1.0f)) {
@@ -287,6 +349,32 @@ __device__ __forceinline__ void softmax_tile(float (&s)[2][4], float (&o)[D / 8]
     pl[2] = pack2_residue<true>(p[1][0], p[1][1], pa[2]);
     pl[3] = pack2_residue<true>(p[1][2], p[1][3], pa[3]);
   }
+  if constexpr (V_TAU > 0.0f) return __all_sync(0xffffffffu, small);
+  return false;
+}
+
+// O += P V of one sub-tile of quantized V. The block scales go into P, one HMUL2 per P word
+// and block (rows 2j, 2j+1, 2j+8, 2j+9 are the tokens of this lane's P words), and V's
+// operand is the unscaled tpair: no multiply per element, no shuffle from channel pairs to
+// token pairs. P * d is rounded to f16 once (it was P and d * q, each once).
+template <typename TT> __device__ __forceinline__ void pv_quant(float (&o)[D / 8][4], const u32 (&pa)[4], const u8 *vs, int lane) {
+  const int g = lane >> 2, j = lane & 3;
+#pragma unroll
+  for (int blk = 0; blk < D / 32; blk++) {
+    const int r0 = (2 * j) * V_SROW + blk * TT::BLK, r1 = r0 + V_SROW, r8 = r0 + 8 * V_SROW, r9 = r8 + V_SROW;
+    const u32 d01 = __byte_perm(*(const u16 *)(vs + r0), *(const u16 *)(vs + r1), 0x5410);
+    const u32 d89 = __byte_perm(*(const u16 *)(vs + r8), *(const u16 *)(vs + r9), 0x5410);
+    u32 ps[4];
+    *(__half2 *)&ps[0] = __hmul2(*(const __half2 *)&pa[0], *(const __half2 *)&d01);
+    *(__half2 *)&ps[1] = __hmul2(*(const __half2 *)&pa[1], *(const __half2 *)&d01);
+    *(__half2 *)&ps[2] = __hmul2(*(const __half2 *)&pa[2], *(const __half2 *)&d89);
+    *(__half2 *)&ps[3] = __hmul2(*(const __half2 *)&pa[3], *(const __half2 *)&d89);
+    const uint4 lo = TT::tpair(vs, r0, r1, g), hi = TT::tpair(vs, r8, r9, g);
+    mma16816<false>(o[4 * blk + 0], ps, lo.x, hi.x);
+    mma16816<false>(o[4 * blk + 1], ps, lo.y, hi.y);
+    mma16816<false>(o[4 * blk + 2], ps, lo.z, hi.z);
+    mma16816<false>(o[4 * blk + 3], ps, lo.w, hi.w);
+  }
 }
 
 // O += P V of one sub-tile.
@@ -304,6 +392,8 @@ __device__ __forceinline__ void pv_tile(float (&o)[D / 8][4], const u32 (&pa)[4]
         mma16816<true>(o[nt + 1], pl, vb[2], vb[3]);
       }
     }
+  } else if constexpr (!OLD_V) {
+    pv_quant<VT>(o, pa, vs, lane);
   } else {
     const int g = lane >> 2, j = lane & 3;
 #pragma unroll
@@ -323,14 +413,15 @@ __device__ __forceinline__ void pv_tile(float (&o)[D / 8][4], const u32 (&pa)[4]
   }
 }
 
-// A consumer warp's step over one sub-tile of nvalid valid rows: K at ks, V at vs.
+// A consumer warp's step over one sub-tile of nvalid valid rows: K at ks, V at vs; nrows
+// of the warp's 16 heads are real. Under sparse-V a skipped sub-tile's V is still copied
+// by the producer: what it saves is the shared-memory loads, dequantization and mma.
 __device__ __forceinline__ void consume(float (&o)[D / 8][4], float (&m)[2], float (&l)[2], const u8 *qa, const u8 *ks, const u8 *vs,
-                                        int nvalid, int lane) {
+                                        int nvalid, int nrows, int lane, float sl2) {
   float s[2][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}};
   qk_tile(s, qa, ks, lane);
   u32 pa[4], pl[4];
-  softmax_tile(s, o, m, l, pa, pl, nvalid, lane);
-  pv_tile(o, pa, pl, vs, lane);
+  if (!softmax_tile(s, o, m, l, pa, pl, nvalid, nrows, lane, sl2)) pv_tile(o, pa, pl, vs, lane);
 }
 
 // Merge the WARPS_T token groups of each m-tile: every consumer warp's (m, l, O) into
@@ -446,6 +537,8 @@ extern "C" __global__ void __launch_bounds__(QG_ATTEND_THREADS) qg_attend(qg_cac
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
   const int wm = warp % WARPS_M, wt = warp / WARPS_M;
 
+  // fp8 per-tensor scales (qtypes.cuh): K's in the score scale, V's on the output
+  const float sl2 = TENSOR_UNIT<KT> != 0.0f ? SCALE_LOG2 * (c.k_scale * TENSOR_UNIT<KT>) : SCALE_LOG2;
   if (warp == NC) {
     produce_any(c, list, seq, h, sh, n_sub, stages, full, empty, lane, bulk);
   } else {
@@ -455,8 +548,13 @@ extern "C" __global__ void __launch_bounds__(QG_ATTEND_THREADS) qg_attend(qg_cac
       const int nvalid = sh.valid(jt);
       const u8 *ks = stages + si * STAGE;
       const u8 *qa = qsm + (wm * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * Q_SROW + ((lane >> 4) * 8) * 2;
-      consume(o, m, l, qa, ks, ks + K_TILE, nvalid, lane);
+      consume(o, m, l, qa, ks, ks + K_TILE, nvalid, G - wm * 16, lane, sl2);
       mbar_arrive(&empty[si]); // every lane, after its own reads of the stage (release)
+    }
+    if constexpr (TENSOR_UNIT<VT> != 0.0f) {
+      const float vsc = c.v_scale * TENSOR_UNIT<VT>;
+#pragma unroll
+      for (int i = 0; i < D / 8; i++) o[i][0] *= vsc, o[i][1] *= vsc, o[i][2] *= vsc, o[i][3] *= vsc;
     }
   }
 

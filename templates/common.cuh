@@ -25,6 +25,8 @@ constexpr int N_KV = QG_N_HEAD_KV;
 constexpr int G = QG_GROUP;
 constexpr int BLOCK = QG_BLOCK;
 constexpr bool SPARSE = QG_SPARSE != 0;
+constexpr bool BOUNDS_I8 = QG_BOUNDS_I8 != 0; // estimate reads 8-bit bounds (layout.h)
+constexpr int BOUNDS_I8_ROW = 2 * D + 16;     // bytes of one (page, KV head) 8-bit row
 constexpr float SCALE_LOG2 = QG_SCALE * 1.4426950408889634f; // softmax in base 2
 
 constexpr int MAX_BATCH = QGEN_MAX_BATCH; // sequences per attend launch
@@ -101,6 +103,13 @@ __device__ __forceinline__ void grid_dep_launch() {
 __device__ __forceinline__ uint4 ld_nc_v4(const void *p) {
   uint4 v;
   asm volatile("ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];\n" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+  return v;
+}
+
+// 4 bytes of read-only global memory, the same way.
+__device__ __forceinline__ u32 ld_nc_u32(const void *p) {
+  u32 v;
+  asm volatile("ld.global.nc.u32 %0, [%1];\n" : "=r"(v) : "l"(p));
   return v;
 }
 
@@ -272,8 +281,14 @@ __device__ __forceinline__ void forced_ranges(const qg_budget &bg, i64 len, i64 
   if (rf < sp) rf = sp;
 }
 
-// Order-preserving u32 key of a score: larger score, larger key; NaN above everything.
+// Two-stage selection: the score select gives a page that is not a candidate (kargs.h
+// qg_work), a NaN that no arithmetic makes (the GPU's NaN is 0x7fffffff).
+constexpr u32 NOT_CAND = 0xffffffffu;
+
+// Order-preserving u32 key of a score: larger score, larger key; NaN above everything but
+// NOT_CAND, whose key 0 is below every score's.
 __device__ __forceinline__ u32 score_key(float s) {
+  if (__float_as_uint(s) == NOT_CAND) return 0u;
   if (s != s) return 0xffffffffu;
   u32 u = s == 0.0f ? 0u : __float_as_uint(s); // -0 ranks as +0
   return (u & 0x80000000u) ? ~u : (u | 0x80000000u);

@@ -15,9 +15,26 @@
 //                                 aligned shared tile, unscaled (small integers, exact in
 //                                 f16) as two packed f16 pairs. attend reads them through
 //                                 load4 / load8 below, which apply the block's scale.
+//   cvt4(p)                       fp8 types: 4 codes to two packed f16 pairs (attend.cu
+//                                 specialises load4 / load8 with it); TENSOR_UNIT and
+//                                 SWIZZLED below say how attend scales and lays out a type.
+//                                 load4 / load8 below, which apply the block's scale
+//                                 (QGEN_TUNE olddq=1: the earlier dequantization).
+//   oct(tile, blk, j)             the default path's K operand: 8 unscaled elements of the
+//                                 block, channels {4j, 4j+2}, {4j+1, 4j+3}, {4j+16, 4j+18},
+//                                 {4j+17, 4j+19} as four f16 pairs (OCT order, j = 0..3)
+//   tpair(tile, b0, b1, g)        the default path's V operand: four f16 pairs (row b0's
+//                                 value, row b1's value) of the channels vch(g, 0..3) of
+//                                 the two rows' blocks at bytes b0, b1 (g = 0..7), unscaled
+//   vch(g, u)                     the channel (in its block) of tpair's pair u for lane g
+// Both unpack with the f16 magic number: bits 0x6400 | m are the f16 1024 + m (m < 1024),
+// so a LOP3 that masks the quants into the mantissa (the q8_0 sign flip folded in) and one
+// exact HADD2/HFMA2 give (q - offset) with no per-element byte shuffles.
 // Quantized blocks are only 2-byte aligned: a 4-byte load is one 32-bit load where its
 // offset is a multiple of 4 (ld_u32_at), else two 16-bit loads. A block's f16 scale d is its
 // first field, at byte 0.
+#include <cuda_fp8.h>
+
 static_assert(QGEN_QK == 32, "store_row quantizes a block per warp, one value per lane");
 
 __device__ __forceinline__ u32 ld_u32_a2(const u8 *p) { // 4 bytes at a 2-byte boundary
@@ -40,6 +57,33 @@ __device__ __forceinline__ uint2 scale_half4(uint2 v, __half d) {
   __half2 dd = __half2half2(d);
   __half2 a = __hmul2(*(__half2 *)&v.x, dd), b = __hmul2(*(__half2 *)&v.y, dd);
   return make_uint2(*(u32 *)&a, *(u32 *)&b);
+}
+
+// f16 pairs of x - c and x * a - c (exact for the magic-number values they are used on).
+__device__ __forceinline__ u32 h2_sub(u32 x, float c) {
+  __half2 r = __hsub2(*(__half2 *)&x, __float2half2_rn(c));
+  return *(u32 *)&r;
+}
+__device__ __forceinline__ u32 h2_fma(u32 x, float a, float c) {
+  __half2 r = __hfma2(*(__half2 *)&x, __float2half2_rn(a), __float2half2_rn(-c));
+  return *(u32 *)&r;
+}
+// Bytes 0 and 2 of x (values < 256, flipped by the xor's low byte) as f16 pairs 1024 + byte.
+template <u32 FLIP> __device__ __forceinline__ u32 magic_b02(u32 x) { return (x & 0x00ff00ffu) ^ (0x64006400u | FLIP * 0x00010001u); }
+// The low / high nibbles of bytes 0 and 2 of x as f16 pairs 1024 + n / 1024 + 16 n.
+__device__ __forceinline__ u32 magic_lo(u32 x) { return (x & 0x000f000fu) | 0x64006400u; }
+__device__ __forceinline__ u32 magic_hi(u32 x) { return (x & 0x00f000f0u) | 0x64006400u; }
+// Four byte-sized quants (bias B: q - B is the value) of two words in OCT order.
+template <u32 FLIP, int B> __device__ __forceinline__ uint4 oct_of_bytes(u32 lo, u32 hi) {
+  return make_uint4(h2_sub(magic_b02<FLIP>(lo), 1024.0f + B), h2_sub(magic_b02<FLIP>(lo >> 8), 1024.0f + B),
+                    h2_sub(magic_b02<FLIP>(hi), 1024.0f + B), h2_sub(magic_b02<FLIP>(hi >> 8), 1024.0f + B));
+}
+// Nibble quants (bias B) of the 4 bytes q (low nibble element i, high nibble i + 16) in OCT
+// order; h5 (q5_0) ORs the fifth bits in: bit 4/20 for the low pairs, 8/24 for the high.
+template <int B> __device__ __forceinline__ uint4 oct_of_nibbles(u32 q, const u32 (&h5)[4]) {
+  const u32 r = q >> 8;
+  return make_uint4(h2_sub(magic_lo(q) | h5[0], 1024.0f + B), h2_sub(magic_lo(r) | h5[1], 1024.0f + B),
+                    h2_fma(magic_hi(q) | h5[2], 1.0f / 16, 64.0f + B), h2_fma(magic_hi(r) | h5[3], 1.0f / 16, 64.0f + B));
 }
 
 // The element of largest magnitude in a 32-value block held one per lane (the first one on
@@ -113,6 +157,18 @@ struct qg_q8_0 {
   static __device__ __forceinline__ uint2 quad(const u8 *tile, int blk, int w) {
     return bytes_to_half4(ld_u32_at(tile, blk + QGEN_Q8_0_QS_OFF + w) ^ 0x80808080u, 128.0f); // int8 + 128
   }
+  static __device__ __forceinline__ uint4 oct(const u8 *tile, int blk, int j) {
+    const int o = blk + QGEN_Q8_0_QS_OFF + 4 * j;
+    return oct_of_bytes<0x80, 128>(ld_u32_at(tile, o), ld_u32_at(tile, o + 16)); // int8 + 128
+  }
+  // lane g: channels 4g..4g+3; the row pairs by one PRMT per two channels
+  static __device__ __forceinline__ int vch(int g, int u) { return 4 * g + u; }
+  static __device__ __forceinline__ uint4 tpair(const u8 *tile, int b0, int b1, int g) {
+    const u32 x0 = ld_u32_at(tile, b0 + QGEN_Q8_0_QS_OFF + 4 * g), x1 = ld_u32_at(tile, b1 + QGEN_Q8_0_QS_OFF + 4 * g);
+    const u32 e = __byte_perm(x0, x1, 0x6420), d = __byte_perm(x0, x1, 0x7531); // (r0 c, r0 c+2, r1 c, r1 c+2)
+    return make_uint4(h2_sub(magic_b02<0x80>(e), 1152.0f), h2_sub(magic_b02<0x80>(d), 1152.0f),
+                      h2_sub(magic_b02<0x80>(e >> 8), 1152.0f), h2_sub(magic_b02<0x80>(d >> 8), 1152.0f));
+  }
 };
 
 // q4_0 (qgen_block_q4_0): element j < 16 in the low nibble of qs[j], j+16 in the high;
@@ -134,6 +190,17 @@ struct qg_q4_0 {
   static constexpr int BLK = sizeof(qgen_block_q4_0);
   static __device__ __forceinline__ uint2 quad(const u8 *tile, int blk, int w) {
     return bytes_to_half4((ld_u32_at(tile, blk + QGEN_Q4_0_QS_OFF + (w & 15)) >> (w & 16 ? 4 : 0)) & 0x0f0f0f0fu, 8.0f);
+  }
+  static __device__ __forceinline__ uint4 oct(const u8 *tile, int blk, int j) {
+    const u32 none[4] = {0, 0, 0, 0};
+    return oct_of_nibbles<8>(ld_u32_at(tile, blk + QGEN_Q4_0_QS_OFF + 4 * j), none);
+  }
+  // lane g: the bytes 2g, 2g+1 (one 16-bit load a row): channels 2g, 2g+1, 2g+16, 2g+17
+  static __device__ __forceinline__ int vch(int g, int u) { return 2 * g + (u & 1) + 16 * (u >> 1); }
+  static __device__ __forceinline__ uint4 tpair(const u8 *tile, int b0, int b1, int g) {
+    const u32 none[4] = {0, 0, 0, 0};
+    return oct_of_nibbles<8>(__byte_perm(*(const u16 *)(tile + b0 + QGEN_Q4_0_QS_OFF + 2 * g),
+                                         *(const u16 *)(tile + b1 + QGEN_Q4_0_QS_OFF + 2 * g), 0x5410), none);
   }
 };
 
@@ -161,6 +228,24 @@ struct qg_q5_0 {
     const u32 spread = (hb & 1u) << 4 | (hb & 2u) << 11 | (hb & 4u) << 18 | (hb & 8u) << 25;
     return bytes_to_half4(((ld_u32_at(tile, blk + QGEN_Q5_0_QS_OFF + (w & 15)) >> (w & 16 ? 4 : 0)) & 0x0f0f0f0fu) | spread, 16.0f);
   }
+  static __device__ __forceinline__ uint4 oct(const u8 *tile, int blk, int j) {
+    const u32 h = ld_u32_at(tile, blk + QGEN_Q5_0_QH_OFF) >> 4 * j, lo = h & 15u, hi = h >> 16 & 15u; // element 4j+i: lo bit i
+    // the fifth bits at the pairs' bits 4 and 20 (8 and 24 for the high nibbles): one multiply
+    // places both shifted copies of a 4-bit field, which cannot overlap or carry
+    const u32 h5[4] = {lo * 0x40010u & 0x00100010u, lo * 0x20008u & 0x00100010u, hi * 0x400100u & 0x01000100u,
+                       hi * 0x200080u & 0x01000100u};
+    return oct_of_nibbles<16>(ld_u32_at(tile, blk + QGEN_Q5_0_QS_OFF + 4 * j), h5);
+  }
+  static __device__ __forceinline__ int vch(int g, int u) { return 2 * g + (u & 1) + 16 * (u >> 1); }
+  static __device__ __forceinline__ uint4 tpair(const u8 *tile, int b0, int b1, int g) {
+    // the fifth bits of the lane's channels are bits 0, 1 (low nibbles) and 16, 17 (high) of
+    // qh >> 2g: row 0's in the low half of lw / hw, row 1's in the high half
+    const u32 h0 = ld_u32_at(tile, b0 + QGEN_Q5_0_QH_OFF) >> 2 * g, h1 = ld_u32_at(tile, b1 + QGEN_Q5_0_QH_OFF) >> 2 * g;
+    const u32 lw = __byte_perm(h0, h1, 0x5410), hw = __byte_perm(h0, h1, 0x7632);
+    const u32 h5[4] = {lw << 4 & 0x00100010u, lw << 3 & 0x00100010u, hw << 8 & 0x01000100u, hw << 7 & 0x01000100u};
+    return oct_of_nibbles<16>(__byte_perm(*(const u16 *)(tile + b0 + QGEN_Q5_0_QS_OFF + 2 * g),
+                                          *(const u16 *)(tile + b1 + QGEN_Q5_0_QS_OFF + 2 * g), 0x5410), h5);
+  }
 };
 
 // Elements d0..d0+3 (d0 % 4 == 0) of the quantized row at byte `row` of a shared tile,
@@ -174,6 +259,85 @@ template <typename TT> __device__ __forceinline__ uint4 load8(const u8 *tile, in
   const int blk = row + d0 / QGEN_QK * TT::BLK;
   const __half d = *(const __half *)(tile + blk);
   const uint2 a = scale_half4(TT::quad(tile, blk, d0 % QGEN_QK), d), b = scale_half4(TT::quad(tile, blk, d0 % QGEN_QK + 16), d);
+  return make_uint4(a.x, a.y, b.x, b.y);
+}
+
+// fp8 (qgen_type e4m3 / e5m2): one byte a value, rows of D bytes, no block header. The
+// cache's per-tensor scale is outside the bytes: append stores fp8(x / scale)
+// (store_row_scaled), attend applies TENSOR_UNIT times the scale once per tensor, folded
+// into the score scale for K and into the output for V. attend's tiles of them are laid
+// out as 16-bit ones (SWIZZLED: swizzled 16-byte chunks, so the reads below hit distinct
+// banks, and rows past the valid ones zeroed, so a NaN code there cannot reach P V) and
+// read as quantized ones (4 channels a lane: load4 / load8, specialised in attend.cu by
+// cvt4). The codes become f16 exactly: e5m2 is an f16's high byte; e4m3 by the hardware
+// conversion on sm_89+ (unit 1), before that by shifting its exponent and mantissa bits
+// into an f16's, which is its value times 2^-8, subnormals included (unit 2^8: a power of
+// two, so both give the same bits). The e4m3 NaN code (never written from a finite input)
+// reads as NaN on sm_89+ and as 480 before. The quantizer is CUDA's round-to-nearest-even,
+// saturating conversion (hardware on sm_89+, software before), bit-exact with
+// base/qtypes.c's.
+#if __CUDA_ARCH__ >= 890
+constexpr bool FP8_CVT = true; // cvt.rn.f16x2.e4m3x2 exists
+#else
+constexpr bool FP8_CVT = false;
+#endif
+template <__nv_fp8_interpretation_t KIND> struct qg_fp8 {
+  static constexpr int ROW = D;
+  static constexpr bool Q16 = false, BF = false;
+  static __device__ __forceinline__ void store_row(u8 *row, const float (&x)[D / 32], int lane) {
+#pragma unroll
+    for (int i = 0; i < D / 32; i++) row[lane + 32 * i] = __nv_cvt_float_to_fp8(x[i], __NV_SATFINITE, KIND);
+  }
+  // The 4 codes at p (4-byte aligned) as two packed f16 pairs, unscaled.
+  static __device__ __forceinline__ uint2 cvt4(const u8 *p) {
+    const u32 q = *(const u32 *)p;
+    u32 lo, hi;
+    if constexpr (KIND == __NV_E4M3 && FP8_CVT) {
+      asm("{.reg .b16 l, h;\n\tmov.b32 {l, h}, %2;\n\tcvt.rn.f16x2.e4m3x2 %0, l;\n\tcvt.rn.f16x2.e4m3x2 %1, h;}"
+          : "=r"(lo), "=r"(hi)
+          : "r"(q));
+    } else {
+      lo = __byte_perm(q, 0, 0x1404), hi = __byte_perm(q, 0, 0x3424); // each byte into the high byte of an f16
+      if constexpr (KIND == __NV_E4M3) {
+        lo = (lo & 0x80008000u) | (lo >> 1 & 0x3f803f80u);
+        hi = (hi & 0x80008000u) | (hi >> 1 & 0x3f803f80u);
+      }
+    }
+    return make_uint2(lo, hi);
+  }
+};
+struct qg_e4m3 : qg_fp8<__NV_E4M3> {};
+struct qg_e5m2 : qg_fp8<__NV_E5M2> {};
+
+// What a value attend reads of a cache type must be multiplied by, besides the cache's
+// per-tensor scale; 0: the type takes no per-tensor scale (the traits' tensor_scale).
+template <typename TT> constexpr float TENSOR_UNIT = 0.0f;
+template <> constexpr float TENSOR_UNIT<qg_e4m3> = FP8_CVT ? 1.0f : 256.0f;
+template <> constexpr float TENSOR_UNIT<qg_e5m2> = 1.0f;
+// attend's shared tiles of the type are swizzled 16-byte chunks with zeroed invalid rows
+// (the 16-bit types', and fp8's), not contiguous slabs.
+template <typename TT> constexpr bool SWIZZLED = TT::Q16;
+template <> constexpr bool SWIZZLED<qg_e4m3> = true;
+template <> constexpr bool SWIZZLED<qg_e5m2> = true;
+
+// append's store of a row (x is consumed): divided by the per-tensor scale first where the
+// type takes one, as base/qtypes.c's reference does (one f32 division, nearest even).
+template <typename TT> __device__ __forceinline__ void store_row_scaled(u8 *row, float (&x)[D / 32], float scale, int lane) {
+  if constexpr (TENSOR_UNIT<TT> != 0.0f) {
+#pragma unroll
+    for (int i = 0; i < D / 32; i++) x[i] = __fdiv_rn(x[i], scale);
+  }
+  TT::store_row(row, x, lane);
+}
+
+// The default path's K: oct of the block holding d0 (d0 % 32 = 4j, j < 4) in the row at
+// byte `row`, scaled by the block's d (the same bits as load8: (q - offset) is exact, one
+// rounding of the product).
+template <typename TT> __device__ __forceinline__ uint4 load_oct(const u8 *tile, int row, int d0) {
+  const int blk = row + d0 / QGEN_QK * TT::BLK;
+  const uint4 x = TT::oct(tile, blk, (d0 % QGEN_QK) >> 2);
+  const __half d = *(const __half *)(tile + blk);
+  const uint2 a = scale_half4(make_uint2(x.x, x.y), d), b = scale_half4(make_uint2(x.z, x.w), d);
   return make_uint4(a.x, a.y, b.x, b.y);
 }
 

@@ -4,6 +4,8 @@
 // ∪ the last page, which is the interval pair [0, sp) ∪ [rf, n); the non-forced pages are
 // [sp, rf). K_eff = min(n, max(K, |forced|)); the list is forced ∪ the best K_eff - |forced|
 // pages of [sp, rf) by score (ties to the lower index, NaN above every number), ascending.
+// Two-stage selection runs it twice (runtime/gpu.c): first over the Quest scores keeping
+// wk.cand times as many pages, then, after rescore.cu, over their exact scores.
 //
 // One CTA per (KV head, batch row) of QG_SEL_THREADS (1024) threads. Scores map to
 // order-preserving u32 keys (score_key), copied once into shared memory (up to
@@ -193,8 +195,8 @@ __device__ __forceinline__ void radix_pass(int pass, u32 &prefix, u32 &mask, u32
 // thr; tied: candidates at thr; each < 2^15 as n < 32768) places the thread's pages after
 // those before it; in a cluster the CTA's totals add those of the lower ranks. rem = how
 // many keys equal to thr to take, lowest pages first.
-__device__ __forceinline__ void place(int *list, const u32 (&kr)[SEL_NKR], u32 thr, u32 rem, int n, int sp, int rf, int g0, int rp,
-                                      bool multi, int rank, int tid, sel_smem &sm) {
+__device__ __forceinline__ void place(int *list, float *skip, const u32 (&kr)[SEL_NKR], u32 thr, u32 rem, int n, int sp, int rf, int g0,
+                                      int rp, bool multi, int rank, int tid, sel_smem &sm) {
   int taken = 0, tied = 0;
 #pragma unroll
   for (int u = 0; u < SEL_SMALL; u++) {
@@ -221,6 +223,7 @@ __device__ __forceinline__ void place(int *list, const u32 (&kr)[SEL_NKR], u32 t
     if (u < rp && p < n) {
       const bool cand = p >= sp && p < rf, eq = cand && kr[u] == thr;
       if (!cand || kr[u] > thr || (eq && e < rem)) list[pos++] = p;
+      else if (skip) skip[p] = __uint_as_float(NOT_CAND);
       e += eq;
     }
   }
@@ -230,7 +233,8 @@ __device__ __forceinline__ void place(int *list, const u32 (&kr)[SEL_NKR], u32 t
 // The general path's list. Warp w owns pages [lo, hi), walked 32 at a time. Pass A counts
 // the keys above and equal to the threshold; the pages selected before the segment follow
 // from the block scans of those counts and the forced intervals. Pass B writes.
-__device__ __forceinline__ void compact(int *list, const cand_keys &ck, u32 thr, u32 rem, int n, int lane, int warp, sel_smem &sm) {
+__device__ __forceinline__ void compact(int *list, float *skip, const cand_keys &ck, u32 thr, u32 rem, int n, int lane, int warp,
+                                        sel_smem &sm) {
   constexpr int NWARP = SEL_T / 32;
   const int sp = ck.sp, rf = ck.rf;
   const int seg = ((n + NWARP - 1) / NWARP + 31) / 32 * 32, lo = min(n, warp * seg), hi = min(n, lo + seg);
@@ -266,6 +270,7 @@ __device__ __forceinline__ void compact(int *list, const cand_keys &ck, u32 thr,
         const bool sel = p < hi && (!cand || key[u] > thr || (eq && e + __popc(eqm & below) < rem));
         const u32 selm = __ballot_sync(0xffffffffu, sel);
         if (sel) list[pos + __popc(selm & below)] = p;
+        else if (skip && cand) skip[p] = __uint_as_float(NOT_CAND);
         e += __popc(eqm);
         pos += __popc(selm);
       }
@@ -310,7 +315,11 @@ __device__ __forceinline__ void select_list(const qg_cache &c, const qg_work &wk
     }
     return;
   }
-  if (rank == 0 && tid == 0) wk.count[(i64)seq * N_KV + h] = k;
+  // Two-stage (wk.cand > 1): the first select keeps cand x the budget's non-forced pages
+  // and marks the others NOT_CAND in wk.exact for the second (base/layout.h).
+  const int kc = nf + (int)min((i64)(k - nf) * wk.cand, (i64)(rf - sp));
+  float *skip = wk.exact ? wk.exact + base : nullptr;
+  if (rank == 0 && tid == 0) wk.count[(i64)seq * N_KV + h] = kc;
   const bool smem_keys = !regs && n <= QG_SEL_SMEM_KEYS;
   if (smem_keys)
     for (int p0 = sp; p0 < rf; p0 += T * SEL_STAGE) {
@@ -323,14 +332,14 @@ __device__ __forceinline__ void select_list(const qg_cache &c, const qg_work &wk
   if (smem_keys) __syncthreads(); // (the histograms' zeros are ordered by later barriers)
   const cand_keys ck = {sc, keys, sp, rf, smem_keys};
 
-  // Radix select of the (k - nf)-th largest key among [sp, rf): 11 + 11 + 10 bits.
-  u32 prefix = 0, mask = 0, rem = (u32)(k - nf);
+  // Radix select of the (kc - nf)-th largest key among [sp, rf): 11 + 11 + 10 bits.
+  u32 prefix = 0, mask = 0, rem = (u32)(kc - nf);
   if (rem == 0) prefix = 0xffffffffu; // nothing to pick: no key exceeds it, take none equal
   for (int pass = 0; rem > 0 && pass < 3; pass++) radix_pass(pass, prefix, mask, rem, own0, kr, ck, regs, multi, CL, g0, rp, tid, sm);
   const u32 thr = prefix; // rem = how many keys equal to thr to take, lowest pages first (0: keys > thr)
 
-  if (regs) place(list, kr, thr, rem, n, sp, rf, g0, rp, multi, rank, tid, sm);
-  else compact(list, ck, thr, rem, n, lane, warp, sm);
+  if (regs) place(list, skip, kr, thr, rem, n, sp, rf, g0, rp, multi, rank, tid, sm);
+  else compact(list, skip, ck, thr, rem, n, lane, warp, sm);
 }
 
 extern "C" __global__ void __launch_bounds__(QG_SEL_THREADS) qg_select(qg_cache c, qg_work wk, qg_batch bt, qg_budget bg) {

@@ -4,11 +4,12 @@
 # Prints the machine (GPU, driver), runs `qgen check` on every spec in specs/ and tests/gpu/,
 # on qwen3-4b with select's short path off (QGEN_TUNE=selreg=0: the general path at small
 # sizes) and with 128-thread select CTAs of one key a thread (QGEN_TUNE=sel=128,selreg=1:
-# the cluster path at small sizes), on qwen3-4b's variants from sm_80-only bundles (the driver
-# JITs their PTX, so the sm_80 code paths run too) and, unless quick, on the > 4 GiB sequence
-# for qwen3-4b; the log is OUT_DIR/gpu-check.log. Then, unless quick, compute-sanitizer:
-# memcheck on every kernel of two specs, racecheck (shared-memory hazards of attend, select,
-# estimate) on two more and on the select cluster path, quick sizes.
+# the cluster path at small sizes) and with attend's earlier quantized operands (olddq=1), on
+# qwen3-4b's and qwen3-4b-fp8's variants from sm_80-only bundles (the driver JITs their PTX,
+# so the sm_80 code paths run too) and, unless quick, on the > 4 GiB sequence for qwen3-4b;
+# the log is OUT_DIR/gpu-check.log. Then, unless quick, compute-sanitizer: memcheck on every
+# kernel of two specs, racecheck (shared-memory hazards of attend, select, estimate) on two
+# more and on the select cluster path, quick sizes.
 set -u -o pipefail
 build=${1:?build dir}
 out=${2:-.}
@@ -35,9 +36,14 @@ QGEN_TUNE=selreg=0 "$build/qgen" check --spec specs/qwen3-4b.lua $quick 2>&1 | s
 # 128-thread CTAs of one key a thread make the 9000-token sequence (141 pages) a cluster's.
 QGEN_TUNE=sel=128,selreg=1 "$build/qgen" check --spec specs/qwen3-4b.lua $quick 2>&1 | sed 's/^/sel=128,selreg=1: /' | tee -a "$log"
 [ "${PIPESTATUS[0]}" = 0 ] || fail=$((fail + 1))
+# attend's earlier quantized operands (QGEN_TUNE olddq=1, kept for A/B runs).
+QGEN_TUNE=olddq=1 "$build/qgen" check --spec specs/qwen3-4b.lua $quick 2>&1 | sed 's/^/olddq=1: /' | tee -a "$log"
+[ "${PIPESTATUS[0]}" = 0 ] || fail=$((fail + 1))
 # The sm_80 code paths (cp.async producer) run here as sm_80 PTX, from sm_80-only bundles.
 mkdir -p "$out/sm80"
-"$build/qgen" bundle --spec specs/qwen3-4b.lua --arch sm_80 -o "$out/sm80/" > /dev/null 2>&1 || fail=$((fail + 1))
+for s in specs/qwen3-4b.lua specs/qwen3-4b-fp8.lua; do # fp8: the software conversions of sm_80
+  "$build/qgen" bundle --spec "$s" --arch sm_80 -o "$out/sm80/" > /dev/null 2>&1 || fail=$((fail + 1))
+done
 for b in "$out"/sm80/*.qgb; do
   "$build/qgen" check --spec "$b" $quick 2>&1 | sed 's/^/sm_80 PTX: /' | tee -a "$log"
   [ "${PIPESTATUS[0]}" = 0 ] || fail=$((fail + 1))

@@ -29,6 +29,7 @@
 #include "runtime/qgen_ext.h" /* only to clear ctx's message before a call, so a stale one can't pass */
 #include "base/qtypes.h"
 #include "base/rng.h"
+#include "ref/ref.h"
 #include "spec/spec.h"
 
 #include "testlib.h"
@@ -104,7 +105,7 @@ static uint16_t *f16_rows(size_t n) {
 
 /* ---- snapshots of a cache --------------------------------------------------------- */
 
-#define N_ARRAYS 5
+#define N_ARRAYS (QGEN_KV_BOUNDS_I8 + 1)
 #define MAX_SEQS 4
 #define MAX_TOKENS 256
 
@@ -416,10 +417,11 @@ static void bad_introspection(fixture *f) {
   EXPECT(f, "qgen_kv_read: K with size + 1", qgen_kv_read(f->kv, QGEN_KV_K, buf, kb + 1), QGEN_ERR_INVALID_ARG, "qgen_kv_read");
   EXPECT(f, "qgen_kv_read: K with size 0", qgen_kv_read(f->kv, QGEN_KV_K, buf, 0), QGEN_ERR_INVALID_ARG, "qgen_kv_read");
   EXPECT(f, "qgen_kv_read: K into NULL", qgen_kv_read(f->kv, QGEN_KV_K, NULL, kb), QGEN_ERR_INVALID_ARG, "qgen_kv_read");
-  EXPECT(f, "qgen_kv_read: unknown array 5", qgen_kv_read(f->kv, 5, buf, kb), QGEN_ERR_INVALID_ARG, "qgen_kv_read");
+  EXPECT(f, "qgen_kv_read: unknown array 6", qgen_kv_read(f->kv, N_ARRAYS, buf, kb), QGEN_ERR_INVALID_ARG, "qgen_kv_read");
+  EXPECT(f, "qgen_kv_read: 8-bit bounds of a spec without them", qgen_kv_read(f->kv, QGEN_KV_BOUNDS_I8, buf, kb), QGEN_ERR_INVALID_ARG, "qgen_kv_read");
   EXPECT(f, "qgen_kv_read: unknown array -1", qgen_kv_read(f->kv, -1, buf, 0), QGEN_ERR_INVALID_ARG, "qgen_kv_read");
   check(qgen_kv_read(NULL, QGEN_KV_K, buf, kb) == QGEN_ERR_INVALID_ARG, "qgen_kv_read: kv NULL");
-  check(qgen_kv_size(NULL, QGEN_KV_K) == 0 && qgen_kv_size(f->kv, 5) == 0 && qgen_kv_size(f->kv, -1) == 0,
+  check(qgen_kv_size(NULL, QGEN_KV_K) == 0 && qgen_kv_size(f->kv, N_ARRAYS) == 0 && qgen_kv_size(f->kv, -1) == 0,
         "qgen_kv_size: NULL kv or an unknown array is 0 bytes");
   if (!f->sparse) {
     check(qgen_kv_size(f->kv, QGEN_KV_BOUNDS) == 0, "qgen_kv_size: a dense spec has no bounds");
@@ -824,6 +826,146 @@ static void budget_spec(void) {
   qgen_close(c);
 }
 
+/* Two-stage selection on the CPU backend (sparse.rescore): the step's lists are the
+   reference's two-stage lists from its own functions, its output the reference attend over
+   them, the sketch the q4_0 form of the stored K rows, and a budget covering the context is
+   the dense step bit for bit. */
+static void rescore_steps(void) {
+  const char *text = "return spec{ name = \"api-rescore\", head_dim = 64, n_head = 6, n_head_kv = 2, sparse = { block = 32,\n"
+                     "  coverage = 0.125, sink = 32, recent = 64, rescore = { candidates = 4 } } }\n";
+  qgen_open_opts oo = {QGEN_BACKEND_CPU, 0, NULL, NULL};
+  qgen_ctx *c = NULL;
+  qgen_kv *kv = NULL;
+  qgen_status st = qgen_open_text(&c, text, "<rescore>", &oo);
+  if (st != QGEN_OK || qgen_cache_create(c, &kv, 1, 4096) != QGEN_OK) {
+    check(0, "rescore spec: open and cache: %s -- \"%s\"", qgen_status_str(st), qgen_error(c));
+    qgen_close(c);
+    return;
+  }
+  const qgen_layout *L = qgen_ext_layout(c);
+  const int D = 64, Hkv = 2, B = 32, n_tok = 3000;
+  const int64_t np = qgen_pages_of(n_tok, B);
+  const size_t row = (size_t)Hkv * D, qn = 6 * 64;
+  uint16_t *k = f16_rows((size_t)n_tok * row), *v = f16_rows((size_t)n_tok * row), *q = f16_rows(qn);
+  uint16_t *out = tmalloc(qn * 2), *out2 = tmalloc(qn * 2), *ref_out = tmalloc(qn * 2);
+  int s0 = 0, n = n_tok;
+  st = qgen_append(kv, &s0, 1, &n, P(k), P(v), NULL);
+  qgen_attend_opts o = qgen_attend_defaults(c);
+  st = st == QGEN_OK ? qgen_attend(kv, &s0, 1, P(q), P(out), &o, NULL) : st;
+  check(st == QGEN_OK && L->rescore == 4 && L->sketch_page_bytes > 0, "rescore spec: append + attend: %s", qgen_status_str(st));
+
+  const qgen_kvmem *m = qgen_ext_host_cache(kv);
+  int *lists = tmalloc((size_t)Hkv * 128 * sizeof *lists), counts[2];
+  qgen_kv_selection(kv, 0, lists, counts);
+  double *bound = tmalloc((size_t)Hkv * np * sizeof *bound), *exact = tmalloc((size_t)np * sizeof *exact);
+  int32_t *want = tmalloc((size_t)Hkv * np * sizeof *want);
+  const int32_t *ptrs[2];
+  int64_t rc[2];
+  const qgen_budget b = {QGEN_BUDGET_COVERAGE, 0.125, 0, 32, 64};
+  qgen_ref_estimate(L, m, 0, q, bound);
+  int bad = 0, differs = 0;
+  for (int h = 0; h < Hkv; h++) {
+    qgen_ref_sketch_scores(L, m, 0, q, h, NULL, exact);
+    int32_t *l = want + (size_t)h * np;
+    rc[h] = qgen_ref_select_rescore(&b, n_tok, B, 4, bound + (size_t)h * np, exact, l);
+    int32_t quest[128];
+    const int64_t qc = qgen_ref_select(&b, n_tok, B, bound + (size_t)h * np, quest);
+    bad += rc[h] != counts[h] || memcmp(l, lists + (size_t)h * 128, (size_t)rc[h] * sizeof *l) != 0;
+    differs += qc != rc[h] || memcmp(quest, l, (size_t)qc * sizeof *l) != 0;
+    ptrs[h] = l;
+  }
+  qgen_ref_attend(L, m, 0, q, ptrs, rc, ref_out, NULL);
+  check(bad == 0 && !memcmp(out, ref_out, qn * 2), "rescore step: lists (%d, %d pages) and output are the reference's two-stage ones",
+        counts[0], counts[1]);
+  check(differs > 0, "rescore step: two-stage changes some list from Quest's on random keys (%d of 2 heads)", differs);
+
+  /* the sketch: q4_0 of the stored K rows */
+  const size_t skb = qgen_kv_size(kv, QGEN_KV_SKETCH);
+  uint8_t *sk = tmalloc(skb), blk[64];
+  float x[64];
+  st = qgen_kv_read(kv, QGEN_KV_SKETCH, sk, skb);
+  int sk_bad = st != QGEN_OK || skb != (size_t)4096 / B * L->sketch_page_bytes;
+  for (int t = 0; t < n_tok && !sk_bad; t++)
+    for (int h = 0; h < Hkv; h++) {
+      const int64_t pg = m->page_table[t / B];
+      const size_t slot = (size_t)h * B + (size_t)(t % B);
+      qgen_type_traits_of(QGEN_TYPE_F16)->to_f32(m->k + (size_t)pg * L->k_page_bytes + slot * L->k_row_bytes, x, D);
+      qgen_type_traits_of(QGEN_TYPE_Q4_0)->from_f32(x, blk, D);
+      sk_bad += memcmp(blk, sk + (size_t)pg * L->sketch_page_bytes + slot * L->sketch_row_bytes, L->sketch_row_bytes) != 0;
+    }
+  check(sk_bad == 0 && L->sketch_row_bytes == 36, "rescore: the sketch pool holds the q4_0 form of every stored K row");
+
+  /* a budget covering the context: the dense step, bit for bit */
+  o.coverage = 1;
+  qgen_attend_opts dn = o;
+  dn.mode = QGEN_ATTEND_DENSE;
+  st = qgen_attend(kv, &s0, 1, P(q), P(out), &o, NULL);
+  st = st == QGEN_OK ? qgen_attend(kv, &s0, 1, P(q), P(out2), &dn, NULL) : st;
+  check(st == QGEN_OK && !memcmp(out, out2, qn * 2), "rescore: coverage 1 is the dense step bit for bit");
+  tfree(k), tfree(v), tfree(q), tfree(out), tfree(out2), tfree(ref_out), tfree(lists), tfree(bound), tfree(exact), tfree(want), tfree(sk);
+  qgen_cache_destroy(kv);
+  qgen_close(c);
+}
+
+/* CPU backend, sparse.bounds = "i8": a sparse step's output and page lists are
+   qgen_ref_step's on the 8-bit path (and its lists are qgen_ref_select's over
+   qgen_ref_estimate_i8's scores, so the step really ranks by the 8-bit bounds), and
+   qgen_kv_read(QGEN_KV_BOUNDS_I8) gives qgen_ref_bounds_i8_row of every page's f16 bounds. */
+static void bounds_i8_step(void) {
+  const char *text = "return spec{ name = \"api-i8\", head_dim = 64, n_head = 8, n_head_kv = 2,\n"
+                     "  sparse = { block = 32, coverage = 0.25, sink = 32, recent = 32, bounds = \"i8\" }, archs = { \"sm_90\" } }\n";
+  qgen_open_opts oo = {QGEN_BACKEND_CPU, 0, NULL, NULL};
+  qgen_ctx *c = NULL;
+  qgen_kv *kv = NULL;
+  enum { LEN = 1000, H = 8, HKV = 2, DH = 64 };
+  qgen_status st = qgen_open_text(&c, text, "<i8>", &oo);
+  if (st != QGEN_OK || qgen_cache_create(c, &kv, 2, 1024) != QGEN_OK) {
+    check(0, "i8 bounds: open and cache: %s -- \"%s\"", qgen_status_str(st), qgen_error(c));
+    qgen_close(c);
+    return;
+  }
+  const qgen_layout *L = qgen_ext_layout(c);
+  uint16_t *k = malloc((size_t)LEN * HKV * DH * 2), *v = malloc((size_t)LEN * HKV * DH * 2);
+  uint16_t *q = malloc(H * DH * 2), *out = malloc(H * DH * 2), *ref = malloc(H * DH * 2);
+  for (size_t i = 0; i < (size_t)LEN * HKV * DH; i++) /* a few channels with offsets, like RoPE'd keys */
+    k[i] = qgen_f32_to_f16(frand() + (i % DH == 5 ? 8.0f : i % DH == 9 ? -3.0f : 0.0f)), v[i] = qgen_f32_to_f16(frand());
+  int s1 = 1, n = LEN;
+  st = qgen_append(kv, &s1, 1, &n, (qgen_ptr)(uintptr_t)k, (qgen_ptr)(uintptr_t)v, NULL);
+  const qgen_kvmem *m = qgen_ext_host_cache(kv);
+  const qgen_budget b = {QGEN_BUDGET_COVERAGE, 0.25, 0, 32, 32};
+  const int64_t pps = qgen_kv_pages_per_seq(kv), np = (LEN + 31) / 32;
+  int32_t *rl = malloc(sizeof(int32_t) * HKV * pps), *sl = malloc(sizeof(int32_t) * np);
+  int gl[HKV * 64], gc[HKV];
+  int64_t rc[HKV];
+  double *sc = malloc(sizeof(double) * HKV * np);
+  int same = st == QGEN_OK && L->bounds_i8, trials = 0;
+  for (int t = 0; t < 20 && same; t++, trials++) {
+    for (int i = 0; i < H * DH; i++) q[i] = qgen_f32_to_f16(2 * frand());
+    st = qgen_attend(kv, &s1, 1, (qgen_ptr)(uintptr_t)q, (qgen_ptr)(uintptr_t)out, NULL, NULL);
+    qgen_ref_step(L, m, 1, q, &b, ref, NULL, rl, rc);
+    qgen_ref_estimate_i8(L, m, 1, q, sc);
+    same &= st == QGEN_OK && qgen_kv_selection(kv, 1, gl, gc) == QGEN_OK && !memcmp(out, ref, H * DH * 2);
+    for (int h = 0; h < HKV && same; h++) {
+      const int64_t ns = qgen_ref_select(&b, LEN, 32, sc + h * np, sl);
+      same &= gc[h] == rc[h] && ns == rc[h] && rc[h] < np;
+      for (int64_t i = 0; i < rc[h] && same; i++) same &= gl[h * pps + i] == rl[h * pps + i] && sl[i] == rl[h * pps + i];
+    }
+  }
+  check(same, "i8 bounds (CPU backend): %d sparse steps equal qgen_ref_step's (output bytes, page lists), the lists "
+        "qgen_ref_select's over the 8-bit scores -- %s", trials, qgen_error(c));
+  const size_t nb = qgen_kv_size(kv, QGEN_KV_BOUNDS_I8), rb = 2 * DH + 16;
+  uint8_t *rows = malloc(nb ? nb : 1), *want = malloc(rb);
+  int rows_ok = nb == (size_t)qgen_kv_n_pages(kv) * HKV * rb && qgen_kv_read(kv, QGEN_KV_BOUNDS_I8, rows, nb) == QGEN_OK;
+  for (size_t r = 0; rows_ok && r < nb / rb; r++) {
+    qgen_ref_bounds_i8_row(m->bounds + r * 2 * DH, DH, want);
+    rows_ok &= !memcmp(rows + r * rb, want, rb);
+  }
+  check(rows_ok, "i8 bounds (CPU backend): qgen_kv_read(QGEN_KV_BOUNDS_I8) holds %zu bytes, the 8-bit rows of the f16 bounds", nb);
+  free(k), free(v), free(q), free(out), free(ref), free(rl), free(sl), free(sc), free(rows), free(want);
+  qgen_cache_destroy(kv);
+  qgen_close(c);
+}
+
 /* GPU backend: a context of the caller's own, current while it calls qgen, is current
    again after every call (qgen works in the primary context, which holds the tensors). */
 static void caller_context(void) {
@@ -1043,6 +1185,12 @@ int main(void) {
   out_of_memory();
   printf("---- a budget spec\n");
   budget_spec();
+  if (backend == QGEN_BACKEND_CPU) {
+    printf("---- two-stage selection\n");
+    rescore_steps();
+  }
+  printf("---- 8-bit bounds\n");
+  bounds_i8_step();
   run_fixture(QGEN_SOURCE_DIR "/specs/qwen3-4b.lua", "sparse");
   run_fixture(dense, "dense");
   if (backend == QGEN_BACKEND_GPU) {

@@ -12,12 +12,12 @@ ok $? "emit specs/qwen3-4b.lua -o DIR exits 0"
 n_cu=$(ls "$tmp/out"/*.cu 2>/dev/null | wc -l)
 n_cubin=$(ls "$tmp/out"/*_sm80.cubin "$tmp/out"/*_sm90.cubin 2>/dev/null | wc -l)
 n_ptx=$(ls "$tmp/out"/*.ptx 2>/dev/null | wc -l)
-ok $([ "$n_cu" = 3 ] && [ "$n_cubin" = 6 ] && [ "$n_ptx" = 3 ]; echo $?) "writes 3 units, 6 cubins (sm_80, sm_90), 3 PTX files for the 3 variants (got $n_cu/$n_cubin/$n_ptx)"
+ok $([ "$n_cu" = 4 ] && [ "$n_cubin" = 8 ] && [ "$n_ptx" = 4 ]; echo $?) "writes 4 units, 8 cubins (sm_80, sm_90), 4 PTX files for the 4 variants (got $n_cu/$n_cubin/$n_ptx)"
 n=$(grep -cE "sm_(80|90) +module +cubin [0-9]+ B .* ms +miss$" "$tmp/first.txt")
-ok $([ "$n" = 6 ] && echo 0 || echo 1) "one module compiled per variant and arch, its cubin size and time on its own line ($n of 6)"
+ok $([ "$n" = 8 ] && echo 0 || echo 1) "one module compiled per variant and arch, its cubin size and time on its own line ($n of 8)"
 for k in qg_append qg_estimate qg_select qg_attend; do
   n=$(grep -cE "sm_(80|90) +$k +regs .* smem [0-9]+ static \+ [0-9]+ dynamic$" "$tmp/first.txt")
-  ok $([ "$n" = 6 ] && echo 0 || echo 1) "kernel $k reported for sm_80 and sm_90 in every variant ($n of 6 lines)"
+  ok $([ "$n" = 8 ] && echo 0 || echo 1) "kernel $k reported for sm_80 and sm_90 in every variant ($n of 8 lines)"
 done
 # the dynamic shared memory attend launches with (the plan), not only ptxas' static 208 B
 grep -qE "sm_90 +qg_attend .* smem [0-9]+ static \+ [1-9][0-9]{4,} dynamic$" "$tmp/first.txt"
@@ -33,7 +33,7 @@ t1=$(date +%s%N)
 ok $rc "second emit exits 0"
 misses=$(grep -c " miss$" "$tmp/second.txt")
 hits=$(grep -c " hit$" "$tmp/second.txt")
-ok $([ "$misses" = 0 ] && [ "$hits" = 6 ]; echo $?) "second emit is all cache hits ($hits hits, $misses misses; $(((t1 - t0) / 1000000)) ms)"
+ok $([ "$misses" = 0 ] && [ "$hits" = 8 ]; echo $?) "second emit is all cache hits ($hits hits, $misses misses; $(((t1 - t0) / 1000000)) ms)"
 
 for s in specs/*.lua tests/gpu/*.lua; do
   "$QGEN" emit --spec "$s" > "$tmp/all.txt" 2>&1
@@ -97,7 +97,7 @@ QGEN_TUNE=split=512 "$QGEN" bundle --spec specs/qwen2.5-0.5b.lua -o "$tmp/t.qgb"
 ok $([ $? = 1 ] && grep -q "default plan" "$tmp/err.txt" && [ ! -e "$tmp/t.qgb" ]; echo $?) "qgen bundle refuses a tuned plan and writes nothing"
 # --variant names one of the spec's variants, for every command, before a GPU is looked for:
 # a wrong or empty name exits 1 and lists them.
-list="variants: qwen3-4b, qwen3-4b-q8_0, qwen3-4b-q4_0"
+list="variants: qwen3-4b, qwen3-4b-q8_0, qwen3-4b-q4_0, qwen3-4b-q5_0"
 for c in emit "bundle -o $tmp/v.qgb" check bench eval; do
   for v in nope ""; do
     "$QGEN" ${c} --spec specs/qwen3-4b.lua --variant="$v" > /dev/null 2>"$tmp/err.txt"; rc=$?

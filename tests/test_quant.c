@@ -9,10 +9,17 @@
  *      the table of half values, ties decided exactly in double) on millions of floats;
  *      rd <= x <= ru with rd, ru equal or adjacent. bf16: exhaustive round trip and random
  *      floats against a reference of the same kind.
+ *   4. fp8 (e4m3, e5m2): all 256 codes to f32 (against the formats' definitions: anchors,
+ *      strictly increasing magnitudes, NaN/inf codes) and back to the same code; f32 ->
+ *      fp8 against a slow reference (nearest by bisection over the code table, ties to the
+ *      even code decided exactly in double, saturation to the largest finite value) on
+ *      every exact midpoint and its neighbours and on a sweep of all f32 patterns;
+ *      saturation, infinities, NaN, signed zeros.
  *
  * Fresh random data each run: the seed is printed; QGEN_SEED=<n> reproduces a run.
  * Prints one line per check and "N passed, N failed"; exits 1 on any failure.
  */
+#include <float.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -433,14 +440,112 @@ static void test_bf16(int64_t count) {
   check((qgen_f32_to_bf16(NAN) & 0x7fff) == 0x7fc0, "f32 NaN -> bf16 quiet NaN");
 }
 
+/* ---- 4. fp8 ------------------------------------------------------------------------ */
+
+typedef struct {
+  qgen_type t;
+  const char *name;
+  uint8_t (*enc)(float);
+  float (*dec)(uint8_t);
+  int mbits, bias, maxc; /* maxc: the largest finite code */
+  double max;
+} fp8_fmt;
+
+/* The value of a code by the format's definition (finite codes only). */
+static double fp8_value(const fp8_fmt *f, int c) {
+  const int e = (c & 0x7f) >> f->mbits, m = c & ((1 << f->mbits) - 1);
+  const double v = e ? ldexp(1.0 + (double)m / (1 << f->mbits), e - f->bias) : ldexp((double)m, 1 - f->bias - f->mbits);
+  return c & 0x80 ? -v : v;
+}
+
+/* Nearest code by bisection over the magnitudes 0..maxc (fp8_tab: their values, filled by
+   test_fp8), ties to the even code, above the largest finite value the largest finite code. */
+static double fp8_tab[128];
+static uint8_t fp8_ref(const fp8_fmt *f, float x) {
+  if (isnan(x)) return 0x7f;
+  const uint8_t s = signbit(x) ? 0x80 : 0;
+  const double a = fabs((double)x);
+  if (a >= f->max) return s | (uint8_t)f->maxc;
+  int lo = 0, hi = f->maxc; /* value(lo) <= a < value(hi) */
+  while (hi - lo > 1) {
+    const int mid = (lo + hi) / 2;
+    if (fp8_tab[mid] <= a) lo = mid;
+    else hi = mid;
+  }
+  const double dl = a - fp8_tab[lo], dh = fp8_tab[hi] - a;
+  return s | (uint8_t)(dl < dh ? lo : dh < dl ? hi : (lo & 1) ? hi : lo);
+}
+
+static void test_fp8(const fp8_fmt *f) {
+  for (int c = 0; c <= f->maxc; c++) fp8_tab[c] = fp8_value(f, c);
+  /* codes -> f32 -> codes */
+  int bad_val = 0, bad_rt = 0, bad_mono = 0, bad_special = 0;
+  for (int c = 0; c < 256; c++) {
+    const int mag = c & 0x7f;
+    const float v = f->dec((uint8_t)c);
+    if (mag > f->maxc) { /* e4m3: 0x7f NaN; e5m2: 0x7c inf, 0x7d..0x7f NaN */
+      const int is_inf = f->t == QGEN_TYPE_E5M2 && mag == 0x7c;
+      bad_special += is_inf ? !(isinf(v) && !!signbit(v) == !!(c & 0x80)) : !isnan(v);
+      bad_rt += f->enc(v) != (is_inf ? (c & 0x80) | f->maxc : 0x7f);
+      continue;
+    }
+    bad_val += (double)v != fp8_value(f, c) || !!signbit(v) != !!(c & 0x80);
+    bad_rt += f->enc(v) != c;
+    if (mag > 0) bad_mono += !(fabs((double)v) > fabs((double)f->dec((uint8_t)(c - 1))));
+  }
+  check(bad_val == 0 && bad_mono == 0, "%s: 256 codes -> f32 match the format's values, magnitudes increase: %d, %d bad",
+        f->name, bad_val, bad_mono);
+  check(bad_rt == 0 && bad_special == 0, "%s: code -> f32 -> code exhaustive (NaN -> 0x7f, inf -> max): %d, %d bad", f->name,
+        bad_rt, bad_special);
+  check(f->dec((uint8_t)f->maxc) == f->max && f->dec(1) == ldexp(1.0, 1 - f->bias - f->mbits) &&
+            f->dec((uint8_t)((uint8_t)f->bias << f->mbits)) == 1.0f,
+        "%s: anchors: max %g, least subnormal, 1.0", f->name, f->max);
+
+  /* f32 -> code against the slow reference: midpoints and their neighbours, then a sweep */
+  int64_t bad = 0, n = 0;
+  float ex = 0;
+  int bad_tie = 0;
+  for (int c = 0; c < f->maxc; c++) {
+    const double mid = (fp8_value(f, c) + fp8_value(f, c + 1)) / 2; /* exact in f32 */
+    bad_tie += f->enc((float)mid) != ((c & 1) ? c + 1 : c) || f->enc((float)-mid) != (0x80 | ((c & 1) ? c + 1 : c));
+    for (int off = -3; off <= 3; off++) {
+      const float x = qgen_bits_f32(qgen_f32_bits((float)mid) + (uint32_t)off);
+      n += 2;
+      if (f->enc(x) != fp8_ref(f, x)) bad++, ex = x;
+      if (f->enc(-x) != fp8_ref(f, -x)) bad++, ex = -x;
+    }
+  }
+  for (uint64_t u = 0; u < 0x100000000ull; u += 257) {
+    const float x = qgen_bits_f32((uint32_t)u);
+    n++;
+    if (f->enc(x) != fp8_ref(f, x)) bad++, ex = x;
+  }
+  check(bad_tie == 0, "%s: every exact tie between adjacent codes goes to the even one: %d bad", f->name, bad_tie);
+  check(bad == 0, "%s: f32 -> fp8 nearest-even vs slow reference on %lld floats: %lld differ", f->name, (long long)n,
+        (long long)bad);
+  if (bad) printf("     x = %a: got %02x want %02x\n", ex, f->enc(ex), fp8_ref(f, ex));
+
+  const double above = f->max + ldexp(1.0, (int)floor(log2(f->max)) - f->mbits - 1); /* max + half an ulp: a tie */
+  const int mc = f->maxc;
+  check(f->enc(INFINITY) == mc && f->enc(-INFINITY) == (0x80 | mc) && f->enc(1e30f) == mc && f->enc((float)above) == mc &&
+            f->enc(nextafterf((float)above, INFINITY)) == mc && f->enc(-FLT_MAX) == (0x80 | mc) && f->enc(NAN) == 0x7f &&
+            f->enc(-NAN) == 0x7f,
+        "%s: saturation: inf, 1e30, max + half ulp, beyond -> +-max; NaN -> 0x7f", f->name);
+  const float tiny = (float)ldexp(1.0, -f->bias - f->mbits); /* half the least subnormal: a tie to 0 */
+  check(f->enc(0.0f) == 0 && f->enc(-0.0f) == 0x80 && f->enc(tiny) == 0 && f->enc(-tiny) == 0x80 &&
+            f->enc(nextafterf(tiny, 1.0f)) == 1 && f->enc(FLT_MIN / 2) == 0 && f->enc(-FLT_MIN) == 0x80,
+        "%s: signed zeros, underflow (half the least subnormal ties to 0)", f->name);
+}
+
 /* ---- the traits table ---------------------------------------------------------------- */
 
 static void test_table(void) {
   static const struct { const char *name; int block, bytes, kv, io; } want[] = {
       {"f32", 1, 4, 0, 1},   {"f16", 1, 2, 1, 1},   {"bf16", 1, 2, 1, 1},
-      {"q8_0", 32, 34, 1, 0}, {"q4_0", 32, 18, 1, 0}, {"q5_0", 32, 22, 1, 0}};
+      {"q8_0", 32, 34, 1, 0}, {"q4_0", 32, 18, 1, 0}, {"q5_0", 32, 22, 1, 0},
+      {"e4m3", 1, 1, 1, 0},  {"e5m2", 1, 1, 1, 0}};
   int ok = 1;
-  for (int i = 0; i < 6; i++) {
+  for (size_t i = 0; i < sizeof want / sizeof *want; i++) {
     qgen_type t;
     const qgen_type_traits *tr;
     ok &= qgen_type_from_name(want[i].name, &t) == 0 && (tr = qgen_type_traits_of(t)) != NULL &&
@@ -451,7 +556,9 @@ static void test_table(void) {
   qgen_type t;
   ok &= qgen_type_from_name("q4_1", &t) != 0 && qgen_type_traits_of(QGEN_TYPE_COUNT) == NULL;
   ok &= qgen_type_row_bytes(QGEN_TYPE_Q8_0, 48) == 0;
-  check(ok, "type table: names, block sizes, bytes, kv/io flags, row bytes");
+  for (int i = 0; i < QGEN_TYPE_COUNT; i++) /* per-tensor scales: the fp8 types only */
+    ok &= qgen_type_traits_of((qgen_type)i)->tensor_scale == (i == QGEN_TYPE_E4M3 || i == QGEN_TYPE_E5M2);
+  check(ok, "type table: names, block sizes, bytes, kv/io flags, row bytes, per-tensor scales");
 }
 
 int main(int argc, char **argv) {
@@ -473,6 +580,10 @@ int main(int argc, char **argv) {
   test_f16_exhaustive();
   test_f16_random(3000000);
   test_bf16(2000000);
+  static const fp8_fmt e4m3 = {QGEN_TYPE_E4M3, "e4m3", qgen_f32_to_e4m3, qgen_e4m3_to_f32, 3, 7, 0x7e, 448.0};
+  static const fp8_fmt e5m2 = {QGEN_TYPE_E5M2, "e5m2", qgen_f32_to_e5m2, qgen_e5m2_to_f32, 2, 15, 0x7b, 57344.0};
+  test_fp8(&e4m3);
+  test_fp8(&e5m2);
 
   printf("%d passed, %d failed\n", passed, failed);
   return failed ? 1 : 0;

@@ -26,7 +26,9 @@
  *      the same pages.
  *   9. 8-bit page bounds: the decoded bounds contain the f16 ones; the i8 score is a true
  *      upper bound (>= the page's max logit, and >= the f16 score) on random and
- *      adversarial pages; NaN only for pages without finite bounds.
+ *      adversarial pages and on many single extreme pages (constant channel, all-equal,
+ *      +-65504, a single token); NaN only for pages without finite bounds; the 8-bit row
+ *      is laid out as layout.h says; a sparse step over 8-bit bounds selects by them.
  *  10. Two-stage selection: the sketch scores (q4_0 round trip of the keys), r = 1 is
  *      Quest's list, every page a candidate is the exact scores' list, coverage 1 is every
  *      page, and the rules for r = 2..16.
@@ -44,6 +46,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/le.h"
 #include "ref/ref.h"
 
 #include "testlib.h"
@@ -1363,6 +1366,99 @@ static void test_bounds_i8(const shape_t *sh, qgen_type it, int data) {
   free(q_in), free(codes), free(qf), free(s16), free(s8), free(lo), free(hi);
 }
 
+/* One page of ntok keys (f32, ntok x D) of a degenerate or extreme kind, its f16 bounds as
+   append makes them (rd(min), ru(max)). kind 0 random, 1 one constant channel, 2 every
+   token and channel the same value, 3 +-65504 and the values next to it, 4 a single token,
+   5 f16 subnormals, 6 huge and tiny channels mixed, 7 every channel constant (kmin = kmax),
+   8 one key past f16 (an infinite bound). */
+static void page_of_kind(int kind, int D, int ntok, float *k, uint16_t *bnd) {
+  const float same = (float)(rnd_normal() * 10.0);
+  for (int t = 0; t < ntok; t++)
+    for (int d = 0; d < D; d++) {
+      float x = (float)rnd_normal();
+      switch (kind) {
+      case 1: if (d == 3) x = 1.25f; break;
+      case 2: x = same; break;
+      case 3: x = rnd32() & 1 ? (rnd32() & 1 ? 65504.0f : -65504.0f) : (float)((2 * rnd_unit() - 1) * 65504.0); break;
+      case 5: x = (float)(rnd_normal() * 0x1p-22); break;
+      case 6: x = (float)(rnd_normal() * (d % 7 == 0 ? 20000.0 : 1e-3)); break;
+      case 7: x = (float)(d - D / 2) * 0.37f; break;
+      case 8: if (t == ntok - 1 && d == D - 1) x = 70000.0f; break;
+      default: break;
+      }
+      k[(size_t)t * D + d] = x;
+    }
+  for (int d = 0; d < D; d++) {
+    float mn = INFINITY, mx = -INFINITY;
+    for (int t = 0; t < ntok; t++) mn = fminf(mn, k[(size_t)t * D + d]), mx = fmaxf(mx, k[(size_t)t * D + d]);
+    bnd[d] = qgen_f32_to_f16_rd(mn);
+    bnd[D + d] = qgen_f32_to_f16_ru(mx);
+  }
+}
+
+/* Many single pages of every kind above, head_dim 32..256: the decoded 8-bit bounds contain
+   the f16 ones, so for random queries (zeros, signs, magnitudes mixed) the i8 Quest score is
+   >= the f16 one and >= the page's true max q.k (exact comparisons in double); the scale is
+   the smallest f16 that spans the page; and qgen_ref_bounds_i8_row lays the row out as
+   base/layout.h says (codes, offset and scale little-endian, zero padding; a page with a
+   bound past f16 has codes 0 and NaN offset and scale). */
+static void test_bounds_i8_pages(int trials) {
+  int64_t violations = 0, pages = 0, nan_rows = 0, bad_rows = 0, loose = 0;
+  float *k = xmalloc((size_t)256 * 256 * sizeof *k), *q = xmalloc(256 * sizeof *q);
+  uint16_t *bnd = xmalloc(2 * 256 * sizeof *bnd), so[2];
+  uint8_t *codes = xmalloc(2 * 256), *row = xmalloc(2 * 256 + 16);
+  double *lo = xmalloc(256 * sizeof *lo), *hi = xmalloc(256 * sizeof *hi);
+  for (int tr = 0; tr < trials; tr++) {
+    const int D = 32 * (int)rnd_int(1, 8), kind = tr % 9;
+    const int ntok = kind == 4 ? 1 : (int)rnd_int(1, 256);
+    page_of_kind(kind, D, ntok, k, bnd);
+    const int rc = qgen_ref_bounds_i8(bnd, D, so, codes);
+    qgen_ref_bounds_i8_row(bnd, D, row);
+    int finite = 1;
+    for (int d = 0; d < 2 * D; d++) finite &= isfinite(hv(bnd[d]));
+    if (rc != 0 || kind == 8) { /* exactly without finite bounds, and then the NaN row */
+      int ok = rc != 0 && !finite && qgen_rd16(row + 2 * D) == 0x7e00 && qgen_rd16(row + 2 * D + 2) == 0x7e00;
+      for (int i = 0; i < 2 * D; i++) ok &= row[i] == 0;
+      for (int i = 4; i < 16; i++) ok &= row[2 * D + i] == 0;
+      bad_rows += !ok, nan_rows++;
+      continue;
+    }
+    pages++;
+    int ok = finite && !memcmp(row, codes, (size_t)2 * D) && qgen_rd16(row + 2 * D) == so[0] && qgen_rd16(row + 2 * D + 2) == so[1];
+    for (int i = 4; i < 16; i++) ok &= row[2 * D + i] == 0;
+    bad_rows += !ok;
+    /* the smallest f16 scale: one step down no longer spans the page */
+    double top = -INFINITY;
+    for (int d = 0; d < D; d++) top = fmax(top, hv(bnd[D + d]));
+    loose += so[1] > 0 && hv(so[0]) + 255.0 * hv((uint16_t)(so[1] - 1)) >= top;
+    qgen_ref_bounds_i8_decode(so, codes, D, lo, hi);
+    for (int qk = 0; qk < 4; qk++) {
+      for (int d = 0; d < D; d++) {
+        const double x = rnd_normal();
+        q[d] = (float)(qk == 1 && d % 2 ? 0.0 : qk == 2 ? -fabs(x) : qk == 3 ? x * (d % 5 ? 1e-4 : 1e3) : x);
+      }
+      double s8 = 0, s16 = 0, best = -INFINITY;
+      for (int d = 0; d < D; d++) {
+        const double qd = q[d];
+        s8 += qd > 0 ? qd * hi[d] : qd < 0 ? qd * lo[d] : 0.0;
+        s16 += qd > 0 ? qd * hv(bnd[D + d]) : qd < 0 ? qd * hv(bnd[d]) : 0.0;
+      }
+      for (int t = 0; t < ntok; t++) {
+        double dot = 0;
+        for (int d = 0; d < D; d++) dot += (double)q[d] * k[(size_t)t * D + d];
+        best = fmax(best, dot);
+      }
+      violations += !(s8 >= s16) + !(s16 >= best);
+    }
+  }
+  check(violations == 0 && bad_rows == 0 && loose == 0 && pages > 0 && nan_rows > 0,
+        "8-bit bounds, %d single pages (constant channel, all-equal, +-65504, single token, subnormal, "
+        "mixed, past f16): i8 score >= f16 score >= true max (%lld violations), smallest scale (%lld looser), rows as "
+        "layout.h (%lld wrong; %lld NaN rows of pages past f16)",
+        trials, (long long)violations, (long long)loose, (long long)bad_rows, (long long)nan_rows);
+  free(k), free(q), free(bnd), free(codes), free(row), free(lo), free(hi);
+}
+
 /* ---- 10. two-stage selection (issue 20) ---------------------------------------------- */
 
 /* The sketch scores equal the max logit over the cache's keys (dequantized here from the
@@ -1459,6 +1555,102 @@ static void test_rescore(qgen_type kt) {
   free(forced), free(top);
 }
 
+/* Sparse-V (v_tau > 0): qgen_ref_attend_order against a token-by-token oracle of the rule
+   in ref.h (splits of the list, token groups, a running max per head, the 16-head m-tile's
+   verdict over its sub-tile); tau = 0 is the plain attention bit for bit. */
+static double sparse_v_naive(const qgen_layout *L, const seq_t *s, const float *qf, const qgen_ref_order *o, double *out) {
+  const int D = L->head_dim, Hkv = L->n_head_kv, G = L->group, B = L->block, spp = B / 16;
+  const int64_t n = qgen_pages_of(s->len, B), per = o->min_split_tokens / B > 0 ? o->min_split_tokens / B : 1;
+  int64_t ns = (n + per - 1) / per;
+  ns = ns > o->max_splits ? o->max_splits : ns < 1 ? 1 : ns;
+  double *sc = xmalloc((size_t)G * (size_t)s->len * sizeof *sc), *mrun = xmalloc((size_t)o->groups * G * sizeof *mrun);
+  uint8_t *drop = xmalloc((size_t)n * spp * 4);
+  int64_t dropped = 0, subtiles = 0;
+  for (int h = 0; h < Hkv; h++) {
+    for (int g = 0; g < G; g++)
+      for (int64_t t = 0; t < s->len; t++) {
+        double dot = 0.0;
+        for (int d = 0; d < D; d++) dot += (double)qf[(size_t)(h * G + g) * D + d] * s->kq[((size_t)t * Hkv + h) * D + d];
+        sc[(size_t)g * s->len + t] = L->scale * dot;
+      }
+    for (int64_t sp = 0; sp < ns; sp++) {
+      for (int k = 0; k < o->groups * G; k++) mrun[k] = -INFINITY;
+      for (int64_t j = n * sp / ns * spp; j < n * (sp + 1) / ns * spp; j++) { /* sub-tile j of the sequence */
+        const int64_t jt = j - n * sp / ns * spp, t0 = j * 16, t1 = t0 + 16 < s->len ? t0 + 16 : s->len;
+        for (int m = 0; m < (G + 15) / 16; m++) {
+          int small = 1;
+          for (int g = 16 * m; g < G && g < 16 * m + 16; g++) {
+            double *mr = &mrun[(jt % o->groups) * G + g];
+            for (int64_t t = t0; t < t1; t++) *mr = fmax(*mr, sc[(size_t)g * s->len + t]);
+            for (int64_t t = t0; t < t1; t++) small &= exp(sc[(size_t)g * s->len + t] - *mr) < L->v_tau;
+          }
+          drop[j * 4 + m] = small;
+          dropped += small && t1 > t0, subtiles += t1 > t0;
+        }
+      }
+    }
+    for (int g = 0; g < G; g++) {
+      double mx = -INFINITY, l = 0.0;
+      for (int64_t t = 0; t < s->len; t++) mx = fmax(mx, sc[(size_t)g * s->len + t]);
+      double *acc = out + (size_t)(h * G + g) * D;
+      for (int d = 0; d < D; d++) acc[d] = 0.0;
+      for (int64_t t = 0; t < s->len; t++) {
+        const double w = exp(sc[(size_t)g * s->len + t] - mx);
+        l += w;
+        if (!drop[(t / 16) * 4 + g / 16])
+          for (int d = 0; d < D; d++) acc[d] += w * s->vq[((size_t)t * Hkv + h) * D + d];
+      }
+      for (int d = 0; d < D; d++) acc[d] /= l;
+    }
+  }
+  free(sc);
+  free(mrun);
+  free(drop);
+  return subtiles ? (double)dropped / (double)subtiles : 0.0;
+}
+
+static void test_sparse_v(const shape_t *sh, qgen_type kt, qgen_type vt) {
+  qgen_layout L;
+  layout_make(&L, sh, kt, vt, F32, F32, 1);
+  const int D = L.head_dim, H = L.n_head, B = L.block;
+  const int64_t n = 11, len = n * B - 5;
+  cache_t c;
+  cache_init(&c, &L, 1, n, NULL, 0);
+  seq_t s;
+  seq_make(&s, &L, len, DATA_RANDOM);
+  append_span(&c, 0, &s, 0, len);
+  uint8_t *q_in = xmalloc(L.q_bytes);
+  float *qf = xmalloc((size_t)H * D * sizeof *qf);
+  query_make(&L, 3, q_in, qf); /* large and tiny entries: peaked weights */
+  double *o0 = xmalloc((size_t)H * D * sizeof *o0), *o1 = xmalloc((size_t)H * D * sizeof *o1),
+         *nv = xmalloc((size_t)H * D * sizeof *nv);
+  const qgen_ref_order orders[] = {{1, 1, 1}, {3, B, 2}, {64, 256, 4}};
+  qgen_ref_attend(&L, &c.m, 0, q_in, NULL, NULL, NULL, o0);
+  qgen_layout Lt = L;
+  for (size_t i = 0; i < sizeof orders / sizeof *orders; i++) {
+    Lt.v_tau = 0;
+    qgen_ref_attend_order(&Lt, &c.m, 0, q_in, NULL, NULL, &orders[i], NULL, o1);
+    check(memcmp(o0, o1, (size_t)H * D * sizeof *o0) == 0, "[D%d %d/%d %s/%s] sparse-V tau 0 in order {%d, %d, %d}: plain "
+          "attention bit for bit", D, H, L.n_head_kv, tr(kt)->name, tr(vt)->name, orders[i].max_splits,
+          orders[i].min_split_tokens, orders[i].groups);
+    for (int k = 0; k < 2; k++) {
+      Lt.v_tau = k ? 0.05 : 1e-3;
+      qgen_ref_attend_order(&Lt, &c.m, 0, q_in, NULL, NULL, &orders[i], NULL, o1);
+      const double frac = sparse_v_naive(&Lt, &s, qf, &orders[i], nv), e = rel_err(o1, nv, (size_t)H * D);
+      check(e <= 1e-12, "[D%d %d/%d %s/%s] sparse-V tau %g order {%d, %d, %d} == the token-by-token rule "
+            "(%.0f %% of sub-tile V dropped, rel err %.2g)", D, H, L.n_head_kv, tr(kt)->name, tr(vt)->name, Lt.v_tau,
+            orders[i].max_splits, orders[i].min_split_tokens, orders[i].groups, 100 * frac, e);
+    }
+  }
+  free(q_in);
+  free(qf);
+  free(o0);
+  free(o1);
+  free(nv);
+  seq_free(&s);
+  cache_free(&c);
+}
+
 int main(void) {
   const char *env = getenv("QGEN_SEED");
   uint64_t seed = env ? strtoull(env, NULL, 0) : (uint64_t)time(NULL) ^ (uint64_t)clock() << 32;
@@ -1511,12 +1703,16 @@ int main(void) {
   test_gqa(&SHAPES[0]);
   test_gqa(&SHAPES[1]);
   test_gqa(&SHAPES[2]);
+  test_sparse_v(&SHAPES[0], Q4_0, Q8_0);
+  test_sparse_v(&SHAPES[1], F16, Q5_0);
+  test_sparse_v(&(shape_t){64, 40, 2, 64}, F16, F16); /* group 20: two m-tiles */
 
   test_select();
   test_same_selection();
   test_empty();
   test_rescore(F16);
   test_rescore(Q4_0);
+  test_bounds_i8_pages(quick ? 2000 : 20000);
   for (int si = 0; si < n_shapes; si++) {
     test_bounds_i8(&SHAPES[si], F16, DATA_RANDOM);
     test_bounds_i8(&SHAPES[si], F32, DATA_ADVERSARIAL);

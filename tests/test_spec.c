@@ -75,9 +75,11 @@ static int spec_eq(const qgen_spec *a, const qgen_spec *b) {
       a->n_head_kv != b->n_head_kv || a->k_type != b->k_type || a->v_type != b->v_type ||
       a->in_type != b->in_type || a->out_type != b->out_type || a->block != b->block ||
       a->sparse != b->sparse || a->budget != b->budget || a->sink != b->sink ||
-      a->recent != b->recent || a->n_archs != b->n_archs)
+      a->recent != b->recent || a->n_archs != b->n_archs || a->rescore != b->rescore ||
+      a->bounds != b->bounds)
     return 0;
-  if (memcmp(&a->scale, &b->scale, sizeof a->scale) || memcmp(&a->coverage, &b->coverage, sizeof a->coverage))
+  if (memcmp(&a->scale, &b->scale, sizeof a->scale) || memcmp(&a->coverage, &b->coverage, sizeof a->coverage) ||
+      memcmp(&a->v_tau, &b->v_tau, sizeof a->v_tau))
     return 0;
   for (int i = 0; i < a->n_archs; i++)
     if (a->archs[i] != b->archs[i]) return 0;
@@ -117,6 +119,7 @@ static const struct {
     {"qwen3-4b.lua", "qwen3-4b", 128, 32, 8, 256, QGEN_TYPE_F16, 0},
     {"qwen3-4b.lua", "qwen3-4b-q8_0", 128, 32, 8, 256, QGEN_TYPE_Q8_0, 1},
     {"qwen3-4b.lua", "qwen3-4b-q4_0", 128, 32, 8, 256, QGEN_TYPE_Q4_0, 1},
+    {"qwen3-4b.lua", "qwen3-4b-q5_0", 128, 32, 8, 256, QGEN_TYPE_Q5_0, 1},
     {"qwen2.5-14b-1m.lua", "qwen2.5-14b-1m", 128, 40, 8, 128, QGEN_TYPE_F16, 0},
     {"qwen2.5-14b-1m.lua", "qwen2.5-14b-1m-q8_0", 128, 40, 8, 128, QGEN_TYPE_Q8_0, 0},
     {"qwen2.5-14b-1m.lua", "qwen2.5-14b-1m-q4_0", 128, 40, 8, 128, QGEN_TYPE_Q4_0, 0},
@@ -328,6 +331,35 @@ static void test_defaults(void) {
   check(load("return { { name = 'a', head_dim = 32, n_head = 1, n_head_kv = 1 }, { name = 'b', head_dim = 256, n_head = 1, n_head_kv = 1 } }") == 0 &&
             set.n == 2 && set.v[0].head_dim == 32 && set.v[1].head_dim == 256,
         "head_dim 32 and 256 are accepted");
+
+  /* sparse.bounds: f16 (QGEN_SPEC_BOUNDS_DEFAULT) or i8; in the canonical text and the names */
+  s = expect_ok("bounds default", "return { " OK4 ", sparse = true }");
+  check(s->bounds == QGEN_SPEC_BOUNDS_DEFAULT, "sparse = true: bounds %s (the default)", qgen_bounds_name(s->bounds));
+  s = expect_ok("bounds default in a table", "return { " OK4 ", sparse = { coverage = 0.5 } }");
+  check(s->bounds == QGEN_SPEC_BOUNDS_DEFAULT, "sparse = { coverage = 0.5 }: bounds %s (the default)", qgen_bounds_name(s->bounds));
+  s = expect_ok("bounds f16", "return { " OK4 ", sparse = { bounds = 'f16' } }");
+  check(s->bounds == QGEN_BOUNDS_F16, "sparse.bounds = 'f16' is f16");
+  round_trip(s);
+  s = expect_ok("bounds i8", "return { " OK4 ", sparse = { bounds = 'i8' } }");
+  check(s->bounds == QGEN_BOUNDS_I8, "sparse.bounds = 'i8' is i8");
+  round_trip(s);
+  {
+    char uri[256], text[4096];
+    qgen_spec_uri(s, uri, sizeof uri);
+    qgen_layout L;
+    qgen_spec_layout(s, &L);
+    check(ends_with(uri, "_sparse_i8") && qgen_spec_to_lua(s, text, sizeof text) > 0 && strstr(text, "bounds = \"i8\""),
+          "an i8-bounds spec: uri %s, canonical text names the bounds", uri);
+    check(L.bounds_i8 == 1 && L.bounds_i8_row_bytes == 2 * 128 + 16 && L.bounds_i8_page_bytes == 8 * L.bounds_i8_row_bytes,
+          "its layout keeps 8-bit rows of 2D + 16 bytes (%zu)", L.bounds_i8_row_bytes);
+  }
+  s = expect_ok("bounds i8, dense", "return { " OK4 ", sparse = { enabled = false, bounds = 'i8' } }");
+  check(s->sparse == 0 && s->bounds == QGEN_BOUNDS_F16, "a dense spec keeps no 8-bit bounds");
+  expect_fail("bounds i4", "return { " OK4 ", sparse = { bounds = 'i4' } }",
+              "sparse.bounds = \"i4\" is not a bounds form; allowed: \"f16\" or \"i8\" (default \"f16\")");
+  expect_fail("bounds I8", "return { " OK4 ", sparse = { bounds = 'I8' } }", "allowed: \"f16\" or \"i8\"");
+  expect_fail("bounds 8", "return { " OK4 ", sparse = { bounds = 8 } }", "sparse.bounds = 8 is an integer; allowed: \"f16\" or \"i8\"");
+  expect_fail("bounds at the top", "return { " OK4 ", bounds = 'i8' }", "unknown field 'bounds'");
 
   s = expect_ok("scale integer", "return { " OK4 ", scale = 1 }");
   check(s->scale == 1.0, "scale = 1 is the number 1.0");
@@ -640,10 +672,73 @@ static void test_to_lua(void) {
   check(!strcmp(uri, "m_d128_h32_g4_kf16_vf16_if16_of16_b256_dense"), "dense uri: %s", uri);
   qgen_spec_uri(&s, uri, 5);
   check(!strcmp(uri, "m_d1"), "uri is cut to the buffer");
+  s0 = expect_ok("sparse-V spec", "return { " OK4 ", sparse = { v_tau = 0.01 } }");
+  s = *s0;
+  check(s.v_tau == (double)0.01f, "sparse.v_tau is kept as an f32 value (%.17g)", s.v_tau);
+  round_trip(&s);
+  qgen_spec_to_lua(&s, text, sizeof text);
+  qgen_spec_uri(&s, uri, sizeof uri);
+  check(strstr(text, ", v_tau = ") != NULL && strstr(uri, "_sparse_vt0.00999999978") != NULL,
+        "sparse-V canonical text and uri: %s", uri);
+  s0 = expect_ok("sparse-V off", "return { " OK4 ", sparse = { v_tau = 0 } }");
+  qgen_spec_to_lua(s0, text, sizeof text);
+  qgen_spec_uri(s0, uri, sizeof uri);
+  check(s0->v_tau == 0 && !strstr(text, "v_tau") && !strstr(uri, "_vt"), "v_tau = 0: text and uri as without it");
+}
+
+/* sparse.rescore (two-stage selection): defaults, canonical text, module names, refusals. */
+static void test_rescore(void) {
+  char text[4096], t1[4096], uri[256], u0[256];
+  const qgen_spec *s0 = expect_ok("rescore over f16", "return { " OK4 ", sparse = { rescore = { candidates = 4 } } }");
+  qgen_spec s = *s0;
+  check(s.rescore == 4 && s.sparse, "rescore = { candidates = 4 }: r = 4");
+  round_trip(&s);
+  qgen_spec_to_lua(&s, text, sizeof text);
+  check(strstr(text, "rescore = { candidates = 4, sketch = \"q4_0\" }") != NULL, "canonical text names the sketch");
+  qgen_layout L;
+  qgen_spec_layout(&s, &L);
+  check(L.rescore == 4 && L.sketch_row_bytes == 72 && L.sketch_page_bytes == (size_t)8 * 64 * 72,
+        "an f16 cache keeps a q4_0 sketch: 72 bytes a row, %zu a page", L.sketch_page_bytes);
+  qgen_spec_uri(&s, uri, sizeof uri);
+  check(!strcmp(uri, "m_d128_h32_g4_kf16_vf16_if16_of16_b64_sparse_r4"), "rescore uri: %s", uri);
+  s0 = expect_ok("rescore over q4_0", "return { " OK4 ", k_type = 'q4_0', sparse = { rescore = { candidates = 8 } } }");
+  s = *s0;
+  round_trip(&s);
+  qgen_spec_to_lua(&s, text, sizeof text);
+  qgen_spec_layout(&s, &L);
+  check(strstr(text, "rescore = { candidates = 8 }") != NULL && L.sketch_page_bytes == 0,
+        "a q4_0 cache rescores its own K: no sketch field, no sketch pool");
+  /* r = 1 is Quest: the same canonical text and module as no rescore */
+  s0 = expect_ok("rescore r = 1", "return { " OK4 ", sparse = { rescore = { candidates = 1, sketch = 'q4_0' } } }");
+  s = *s0;
+  qgen_spec_to_lua(&s, t1, sizeof t1);
+  qgen_spec_uri(&s, u0, sizeof u0);
+  s0 = expect_ok("no rescore", "return { " OK4 ", sparse = true }");
+  qgen_spec_to_lua(s0, text, sizeof text);
+  qgen_spec_uri(s0, uri, sizeof uri);
+  check(s.rescore == 1 && !strcmp(t1, text) && !strcmp(u0, uri), "rescore r = 1 is the Quest spec (%s)", uri);
+  s0 = expect_ok("rescore on a dense spec", "return { " OK4 ", sparse = { enabled = false, rescore = { candidates = 4 } } }");
+  check(s0->rescore == 1 && !s0->sparse, "a dense spec ignores rescore");
+  expect_fail("rescore not a table", "return { " OK4 ", sparse = { rescore = 4 } }",
+              "sparse.rescore = 4 is an integer; allowed: a table { candidates, sketch }");
+  expect_fail("rescore without candidates", "return { " OK4 ", sparse = { rescore = { } } }",
+              "missing required field 'sparse.rescore.candidates'");
+  expect_fail("rescore candidates 0", "return { " OK4 ", sparse = { rescore = { candidates = 0 } } }",
+              "sparse.rescore.candidates = 0 is out of range; allowed: an integer in 1..1024");
+  expect_fail("rescore candidates 2.5", "return { " OK4 ", sparse = { rescore = { candidates = 2.5 } } }",
+              "sparse.rescore.candidates = 2.5 is not an integer");
+  expect_fail("rescore sketch q8_0", "return { " OK4 ", sparse = { rescore = { candidates = 2, sketch = 'q8_0' } } }",
+              "sparse.rescore.sketch = \"q8_0\" is not a sketch type; allowed: \"q4_0\"");
+  expect_fail("rescore sketch on a q8_0 cache",
+              "return { " OK4 ", k_type = 'q8_0', sparse = { rescore = { candidates = 2, sketch = 'q4_0' } } }",
+              "sparse.rescore.sketch = \"q4_0\" is set with k_type = \"q8_0\"; allowed: no sketch on a quantized cache");
+  expect_fail("rescore unknown field", "return { " OK4 ", sparse = { rescore = { candidate = 2 } } }",
+              "unknown field 'sparse.rescore.candidate' (did you mean 'sparse.rescore.candidates'?)");
 }
 
 int main(int argc, char **argv) {
   (void)argc;
+  test_rescore();
   test_real_specs();
   test_defaults();
   test_variants();

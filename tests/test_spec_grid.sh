@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # test_spec_grid.sh — every spec of the shape grid compiles for sm_80 and sm_90 without
 # spills: head_dim 32..256 (step 32) x group {1,2,3,4,5,7,8,16,32,64} x in_type
-# {f16,f32,bf16} x K/V type {f16,bf16,q8_0,q4_0}, sparse (so all five kernels are built).
+# {f16,f32,bf16} x K/V type {f16,bf16,q8_0,q4_0,q5_0}, sparse (so all five kernels are built),
+# with f16 page bounds and, in the corner and every other sampled one, 8-bit bounds
+# (sparse.bounds = "i8": another estimate and append).
 #
-# The whole grid is 960 variants at ~1-2 s each; by default this runs the corner where
+# The whole grid is 1200 variants at ~1-2 s each; by default this runs the corner where
 # estimate is largest (head_dim 256, group 64: every in_type x K/V type) and a fixed sample
 # of 40 others; QGEN_GRID=all runs every one. Each combination is a variant of a generated multi-variant spec, emitted
 # by `qgen emit` into a fresh cache; it must exit 0 and its report show, for each variant
@@ -17,7 +19,7 @@
 dims=(32 64 96 128 160 192 224 256)
 groups=(1 2 3 4 5 7 8 16 32 64)
 ins=(f16 f32 bf16)
-kvs=(f16 bf16 q8_0 q4_0)
+kvs=(f16 bf16 q8_0 q4_0 q5_0)
 
 # The combinations, one "D G IN KV" a line.
 all() {
@@ -29,21 +31,24 @@ corner() { [ "$1" = 256 ] && [ "$2" = 64 ]; } # D G: the corner run in full
 if [ "${QGEN_GRID:-}" = all ]; then
   all >"$tmp/combos"
 else
-  # the corner, then every 23rd of the rest (23 is prime to the inner sizes 3 and 4, so the
+  # the corner, then every 23rd of the rest (23 is prime to the inner sizes 3 and 5, so the
   # sample walks through all in/KV types)
   all | while read -r d g i k; do corner "$d" "$g" && echo "$d $g $i $k"; done >"$tmp/combos"
   all | while read -r d g i k; do corner "$d" "$g" || echo "$d $g $i $k"; done | awk 'NR % 23 == 5' | head -n 40 >>"$tmp/combos"
 fi
+# the bounds of each: f16; i8 for a copy of the corner and for every other one of the rest
+awk '{ print $0, "f16" } /^256 64 / { print $0, "i8" }' "$tmp/combos" | awk '!/^256 64 / && NR % 2 == 0 { $5 = "i8" } 1' >"$tmp/combos.b"
+mv "$tmp/combos.b" "$tmp/combos"
 echo "$(wc -l <"$tmp/combos") combinations"
 
-# Spec files of at most 32 variants (QGEN_MAX_VARIANTS), named d<D>-g<G>-<in>-<kv>.
+# Spec files of at most 32 variants (QGEN_MAX_VARIANTS), named d<D>-g<G>-<in>-<kv>-<bounds>.
 split -l 32 "$tmp/combos" "$tmp/part."
 for part in "$tmp"/part.*; do
   spec="$part.lua"
   {
     echo "return {"
-    while read -r d g i k; do
-      echo "  spec{ name = \"d$d-g$g-$i-$k\", head_dim = $d, n_head = $((2 * g)), n_head_kv = 2, in_type = \"$i\", k_type = \"$k\", sparse = true, archs = { \"sm_80\", \"sm_90\" } },"
+    while read -r d g i k b; do
+      echo "  spec{ name = \"d$d-g$g-$i-$k-$b\", head_dim = $d, n_head = $((2 * g)), n_head_kv = 2, in_type = \"$i\", k_type = \"$k\", sparse = { bounds = \"$b\" }, archs = { \"sm_80\", \"sm_90\" } },"
     done <"$part"
     echo "}"
   } >"$spec"

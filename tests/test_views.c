@@ -2,7 +2,8 @@
  * same tokens in an owned cache and in views of several layouts (vLLM NHD and HND, pages of
  * the spec's block and of half of it, shuffled page tables) give bit-identical dense
  * output and identical sparse page lists, with bounds kept by qgen_view_update in two
- * chunks of slots; bad descriptions and writes through a view are refused. Prints one line
+ * chunks of slots; bad descriptions, writes through a view and the specs a view cannot keep
+ * (8-bit bounds, two-stage selection) are refused. Prints one line
  * per check and "N passed, N failed".
  */
 #include <stdint.h>
@@ -107,6 +108,27 @@ static void run_layout(qgen_ctx *ctx, qgen_kv *own, const uint16_t *k, const uin
   free(kp), free(vp), free(bt), free(perm), free(slots), free(o1), free(o2), free(l1), free(l2);
 }
 
+/* qgen_view_open refuses a spec whose selection needs what a view does not keep, naming the
+   field (before it reads the description). */
+static void refused_spec(const char *sparse_extra, const char *field) {
+  char text[512];
+  snprintf(text, sizeof text, "return spec{ name = 'vr', head_dim = 64, n_head = 8, n_head_kv = 2, k_type = 'f16', v_type = 'f16',"
+                              " sparse = { block = 32, coverage = 0.3, %s } }", sparse_extra);
+  qgen_open_opts oo = {QGEN_BACKEND_CPU, 0, NULL, NULL};
+  qgen_ctx *ctx = NULL;
+  if (qgen_open_text(&ctx, text, "vr", &oo) != QGEN_OK) {
+    check(0, "open %s: %s", sparse_extra, qgen_error(ctx));
+    qgen_close(ctx);
+    return;
+  }
+  qgen_view_desc d;
+  memset(&d, 0, sizeof d);
+  qgen_kv *view = NULL;
+  check(qgen_view_open(ctx, &d, &view) == QGEN_ERR_UNSUPPORTED && !view && strstr(qgen_error(ctx), field) != NULL,
+        "a view of a spec with %s is refused: %s", sparse_extra, qgen_error(ctx));
+  qgen_close(ctx);
+}
+
 int main(void) {
   qgen_open_opts oo = {QGEN_BACKEND_CPU, 0, NULL, NULL};
   qgen_ctx *ctx = NULL;
@@ -132,6 +154,8 @@ int main(void) {
   qgen_cache_destroy(own);
   qgen_close(ctx);
   free(k), free(v);
+  refused_spec("bounds = 'i8'", "sparse.bounds");
+  refused_spec("rescore = { candidates = 4 }", "sparse.rescore");
   printf("%d passed, %d failed\n", passed, failed);
   return failed != 0;
 }

@@ -128,19 +128,22 @@ static void setup_stream(benv *b) {
 }
 
 /* The bytes a step must read: K and V of the attended pages (every KV head), plus the
-   bounds of every page when sparse. */
+   bounds estimate reads of every page when sparse (the 8-bit rows with sparse.bounds = "i8"),
+   plus, with two-stage selection, the compact K (sketch or the cache's own K) of rescore x
+   the attended pages (at most every page). */
 static double step_bytes(const qgen_layout *L, int64_t ctx, int batch, double cov) {
   const int64_t n = qgen_pages_of(ctx, L->block);
   const double per_tok = (double)L->n_head_kv * (double)(L->k_row_bytes + L->v_row_bytes);
   if (cov >= 1.0) return per_tok * (double)ctx * batch;
-  double sel = ceil(cov * (double)n);
-  return batch * (per_tok * L->block * sel + (double)n * L->bounds_page_bytes);
+  double sel = ceil(cov * (double)n), cand = L->rescore > 1 ? fmin((double)n, sel * L->rescore) : 0;
+  const double rescore_row = (double)(L->sketch_row_bytes ? L->sketch_row_bytes : L->k_row_bytes);
+  return batch * (per_tok * L->block * sel + (double)n * (L->bounds_i8 ? L->bounds_i8_page_bytes : L->bounds_page_bytes) + cand * L->n_head_kv * L->block * rescore_row);
 }
 
 /* qgen_open for bench: 0, or the exit code after saying why (77 without a GPU, 1 for a bad
    spec or bundle, 2 otherwise). */
-static int open_spec(qgen_ctx **ctx, const char *spec, const qgen_open_opts *o) {
-  const qgen_status st = qgen_open(ctx, spec, o);
+static int open_spec(qgen_ctx **ctx, const char *spec, const qgen_open_opts *o, double v_tau) {
+  const qgen_status st = qgen_opts_open(ctx, spec, o, v_tau);
   if (st == QGEN_OK) return 0;
   const int code = st == QGEN_ERR_NO_DRIVER || st == QGEN_ERR_NO_DEVICE ? 77
                    : st == QGEN_ERR_SPEC || st == QGEN_ERR_BUNDLE     ? 1
@@ -164,12 +167,12 @@ static int cmd_jit(const char *spec, const char *variant) {
   qgen_ctx *ctx;
   qgen_info info;
   double t0 = qgen_now_ms(), cold = 0, warm = 0, held = -1;
-  int rc = open_spec(&ctx, spec, &o);
+  int rc = open_spec(&ctx, spec, &o, -1);
   if (rc == 0) {
     cold = qgen_now_ms() - t0;
     qgen_close(ctx);
     t0 = qgen_now_ms();
-    rc = open_spec(&ctx, spec, &o);
+    rc = open_spec(&ctx, spec, &o, -1);
   }
   if (rc == 0) {
     warm = qgen_now_ms() - t0;
@@ -183,7 +186,7 @@ static int cmd_jit(const char *spec, const char *variant) {
     CUcontext pc;
     if (cu && cu->cuDeviceGet(&dev, 0) == CUDA_SUCCESS && cu->cuDevicePrimaryCtxRetain(&pc, dev) == CUDA_SUCCESS) {
       t0 = qgen_now_ms();
-      if ((rc = open_spec(&ctx, spec, &o)) == 0) {
+      if ((rc = open_spec(&ctx, spec, &o, -1)) == 0) {
         held = qgen_now_ms() - t0;
         qgen_close(ctx);
       }
@@ -200,7 +203,7 @@ static int cmd_jit(const char *spec, const char *variant) {
 
 int qgen_bench_main(int argc, char **argv) {
   const char *spec = NULL, *variant = NULL, *json = NULL;
-  double ctxs[32] = {16384, 131072}, batches[16] = {1}, covs[16] = {1, 0.25}, mem_gib = 100;
+  double ctxs[32] = {16384, 131072}, batches[16] = {1}, covs[16] = {1, 0.25}, mem_gib = 100, v_tau = -1;
   int nctx = 2, nb = 1, ncov = 2, runs = 50, warmup = 10, jit = 0;
   const qgen_opt opts[] = {
       {.name = "--spec", .arg = "FILE", .kind = QGEN_OPT_STR, .dst = &spec},
@@ -219,6 +222,8 @@ int qgen_bench_main(int argc, char **argv) {
       {.name = "--jit", .kind = QGEN_OPT_FLAG, .dst = &jit,
        .help = "also time a cold qgen_open (empty cache), a warm one, and a warm one\n"
                "with the device's context already held (as an engine holds it)"},
+      {.name = "--v-tau", .arg = "X", .kind = QGEN_OPT_DOUBLE, .dst = &v_tau, .lo = 0, .hi = 1,
+       .help = "sparse-V threshold in [0, 1] (spec sparse.v_tau; default the spec's)"},
       {.name = "--mem-gib", .arg = "N", .kind = QGEN_OPT_DOUBLE, .dst = &mem_gib, .lo = 0, .hi = 1e9, .open_lo = 1,
        .help = "skip cells whose caches need more than N GiB (default 100)"},
       {0}};
@@ -240,7 +245,7 @@ int qgen_bench_main(int argc, char **argv) {
   if (rc != 0) return rc;
   qgen_ctx *ctx;
   qgen_open_opts o = {QGEN_BACKEND_GPU, 0, variant, NULL};
-  if ((rc = open_spec(&ctx, spec, &o)) != 0) return rc;
+  if ((rc = open_spec(&ctx, spec, &o, v_tau)) != 0) return rc;
   const qgen_layout *L = qgen_ext_layout(ctx);
   qgen_info info;
   qgen_get_info(ctx, &info);
@@ -296,7 +301,7 @@ int qgen_bench_main(int argc, char **argv) {
     for (int bi = 0; bi < nb; bi++) {
       const int64_t C = (int64_t)ctxs[ci];
       const int B = (int)batches[bi];
-      const double cache_bytes = step_bytes(L, C, B, 1.0) + (double)qgen_pages_of(C, L->block) * B * L->bounds_page_bytes;
+      const double cache_bytes = step_bytes(L, C, B, 1.0) + (double)qgen_pages_of(C, L->block) * B * (L->bounds_page_bytes + L->bounds_i8_page_bytes);
       if (cache_bytes > mem_gib * (1u << 30)) {
         printf("%-22s %4d %8lld   skip (cache %.1f GiB > --mem-gib)\n", info.name, B,
                (long long)C, cache_bytes / (1u << 30));

@@ -17,7 +17,9 @@
  *      holds the base haystack (on the device for the GPU backend), the rows that differ
  *      from the patch buffer;
  *   4. per coverage, the real decode path: qgen_attend (sparse, that coverage, the spec's
- *      sink and recent) and its page lists (qgen_kv_selection) — "quest";
+ *      sink and recent) and its page lists (qgen_kv_selection) — "quest", or "2stage-rR"
+ *      for a variant with two-stage selection (sparse.rescore, candidates R > 1: the
+ *      backend's select -> rescore -> select chain);
  *   5. the same budget for the host selectors, computed from the generated keys:
  *        oracle    pages ranked by their true max logit over the group's query heads —
  *                  the ceiling of any page-level top-K;
@@ -28,7 +30,9 @@
  *      and, asked for by name (previews of selection modes the GPU does not have yet),
  *      from the variant's cache (ref/ref.h):
  *        quest-i8  Quest's bound over the 8-bit form of the cache's bounds (one f16
- *                  offset and scale per page and KV head, codes rounded outward);
+ *                  offset and scale per page and KV head, codes rounded outward: the
+ *                  host's view of what "quest" is on a spec with sparse.bounds = "i8",
+ *                  where the decode path itself ranks by it);
  *        rescoreR  (R = 2, 4, 8, 16) two-stage: R times the budget's non-forced pages
  *                  by the Quest bound, the best of those by their exact max logit from
  *                  the cache's K as q4_0 (its own K when it is quantized);
@@ -86,6 +90,12 @@ static const char *const SEL_NAMES[QGEN_SEL_COUNT] = {"quest",    "oracle",   "m
                                                        "rescore2", "rescore4", "rescore8", "rescore16"};
 const char *qgen_eval_selector_name(int s) { return s >= 0 && s < QGEN_SEL_COUNT ? SEL_NAMES[s] : "?"; }
 
+const char *qgen_eval_row_selector(int sel, int rescore, char *buf, size_t n) {
+  if (sel != QGEN_SEL_QUEST || rescore <= 1) return qgen_eval_selector_name(sel);
+  snprintf(buf, n, "2stage-r%d", rescore);
+  return buf;
+}
+
 /* The candidate factor of a two-stage selector (2, 4, 8, 16), or 0. */
 static int rescore_r(int sel) { return sel >= QGEN_SEL_RESCORE2 ? 2 << (sel - QGEN_SEL_RESCORE2) : 0; }
 
@@ -107,6 +117,7 @@ void qgen_eval_cfg_init(qgen_eval_cfg *c) {
   c->n_sel = QGEN_SEL_DEFAULTS;
   c->margin[0] = 4.0;
   c->n_margin = 1;
+  c->v_tau = -1;
   c->trials = 10;
   c->seed = 1;
   c->ref_ctx = 131072;
@@ -371,6 +382,7 @@ static void rank_head(void *arg, int64_t h) {
 typedef struct {
   const ev *e;
   const qgen_layout *L;    /* the variant's layout (its cache types) */
+  const qgen_layout *L0;   /* the same without sparse-V: set 0, the dense reference */
   const qgen_kvmem *m;
   const void *q;
   int32_t *const *lists;   /* [set * Hkv + h] */
@@ -386,7 +398,7 @@ static void ref_item(void *arg, int64_t i) {
   int64_t cnt[32];
   for (int x = 0; x < e->Hkv; x++) lp[x] = j->lists[(size_t)set * e->Hkv + h], cnt[x] = x == h ? j->counts[(size_t)set * e->Hkv + h] : 0;
   double *o = xcalloc((size_t)e->Hq * e->D, sizeof *o);
-  qgen_ref_attend(j->L, j->m, 0, j->q, lp, cnt, NULL, o);
+  qgen_ref_attend(set == 0 ? j->L0 : j->L, j->m, 0, j->q, lp, cnt, NULL, o);
   memcpy(j->out + ((size_t)set * e->Hq + (size_t)h * e->G) * e->D, o + (size_t)h * e->G * e->D,
          (size_t)e->G * e->D * sizeof *o);
   free(o);
@@ -399,7 +411,8 @@ typedef struct {
   const uint16_t *bounds;
   const int32_t *pt;
   const float *q;
-  int sel; /* quest, or quest-i8: over the 8-bit form of the bounds */
+  int sel; /* quest, or quest-i8 */
+  int i8;  /* over the 8-bit form of the bounds: quest-i8, and quest on a spec with bounds = "i8" */
 } qs_job;
 
 static void quest_head(void *arg, int64_t h) {
@@ -411,7 +424,7 @@ static void quest_head(void *arg, int64_t h) {
   for (int64_t p = 0; p < e->np; p++) {
     const uint16_t *b = j->bounds + ((size_t)j->pt[p] * e->Hkv + (size_t)h) * 2 * D;
     uint16_t so[2];
-    if (j->sel != QGEN_SEL_QUEST_I8)
+    if (!j->i8)
       for (int d = 0; d < D; d++) lo[d] = qgen_f16_to_f32(b[d]), hi[d] = qgen_f16_to_f32(b[D + d]);
     else if (qgen_ref_bounds_i8(b, D, so, codes) == 0)
       qgen_ref_bounds_i8_decode(so, codes, D, lo, hi);
@@ -508,7 +521,7 @@ static int open_variants(ev *e) {
   e->vname = xcalloc((size_t)e->nv, sizeof *e->vname);
   for (int vi = 0; vi < e->nv; vi++) {
     qgen_open_opts o = {cfg->backend, 0, cfg->n_variants > 0 ? cfg->variants[vi] : NULL, NULL};
-    qgen_status st = qgen_open(&e->ctx[vi], cfg->spec, &o);
+    qgen_status st = qgen_opts_open(&e->ctx[vi], cfg->spec, &o, cfg->v_tau);
     if (st == QGEN_ERR_NO_DRIVER || st == QGEN_ERR_NO_DEVICE) return fail(e, 77, "qgen eval: %s", qgen_error(e->ctx[vi]));
     if (st != QGEN_OK) return fail(e, 2, "qgen eval: %s", qgen_error(e->ctx[vi]));
     qgen_info info;
@@ -519,7 +532,8 @@ static int open_variants(ev *e) {
         L->block != L0->block || L->in_type != L0->in_type || L->out_type != L0->out_type || L->scale != L0->scale)
       return fail(e, 1, "qgen eval: variants %s and %s differ in shape; evaluate them in separate runs",
                   e->vname[0], info.name);
-    snprintf(e->ktype[vi], sizeof e->ktype[vi], "%s", info.k_type);
+    /* the k_type column: the cache type, "+i8" with 8-bit page bounds (an f16/i8 A/B in one run) */
+    snprintf(e->ktype[vi], sizeof e->ktype[vi], "%s%s", info.k_type, L->bounds_i8 ? "+i8" : "");
     snprintf(e->vname[vi], sizeof e->vname[vi], "%s", info.name);
   }
   e->lossless = -1;
@@ -885,6 +899,7 @@ static int host_cache(ev *e, int vi, qgen_kvmem *hm, const qgen_kvmem **m) {
     API(vi, qgen_kv_read(kv, QGEN_KV_SEQ_LEN, e->hkv_sl, sizeof(int32_t)));
     hm->k = e->hkv_k, hm->v = e->hkv_v, hm->bounds = NULL, hm->page_table = e->ptab, hm->seq_len = e->hkv_sl;
     hm->max_seqs = 1, hm->pages_per_seq = np, hm->n_pages = np;
+    hm->k_scale = hm->v_scale = 1.0f; /* eval's caches keep qgen_cache_create's scales */
     *m = hm;
   }
   return 0;
@@ -917,7 +932,9 @@ static int reference(ev *e, int vi) {
       lp[s * e->Hkv + h] = e->hlist + ((size_t)sets[s] * e->Hkv + h) * np;
       cnts[(size_t)s * e->Hkv + h] = e->hcount[(size_t)sets[s] * e->Hkv + h];
     }
-  ref_job rj = {e, qgen_ext_layout(e->ctx[vi]), m, e->qin, lp, cnts, out};
+  qgen_layout L0 = *qgen_ext_layout(e->ctx[vi]);
+  L0.v_tau = 0;
+  ref_job rj = {e, qgen_ext_layout(e->ctx[vi]), &L0, m, e->qin, lp, cnts, out};
   qgen_wl_parallel((int64_t)nsets * e->Hkv, e->threads, ref_item, &rj);
   for (int s = 0; s < nsets; s++)
     memcpy(e->refo + (size_t)sets[s] * e->Hq * e->D, out + (size_t)s * e->Hq * e->D, (size_t)e->Hq * e->D * sizeof *out);
@@ -928,7 +945,8 @@ static int reference(ev *e, int vi) {
 }
 
 /* The scores that depend on variant vi's cache: Quest's (the reference estimate over its own
-   bounds, the decode path's rule: the coverage-needed diagnostic and the two-stage
+   bounds, 8-bit ones on a spec with bounds = "i8" (so quest and quest-i8 agree there), the
+   decode path's rule: the coverage-needed diagnostic and the two-stage
    selectors' first stage), quest-i8's and its ranking, and the two-stage selectors' exact
    page scores; each only when a selector asks for it, one KV head per item. */
 static int variant_scores(ev *e, int vi, const qgen_wl_trial *T) {
@@ -941,7 +959,7 @@ static int variant_scores(ev *e, int vi, const qgen_wl_trial *T) {
   }
   qgen_kv *kv = e->kv[vi];
   const qgen_kvmem *hc = qgen_ext_host_cache(kv); /* NULL on the GPU: read back below */
-  qs_job qj = {e, hc ? hc->bounds : NULL, hc ? hc->page_table : NULL, T->q, QGEN_SEL_QUEST};
+  qs_job qj = {e, hc ? hc->bounds : NULL, hc ? hc->page_table : NULL, T->q, QGEN_SEL_QUEST, qgen_ext_layout(e->ctx[vi])->bounds_i8};
   if ((want_q || want_i8) && e->cfg->backend == QGEN_BACKEND_GPU) {
     API(vi, qgen_kv_read(kv, QGEN_KV_BOUNDS, e->bounds, qgen_kv_size(kv, QGEN_KV_BOUNDS)));
     API(vi, qgen_kv_read(kv, QGEN_KV_PAGE_TABLE, e->ptab, (size_t)e->np * sizeof(int32_t)));
@@ -949,7 +967,7 @@ static int variant_scores(ev *e, int vi, const qgen_wl_trial *T) {
   }
   if (want_q) qgen_wl_parallel(e->Hkv, e->threads, quest_head, &qj);
   if (want_i8) {
-    qj.sel = QGEN_SEL_QUEST_I8;
+    qj.sel = QGEN_SEL_QUEST_I8, qj.i8 = 1;
     qgen_wl_parallel(e->Hkv, e->threads, quest_head, &qj);
     rank_job rj = {e, QGEN_SEL_QUEST_I8};
     qgen_wl_parallel(e->Hkv, e->threads, rank_head, &rj);
@@ -1084,6 +1102,8 @@ static void make_rows(ev *e) {
               r->task = cfg->tasks[ti], r->selector = cfg->selectors[si], r->ctx = cfg->ctx[e->ci];
               snprintf(r->k_type, sizeof r->k_type, "%s", e->ktype[v]);
               snprintf(r->variant, sizeof r->variant, "%s", e->vname[v]);
+              r->rescore = qgen_ext_layout(e->ctx[v])->rescore;
+              const int two = rescore_r(r->selector) || (r->selector == QGEN_SEL_QUEST && r->rescore > 1); /* no single ranking */
               r->coverage = cfg->coverage[c], r->margin = cfg->margin[mi], r->trials = ce->trials;
               r->recall = n ? ce->all_found / n : NAN;
               r->needle_recall = ce->pairs ? (double)ce->found / (double)ce->pairs : NAN;
@@ -1095,8 +1115,8 @@ static void make_rows(ev *e) {
               r->rel_err_total = ce->errt_n ? ce->errt_sum / ce->errt_n : NAN;
               r->rel_err_total_max = ce->errt_n ? ce->errt_max : NAN;
               r->pages = n ? ce->pages_sum / n : NAN;
-              r->need = n && !rescore_r(r->selector) ? ce->need_sum / n : NAN;
-              r->need_max = n && !rescore_r(r->selector) ? ce->need_max : NAN;
+              r->need = n && !two ? ce->need_sum / n : NAN;
+              r->need_max = n && !two ? ce->need_max : NAN;
               r->needle_mass = n ? ce->nmass_sum / n : NAN;
             }
   /* per (ctx, variant, task, coverage, selector), over the margins in increasing order */
@@ -1117,6 +1137,7 @@ static void make_rows(ev *e) {
             qgen_eval_threshold *t = &res->thr[res->n_thr++];
             t->task = cfg->tasks[ti], t->selector = cfg->selectors[si], t->ctx = cfg->ctx[e->ci];
             snprintf(t->k_type, sizeof t->k_type, "%s", e->ktype[v]);
+            t->rescore = qgen_ext_layout(e->ctx[v])->rescore;
             t->coverage = cfg->coverage[c];
             int last_fail = -1;
             for (int i = 0; i < nm; i++) {
@@ -1231,6 +1252,7 @@ static void fmt_ctx(char *b, size_t n, long long x) {
 }
 
 void qgen_eval_print(const qgen_eval_result *r, FILE *f) {
+  char sn[24];
   fprintf(f, "%-16s %6s %-6s %7s %-9s %6s %6s %7s %7s %7s %7s %9s %9s %9s %7s %7s %7s %7s\n", "task", "ctx", "k_type", "cov",
           "selector", "margin", "trials", "recall", "needle", "mass", "mass_lo", "rel_err", "err_max", "err_tot", "pages",
           "need", "need_hi", "n_mass");
@@ -1245,7 +1267,7 @@ void qgen_eval_print(const qgen_eval_result *r, FILE *f) {
     if (w->rel_err_total == w->rel_err_total) snprintf(e3, sizeof e3, "%.2e", w->rel_err_total);
     else snprintf(e3, sizeof e3, "-");
     fprintf(f, "%-16s %6s %-6s %7.4g %-9s %6.3g %6d %7.3f %7.3f %7.4f %7.4f %9s %9s %9s %7.1f %7.4f %7.4f %7.4f\n",
-            qgen_wl_task_name(w->task), c, w->k_type, w->coverage, qgen_eval_selector_name(w->selector), w->margin,
+            qgen_wl_task_name(w->task), c, w->k_type, w->coverage, qgen_eval_row_selector(w->selector, w->rescore, sn, sizeof sn), w->margin,
             w->trials, w->recall, w->needle_recall, w->mass_recall, w->mass_min, e1, e2, e3, w->pages, w->need, w->need_max, w->needle_mass);
   }
   int any_dense = 0;
@@ -1265,7 +1287,7 @@ void qgen_eval_print(const qgen_eval_result *r, FILE *f) {
       if (t->full_from == t->full_from) snprintf(b, sizeof b, "%.3g", t->full_from);
       else snprintf(b, sizeof b, "never");
       fprintf(f, "%-16s %6s %-6s %7.4g %-9s %8s %10s\n", qgen_wl_task_name(t->task), c, t->k_type, t->coverage,
-              qgen_eval_selector_name(t->selector), a, b);
+              qgen_eval_row_selector(t->selector, t->rescore, sn, sizeof sn), a, b);
     }
   }
   fprintf(f, "\n%lld workloads in %.1f s on %d threads (haystack %.1f, statistics %.1f, planting %.1f, host selectors %.1f, "
@@ -1290,6 +1312,7 @@ static void json_num(FILE *f, double x) {
 }
 
 int qgen_eval_write_json(const qgen_eval_cfg *c, const qgen_eval_result *r, const char *path) {
+  char sn[24];
   FILE *f = fopen(path, "w");
   if (!f) return -1;
   char date[32];
@@ -1326,7 +1349,8 @@ int qgen_eval_write_json(const qgen_eval_cfg *c, const qgen_eval_result *r, cons
     json_str(f, w->variant);
     fprintf(f, ", \"coverage\": ");
     json_num(f, w->coverage);
-    fprintf(f, ", \"selector\": \"%s\", \"margin\": ", qgen_eval_selector_name(w->selector));
+    fprintf(f, ", \"selector\": \"%s\", \"rescore\": %d, \"margin\": ", qgen_eval_row_selector(w->selector, w->rescore, sn, sizeof sn),
+            w->rescore);
     json_num(f, w->margin);
     fprintf(f, ", \"trials\": %d, \"recall\": ", w->trials);
     json_num(f, w->recall);
@@ -1362,7 +1386,7 @@ int qgen_eval_write_json(const qgen_eval_cfg *c, const qgen_eval_result *r, cons
     json_str(f, t->k_type);
     fprintf(f, ", \"coverage\": ");
     json_num(f, t->coverage);
-    fprintf(f, ", \"selector\": \"%s\", \"recall_below_1_at\": ", qgen_eval_selector_name(t->selector));
+    fprintf(f, ", \"selector\": \"%s\", \"recall_below_1_at\": ", qgen_eval_row_selector(t->selector, t->rescore, sn, sizeof sn));
     json_num(f, t->below);
     fprintf(f, ", \"full_recall_from\": ");
     json_num(f, t->full_from);
@@ -1506,6 +1530,9 @@ int qgen_eval_main(int argc, char **argv) {
        .help = "tokens per qgen_append (default 64K)"},
       {.name = "--proj-dim", .arg = "R", .kind = QGEN_OPT_INT, .dst = &c.proj_dim,
        .help = "meanpool's projection (default 32)"},
+      {.name = "--v-tau", .arg = "X", .kind = QGEN_OPT_DOUBLE, .dst = &c.v_tau,
+       .help = "sparse-V threshold in [0, 1] for every variant (spec sparse.v_tau;\n"
+               "default the spec's): its output error on top of the selection's"},
       {.name = "--fresh-haystack", .kind = QGEN_OPT_FLAG, .dst = &c.fresh_haystack,
        .help = "a new haystack per trial (default: one per context, needles re-planted)"},
       {.name = "--wl", .arg = "NAME=VALUE", .kind = QGEN_OPT_FUNC, .dst = &c, .set = set_knob,
@@ -1521,6 +1548,10 @@ int qgen_eval_main(int argc, char **argv) {
   const int done = qgen_opts_parse(&eval_cmd, argc, argv, NULL, 0, NULL);
   if (done >= 0) return done;
   c.log = quiet ? NULL : stderr;
+  if (c.v_tau != -1 && !(c.v_tau >= 0 && c.v_tau <= 1)) {
+    fprintf(stderr, "qgen: eval: --v-tau %g is out of range; allowed: a number in [0, 1]\n", c.v_tau);
+    return 1;
+  }
   if (!c.spec) {
     fprintf(stderr, "qgen: eval: needs --spec FILE (see qgen eval --help)\n");
     return 1;

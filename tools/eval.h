@@ -31,6 +31,9 @@ enum {
   QGEN_SEL_COUNT
 };
 const char *qgen_eval_selector_name(int sel);
+/* The name of a row's selector: that of sel, but the decode path (quest) of a variant
+   with two-stage selection (its spec's sparse.rescore r > 1) is "2stage-r<r>". */
+const char *qgen_eval_row_selector(int sel, int rescore, char *buf, size_t n);
 
 #define QGEN_EVAL_MAX_LIST 16
 
@@ -57,6 +60,7 @@ typedef struct qgen_eval_cfg {
   long long chunk;        /* tokens per qgen_append call */
   int fresh_haystack;     /* a new haystack per trial (default: one per context, re-planted) */
   int proj_dim;           /* meanpool's random projection (32) */
+  double v_tau;           /* sparse-V threshold given to every variant (spec sparse.v_tau); < 0: the spec's */
   qgen_wl_params wl;
   const char *command;    /* recorded in the JSON */
   FILE *log;              /* progress lines; NULL = quiet */
@@ -87,6 +91,7 @@ typedef struct qgen_eval_row {
   double need, need_max; /* coverage the selector's ranking needs to select every needle (mean, max
                             over trials); Quest's ranking is the reference estimate of the cache;
                             NAN for the two-stage selectors (no single ranking) */
+  int rescore;          /* the variant's two-stage candidates per budget page (1: Quest) */
 } qgen_eval_row;
 
 typedef struct qgen_eval_threshold {
@@ -96,6 +101,7 @@ typedef struct qgen_eval_threshold {
   double coverage;
   double below;     /* the largest swept margin with recall < 1 (NAN: none) */
   double full_from; /* the smallest swept margin above every failing one (NAN: the largest fails) */
+  int rescore;      /* as in qgen_eval_row */
 } qgen_eval_threshold;
 
 typedef struct qgen_eval_result {

@@ -108,15 +108,52 @@ static double rel_err(const qgen_layout *L, const void *gpu, const double *ref, 
 static double tolerance(const qgen_layout *L) { return qgen_type_traits_of(L->out_type)->check_tol; }
 
 /* Compare the GPU's page lists of one sequence with the reference selection. Pages in one
-   list and not the other must sit within tol of the reference threshold score. Returns the
-   number of such near-ties, or -1 when a difference is not a near-tie. */
+   list and not the other must sit within tol of the reference threshold score. Two-stage
+   selection (rescore > 1) has two thresholds: the Quest score of the last candidate and the
+   exact score of the last page kept (two_stage_tie). Returns the number of such near-ties,
+   or -1 when a difference is not a near-tie. */
+static int two_stage_tie(int64_t n, const double *s, const double *ex, const uint8_t *in_g, const uint8_t *in_r, const uint8_t *in_c,
+                         const uint8_t *forced, double tol, int h, char *why, size_t wn) {
+  /* thresholds: the Quest score of the reference's last candidate, the exact score of its
+     last kept page; then what near-ties at the first may bring in (a page the GPU ranked a
+     candidate: up to its exact score, it displaces kept pages) or leave out */
+  double thr1 = INFINITY, thr3 = INFINITY, brought = -INFINITY;
+  int left_out = 0;
+  for (int64_t p = 0; p < n; p++) {
+    if (in_c[p] && s[p] < thr1) thr1 = s[p];
+    if (in_r[p] && !forced[p] && ex[p] < thr3) thr3 = ex[p];
+  }
+  for (int64_t p = 0; p < n; p++) {
+    const int tie1 = fabs(s[p] - thr1) <= tol;
+    if (in_g[p] && !in_r[p] && !in_c[p] && tie1 && ex[p] > brought) brought = ex[p];
+    if (in_r[p] && !in_g[p] && tie1) left_out = 1;
+  }
+  int near = 0;
+  for (int64_t p = 0; p < n; p++) {
+    if (in_g[p] == in_r[p]) continue;
+    const int tie1 = fabs(s[p] - thr1) <= tol, tie3 = fabs(ex[p] - thr3) <= tol;
+    const int ok = !forced[p] && (tie3 || (in_g[p] ? (in_c[p] ? left_out : tie1) : tie1 || ex[p] <= brought + tol));
+    if (!ok) {
+      snprintf(why, wn, "head %d: page %lld %s by the GPU only, %s; Quest %.9g vs %.9g, exact %.9g vs %.9g (tol %.3g)", h,
+               (long long)p, in_g[p] ? "selected" : "dropped", in_c[p] ? "a candidate" : "not a candidate", s[p], thr1, ex[p], thr3,
+               tol);
+      return -1;
+    }
+    near++;
+  }
+  return near;
+}
+
 static int compare_lists(const qgen_layout *L, const qgen_kvmem *m, int seq, int64_t len, const void *q,
                          const qgen_budget *b, const int *glist, const int *gcount, int64_t pps, char *why, size_t wn) {
   const int64_t n = qgen_pages_of(len, L->block);
   double *sc = malloc(sizeof(double) * (size_t)(n * L->n_head_kv + 1));
   int32_t *rl = malloc(sizeof(int32_t) * (size_t)(n + 1));
   uint8_t *in_g = calloc((size_t)n + 1, 1), *in_r = calloc((size_t)n + 1, 1), *forced = malloc((size_t)n + 1);
-  qgen_ref_estimate(L, m, seq, q, sc);
+  uint8_t *in_c = calloc((size_t)n + 1, 1);
+  double *ex = L->rescore > 1 ? malloc(sizeof(double) * (size_t)(n + 1)) : NULL;
+  uint8_t *codes = malloc((size_t)2 * L->head_dim);
+  (L->bounds_i8 ? qgen_ref_estimate_i8 : qgen_ref_estimate)(L, m, seq, q, sc);
   qgen_forced_pages(b, len, L->block, forced);
   /* float summation error bound of the GPU score, with margin */
   const uint16_t *bd = m->bounds;
@@ -127,11 +164,17 @@ static int compare_lists(const qgen_layout *L, const qgen_kvmem *m, int seq, int
     double sabs = 0;
     for (int64_t p = 0; p < n; p++) {
       const uint16_t *pb = bd + ((int64_t)m->page_table[(int64_t)seq * m->pages_per_seq + p] * L->n_head_kv + h) * 2 * L->head_dim;
+      /* 8-bit bounds: the GPU sums offset * sum q and scale * (q . codes), each term at most
+         (|offset| + 255 scale) * |q_d| */
+      double i8mag = 0;
+      uint16_t so[2];
+      if (L->bounds_i8 && qgen_ref_bounds_i8(pb, L->head_dim, so, codes) == 0)
+        i8mag = 2 * (fabs(qgen_f16_to_f32(so[0])) + 255.0 * qgen_f16_to_f32(so[1]));
       for (int g = 0; g < L->group; g++) {
         double s = 0;
         for (int d = 0; d < L->head_dim; d++) {
           double a = fabs(qgen_f16_to_f32(pb[d])), c = fabs(qgen_f16_to_f32(pb[L->head_dim + d]));
-          s += fabs(qf[(h * L->group + g) * L->head_dim + d]) * (a > c ? a : c);
+          s += fabs(qf[(h * L->group + g) * L->head_dim + d]) * (L->bounds_i8 ? i8mag : a > c ? a : c);
         }
         if (s > sabs) sabs = s;
       }
@@ -139,6 +182,17 @@ static int compare_lists(const qgen_layout *L, const qgen_kvmem *m, int seq, int
     const double tol = L->head_dim * 0x1p-22 * sabs + 1e-30;
     const double *s = sc + h * n;
     int64_t rc = qgen_ref_select(b, len, L->block, s, rl);
+    if (ex) { /* two-stage: the reference's candidates (forced ∪ the best C by Quest), then its list */
+      int64_t nf = 0;
+      for (int64_t p = 0; p < n; p++) nf += forced[p];
+      const int64_t keep = qgen_budget_pages(b, n, nf, L->block) - nf, C = keep * L->rescore < n - nf ? keep * L->rescore : n - nf;
+      const qgen_budget bc = {QGEN_BUDGET_TOKENS, 0, (nf + C) * L->block, b->sink, b->recent};
+      const int64_t cc = qgen_ref_select(&bc, len, L->block, s, rl);
+      memset(in_c, 0, (size_t)n);
+      for (int64_t i = 0; i < cc; i++) in_c[rl[i]] = !forced[rl[i]];
+      qgen_ref_sketch_scores(L, m, seq, q, h, NULL, ex);
+      rc = qgen_ref_select_rescore(b, len, L->block, L->rescore, s, ex, rl);
+    }
     if (rc != gcount[h]) {
       snprintf(why, wn, "head %d: %d pages selected, reference %lld", h, gcount[h], (long long)rc);
       near = -1;
@@ -157,6 +211,12 @@ static int compare_lists(const qgen_layout *L, const qgen_kvmem *m, int seq, int
       in_g[p] = 1;
     }
     if (near < 0) break;
+    if (ex) {
+      const int r = two_stage_tie(n, s, ex, in_g, in_r, in_c, forced, tol, h, why, wn);
+      if (r < 0) near = -1;
+      else near += r;
+      continue;
+    }
     double thr = INFINITY; /* lowest reference score among selected non-forced pages */
     for (int64_t p = 0; p < n; p++)
       if (in_r[p] && !forced[p] && s[p] < thr) thr = s[p];
@@ -177,6 +237,9 @@ static int compare_lists(const qgen_layout *L, const qgen_kvmem *m, int seq, int
   free(in_r);
   free(forced);
   free(qf);
+  free(in_c);
+  free(ex);
+  free(codes);
   return near;
 }
 
@@ -187,6 +250,19 @@ typedef struct {
   qgen_open_opts go, co;
   uint64_t seed;
 } setup;
+
+/* The per-tensor scales every cache of this check gets where its K / V type takes one (fp8):
+   not powers of two (the division rounds), K's putting some values in the subnormals and
+   V's saturating e4m3 beyond about 2.8 sigma. */
+static const float CHECK_K_SCALE = 0.3f, CHECK_V_SCALE = 1.0f / 160.0f;
+
+/* A cache of ctx (either backend) with those scales. */
+static void new_cache(qgen_ctx *gc, qgen_kv **kv, int max_seqs, int64_t max_tokens) {
+  const qgen_layout *L = qgen_ext_layout(gc);
+  API(qgen_cache_create(gc, kv, max_seqs, max_tokens));
+  API(qgen_cache_set_scales(*kv, qgen_type_traits_of(L->k_type)->tensor_scale ? CHECK_K_SCALE : 1.0f,
+                            qgen_type_traits_of(L->v_type)->tensor_scale ? CHECK_V_SCALE : 1.0f));
+}
 
 /* A pair of caches (GPU, reference) holding the same random sequences of lengths lens. */
 typedef struct {
@@ -208,8 +284,8 @@ static void make_pair(env *e, qgen_ctx *gc, qgen_ctx *cc, pair *pr, int nb, cons
   pr->lens = lens;
   pr->seq = malloc(sizeof(int) * (size_t)nb);
   for (int i = 0; i < nb; i++) pr->seq[i] = i;
-  API(qgen_cache_create(gc, &pr->g, nb, maxlen));
-  API(qgen_cache_create(cc, &pr->c, nb, maxlen));
+  new_cache(gc, &pr->g, nb, maxlen);
+  new_cache(cc, &pr->c, nb, maxlen);
   if (shuffle_pages) { /* a permutation of the whole pool, the same on both backends */
     const int64_t np = qgen_kv_n_pages(pr->g), pps = qgen_kv_pages_per_seq(pr->g);
     int *perm = malloc(sizeof(int) * (size_t)np);
@@ -258,8 +334,8 @@ static void check_append(env *e, qgen_ctx *gc, qgen_ctx *cc, uint64_t seed) {
   const int64_t lens[3] = {1000, 4100, 65};
   const int chunks[4] = {1, 7, 64, 4096};
   qgen_kv *g, *c;
-  API(qgen_cache_create(gc, &g, nb, 4100));
-  API(qgen_cache_create(cc, &c, nb, 4100));
+  new_cache(gc, &g, nb, 4100);
+  new_cache(cc, &c, nb, 4100);
   const int64_t np = qgen_kv_n_pages(g), pps = qgen_kv_pages_per_seq(g);
   int *perm = malloc(sizeof(int) * (size_t)np);
   for (int64_t i = 0; i < np; i++) perm[i] = (int)((i * 7 + 3) % np); /* np is not a multiple of 7 here */
@@ -302,10 +378,10 @@ static void check_append(env *e, qgen_ctx *gc, qgen_ctx *cc, uint64_t seed) {
     API(qgen_append(g, seqs, m, nn, dk, dv, NULL));
     calls++;
   }
-  const char *names[] = {"K pool", "V pool", "bounds", "page table", "lengths"};
+  const char *names[] = {"K pool", "V pool", "bounds", "page table", "lengths", "sketch", "8-bit bounds"};
   int ok = 1;
   char what[256] = "";
-  for (int w = QGEN_KV_K; w <= QGEN_KV_SEQ_LEN; w++) {
+  for (int w = QGEN_KV_K; w <= QGEN_KV_BOUNDS_I8; w++) {
     size_t n = qgen_kv_size(g, w);
     if (n == 0) continue;
     uint8_t *a = malloc(n), *b = malloc(n);
@@ -320,7 +396,7 @@ static void check_append(env *e, qgen_ctx *gc, qgen_ctx *cc, uint64_t seed) {
     free(b);
   }
   verdict(e, ok, "append   3 sequences (1000, 4100, 65 tokens) in %d calls of 1/7/64/4096-token chunks, shuffled pages: "
-          "K, V, bounds, lengths byte-identical%s", calls, what);
+          "K, V, bounds%s, lengths%s byte-identical%s", calls, L->bounds_i8 ? ", 8-bit bounds" : "", L->sketch_page_bytes ? ", sketch" : "", what);
   for (int s = 0; s < nb; s++) free(k[s]), free(v[s]);
   free(sk);
   free(sv);
@@ -346,14 +422,15 @@ static void check_attend(env *e, qgen_ctx *gc, qgen_ctx *cc, int nb, const int64
   int n = snprintf(desc, sizeof desc, "ctx %lld", (long long)lens[0]);
   for (int i = 1; i < nb && n < 100; i++) n += snprintf(desc + n, sizeof desc - (size_t)n, "/%lld", (long long)lens[i]);
 
-  const qgen_budget dense = {QGEN_BUDGET_DENSE, 0, 0, 0, 0};
   qgen_attend_opts od = qgen_attend_defaults(gc);
   od.mode = QGEN_ATTEND_DENSE;
   poison(e, dout, ob);
   API(qgen_attend(pr.g, pr.seq, nb, dq, dout, &od, NULL));
   download(e, out, dout, ob);
+  qgen_ref_order ord; /* the GPU's order: what sparse-V skips depends on it */
+  qgen_ext_attend_order(gc, nb, &ord);
   for (int i = 0; i < nb; i++)
-    qgen_ref_step(L, qgen_ext_host_cache(pr.c), i, q + i * L->q_bytes, &dense, NULL, ref + (int64_t)i * L->n_head * L->head_dim, NULL, NULL);
+    qgen_ref_attend_order(L, qgen_ext_host_cache(pr.c), i, q + i * L->q_bytes, NULL, NULL, &ord, NULL, ref + (int64_t)i * L->n_head * L->head_dim);
   double rd = rel_err(L, out, ref, nout);
   verdict(e, rd <= tolerance(L), "attend   dense   %-32s rel err %.2e (tol %.0e)", desc, rd, tolerance(L));
 
@@ -377,7 +454,7 @@ static void check_attend(env *e, qgen_ctx *gc, qgen_ctx *cc, int nb, const int64
       total += L->n_head_kv;
       /* reference attention over the GPU's lists */
       for (int h = 0; h < L->n_head_kv; h++) lp[h] = lists + h * pps, cn[h] = counts[h];
-      qgen_ref_attend(L, qgen_ext_host_cache(pr.c), i, q + i * L->q_bytes, lp, cn, NULL, ref + (int64_t)i * L->n_head * L->head_dim);
+      qgen_ref_attend_order(L, qgen_ext_host_cache(pr.c), i, q + i * L->q_bytes, lp, cn, &ord, NULL, ref + (int64_t)i * L->n_head * L->head_dim);
     }
     free(lists);
     free(counts);
@@ -573,7 +650,7 @@ static void check_views(env *e, qgen_ctx *gc, qgen_ctx *cc, uint64_t seed) {
 /* Every array of two caches (GPU or reference), byte for byte. */
 static int same_arrays(qgen_ctx *gc, qgen_kv *a, qgen_kv *b) {
   int same = 1;
-  for (int w = QGEN_KV_K; w <= QGEN_KV_SEQ_LEN; w++) {
+  for (int w = QGEN_KV_K; w <= QGEN_KV_BOUNDS_I8; w++) {
     const size_t n = qgen_kv_size(a, w);
     if (n == 0) continue;
     uint8_t *x = malloc(n), *y = malloc(n);
@@ -597,9 +674,9 @@ static void check_decode_graph(env *e, qgen_ctx *gc, qgen_ctx *cc, uint64_t seed
   const int64_t lens[NB] = {1000, 63, 0}, cap = 1000 + N;
   int seq[NB] = {0, 1, 2}, ones[NB] = {1, 1, 1};
   qgen_kv *g, *eg, *c;
-  API(qgen_cache_create(gc, &g, NB, cap));
-  API(qgen_cache_create(gc, &eg, NB, cap));
-  API(qgen_cache_create(cc, &c, NB, cap));
+  new_cache(gc, &g, NB, cap);
+  new_cache(gc, &eg, NB, cap);
+  new_cache(cc, &c, NB, cap);
   const int64_t prompt = lens[0] + lens[1] + lens[2];
   const size_t rowb = (size_t)L->n_head_kv * L->in_row_bytes, pb = (size_t)prompt * rowb;
   uint8_t *pk = malloc(pb), *pv = malloc(pb);
@@ -700,7 +777,9 @@ static void *big_scores(void *arg) { /* Quest scores of whole pages [t0/B, t1/B)
   const qgen_layout *L = j->L;
   const int B = L->block, D = L->head_dim;
   const int64_t n = qgen_pages_of(j->len, B);
-  float *mn = malloc(sizeof(float) * D), *mx = malloc(sizeof(float) * D);
+  double *mn = malloc(sizeof(double) * D), *mx = malloc(sizeof(double) * D);
+  uint16_t *bnd = malloc(sizeof(uint16_t) * 2 * D), so[2];
+  uint8_t *codes = malloc((size_t)2 * D);
   for (int64_t p = j->t0 / B; p < j->t1 / B && p < n; p++)
     for (int h = 0; h < L->n_head_kv; h++) {
       for (int d = 0; d < D; d++) mn[d] = INFINITY, mx[d] = -INFINITY;
@@ -710,6 +789,11 @@ static void *big_scores(void *arg) { /* Quest scores of whole pages [t0/B, t1/B)
           if (x < mn[d]) mn[d] = x;
           if (x > mx[d]) mx[d] = x;
         }
+      if (L->bounds_i8) { /* the keys are f16 values, so these are the f16 bounds */
+        for (int d = 0; d < D; d++) bnd[d] = qgen_f32_to_f16((float)mn[d]), bnd[D + d] = qgen_f32_to_f16((float)mx[d]);
+        qgen_ref_bounds_i8(bnd, D, so, codes); /* finite: N(0,1) keys */
+        qgen_ref_bounds_i8_decode(so, codes, D, mn, mx);
+      }
       double best = -INFINITY;
       for (int g = 0; g < L->group; g++) {
         double s = 0;
@@ -723,6 +807,8 @@ static void *big_scores(void *arg) { /* Quest scores of whole pages [t0/B, t1/B)
     }
   free(mn);
   free(mx);
+  free(bnd);
+  free(codes);
   return NULL;
 }
 
@@ -820,10 +906,14 @@ static void check_big(env *e, qgen_ctx *gc, uint64_t seed) {
     printf("  skip  big      (needs an f16 spec with f16 inputs)\n");
     return;
   }
+  if (L->rescore > 1) { /* its streamed reference ranks by Quest alone */
+    printf("  skip  big      (two-stage selection: the checks above cover it)\n");
+    return;
+  }
   const int64_t per_token = (int64_t)L->n_head_kv * (int64_t)L->k_row_bytes;
   const int64_t len = ((int64_t)1 << 32) / per_token + 12345; /* K cache just over 4 GiB */
   qgen_kv *kv;
-  API(qgen_cache_create(gc, &kv, 1, len));
+  new_cache(gc, &kv, 1, len);
   const int64_t chunk = 32768;
   const size_t rowb = (size_t)L->n_head_kv * L->in_row_bytes;
   uint16_t *hk = malloc((size_t)chunk * rowb), *hv = malloc((size_t)chunk * rowb);
@@ -946,6 +1036,9 @@ static int check_variant(const char *path, const char *variant, const qgen_check
          info.device_name, info.arch, info.sm_count, info.from_ptx ? " from PTX" : "", info.k_type, info.v_type,
          info.in_type, info.out_type, info.head_dim, info.n_head, info.n_head_kv, info.block,
          info.sparse ? "sparse" : "dense");
+  const qgen_layout *L = qgen_ext_layout(gc);
+  if (qgen_type_traits_of(L->k_type)->tensor_scale || qgen_type_traits_of(L->v_type)->tensor_scale)
+    printf("  fp8 per-tensor scales: k %g, v %g (on fp8 caches)\n", CHECK_K_SCALE, CHECK_V_SCALE);
   const uint64_t seed = o->seed;
   check_append(&e, gc, cc, seed);
   static const int64_t singles[] = {1, 63, 64, 65, 1000, 16384, 131072, 300000}; /* 300000: select's cluster path */

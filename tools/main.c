@@ -60,7 +60,7 @@ static const char USAGE[] =
     "                     the first write\n"
     "  QGEN_CACHE         off or 0: keep compiled kernels in memory only; on or 1 (default)\n"
     "  QGEN_TUNE          override the kernels' plan: groups=,stages=,smem=,split=,sel=,\n"
-    "                     selreg=,pdl=,bulk= (each key once; emit, check, bench, eval)\n"
+    "                     selreg=,pdl=,bulk=,olddq= (each key once; emit, check, bench, eval)\n"
     "  QGEN_TEMPLATE_DIR  read CUDA templates from this directory instead of the embedded copy\n"
     "  QGEN_DUMP_SOURCE   a directory: on a compile error, the failing unit is written there\n"
     "  QGEN_QUIET         set: no warnings on stderr\n"
@@ -169,6 +169,7 @@ static int dynamic_smem(const qgen_spec *s, const char *name) {
   return strcmp(name, "qg_attend") == 0     ? P.attend_smem
          : strcmp(name, "qg_select") == 0   ? 4 * P.sel_smem_keys
          : strcmp(name, "qg_estimate") == 0 ? P.est_smem
+         : strcmp(name, "qg_rescore") == 0  ? P.resc_smem
                                             : 0;
 }
 
@@ -183,9 +184,16 @@ static void print_layout(FILE *f, const qgen_spec *s, const char *path) {
   if (!s->sparse) fprintf(f, "dense\n");
   else if (s->budget) fprintf(f, "sparse budget %lld tokens, sink %d, recent %d\n", (long long)s->budget, s->sink, s->recent);
   else fprintf(f, "sparse coverage %g, sink %d, recent %d\n", s->coverage, s->sink, s->recent);
+  if (s->sparse && s->v_tau > 0) fprintf(f, "  sparse-V: tau %g\n", s->v_tau);
+  if (L.rescore > 1)
+    fprintf(f, "  two-stage selection: %d x the budget's pages rescored from %s\n", L.rescore,
+            L.sketch_page_bytes ? "a q4_0 sketch of K" : "the cache's own K");
+  const double extra = (double)(L.bounds_page_bytes + L.bounds_i8_page_bytes + L.sketch_page_bytes) / s->block;
   fprintf(f, "  cache per token per layer: %zu bytes (K %zu + V %zu)", kt + vt, kt, vt);
   if (s->sparse) fprintf(f, " + bounds %.1f", (double)L.bounds_page_bytes / s->block);
-  fprintf(f, "; 1M tokens: %.2f GiB\n", (double)(kt + vt + (double)L.bounds_page_bytes / s->block) * (1 << 20) / (1u << 30));
+  if (L.bounds_i8) fprintf(f, " + 8-bit bounds %.1f", (double)L.bounds_i8_page_bytes / s->block);
+  if (L.sketch_page_bytes) fprintf(f, " + sketch %.1f", (double)L.sketch_page_bytes / s->block);
+  fprintf(f, "; 1M tokens: %.2f GiB\n", ((double)(kt + vt) + extra) * (1 << 20) / (1u << 30));
 }
 
 /* Every arch in use[0..n) must be sm_80+ and known to NVRTC (known[0..n_known)). */

@@ -193,6 +193,19 @@ int qgen_opts_spec_set(const char *path, qgen_spec_set *set) {
   return 0;
 }
 
+qgen_status qgen_opts_open(qgen_ctx **ctx, const char *path, const qgen_open_opts *o, double v_tau) {
+  static qgen_spec_set set; /* one open at a time */
+  char text[4096];
+  const qgen_spec *s = v_tau >= 0 && qgen_opts_spec_set(path, &set) == 0 ? qgen_spec_find(&set, o->variant) : NULL;
+  if (!s) return qgen_open(ctx, path, o); /* no threshold, or its own message */
+  qgen_spec t = *s;
+  t.v_tau = (double)(float)v_tau;
+  if (qgen_spec_to_lua(&t, text, sizeof text) < 0) return qgen_open(ctx, path, o);
+  qgen_open_opts one = *o;
+  one.variant = NULL;
+  return qgen_open_text(ctx, text, path, &one);
+}
+
 int qgen_opts_variant(const char *path, const char *variant) {
   static qgen_spec_set set;
   if (!variant || qgen_opts_spec_set(path, &set) != 0) return 0;

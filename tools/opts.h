@@ -11,6 +11,7 @@
 
 #include <stdio.h>
 
+#include "runtime/qgen.h"
 #include "spec/spec.h"
 
 typedef enum qgen_opt_kind {
@@ -67,6 +68,10 @@ int qgen_opts_variant_in(const char *path, const qgen_spec_set *set, const char 
 /* The variants of the spec or bundle at path (a bundle holds one): 0, or -1 when it does
    not load (the command reports that as it opens it). */
 int qgen_opts_spec_set(const char *path, qgen_spec_set *set);
+
+/* qgen_open of path's variant o->variant, with spec sparse.v_tau set to v_tau when v_tau
+   >= 0 (the variant written back as Lua with it: --v-tau of eval and bench). */
+qgen_status qgen_opts_open(qgen_ctx **ctx, const char *path, const qgen_open_opts *o, double v_tau);
 
 /* qgen_opts_variant_in for the spec or bundle at path, loaded here (before a command looks for a GPU);
    a file that does not load returns 0: the command reports it as it opens it. */

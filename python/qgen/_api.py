@@ -14,6 +14,11 @@ import weakref
 
 from ._lib import ATTEND_DENSE, ATTEND_SPARSE, BACKENDS, CUDA, KV_ARRAYS, AttendOpts, Error, Info, OpenOpts, invalid, lib
 
+# KV cache types may also be named by their torch dtype or vLLM's kv_cache_dtype spelling;
+# an fp8 cache's bytes are the codes a torch.float8_e4m3fn / float8_e5m2 tensor holds.
+_KV_TYPE_NAMES = {"torch.float16": "f16", "torch.bfloat16": "bf16", "torch.float8_e4m3fn": "e4m3",
+                  "torch.float8_e5m2": "e5m2", "float8_e4m3fn": "e4m3", "float8_e5m2": "e5m2", "fp8": "e4m3",
+                  "fp8_e4m3": "e4m3", "fp8_e5m2": "e5m2"}
 _NUMPY_DTYPES = {"f32": "float32", "f16": "float16", "bf16": "uint16"}
 _TORCH_DTYPES = {"f32": "float32", "f16": "float16", "bf16": "bfloat16"}
 
@@ -56,9 +61,19 @@ def _lua(value, where):
     raise invalid(f"{where}: {type(value).__name__} {value!r} has no Lua spelling (use bool, int, float, str, dict, list)")
 
 
+def kv_type(t):
+    """qgen's name of a KV cache type given by that name, a torch dtype (torch.float8_e4m3fn:
+    "e4m3") or vLLM's kv_cache_dtype ("fp8", "fp8_e4m3", "fp8_e5m2"); other values as given."""
+    return _KV_TYPE_NAMES.get(str(t), t)
+
+
 def spec_text(**fields):
-    """The Lua spec `return spec{ ... }` of these fields (name defaults to "python")."""
+    """The Lua spec `return spec{ ... }` of these fields (name defaults to "python"; k_type
+    and v_type may be spelt as kv_type() takes them)."""
     fields.setdefault("name", "python")
+    for f in ("k_type", "v_type"):
+        if f in fields:
+            fields[f] = kv_type(fields[f])
     return "return spec" + _lua(fields, "spec") + "\n"
 
 
@@ -131,9 +146,13 @@ class Context(_Handle):
             raise invalid("the context is closed")
         return self._ptr
 
-    def cache(self, max_seqs, max_tokens):
-        """A KV cache of max_seqs sequences of up to max_tokens tokens each."""
-        return Cache(self, max_seqs, max_tokens)
+    def cache(self, max_seqs, max_tokens, k_scale=1.0, v_scale=1.0):
+        """A KV cache of max_seqs sequences of up to max_tokens tokens each (the scales: see
+        Cache.set_scales)."""
+        kv = Cache(self, max_seqs, max_tokens)
+        if k_scale != 1.0 or v_scale != 1.0:
+            kv.set_scales(k_scale, v_scale)
+        return kv
 
     def close(self):
         """Close the context and every cache made from it."""
@@ -338,6 +357,12 @@ class Cache(_Handle):
         if recent is not None:
             opts.recent = _int(recent, "attend: recent")
         return opts
+
+    def set_scales(self, k_scale=1.0, v_scale=1.0):
+        """The per-tensor scales of an fp8 cache (vLLM's per-layer k_scale / v_scale; floats or
+        one-element tensors): appends store fp8(x / scale), attend reads fp8 * scale. Other
+        cache types take only 1."""
+        self.ctx._check(lib().qgen_cache_set_scales(self._live(), float(k_scale), float(v_scale)))
 
     def reset(self, seq):
         """Forget sequence seq's tokens."""

@@ -85,6 +85,7 @@ _PROTOTYPES = {
     "qgen_get_info": (None, [_P, ctypes.POINTER(Info)]),
     "qgen_cache_create": (_I, [_P, ctypes.POINTER(_P), _I, _LL]),
     "qgen_cache_destroy": (None, [_P]),
+    "qgen_cache_set_scales": (_I, [_P, ctypes.c_float, ctypes.c_float]),
     "qgen_append": (_I, [_P, _IP, _I, _IP, _U64, _U64, _P]),
     "qgen_append_decode": (_I, [_P, _IP, _I, _U64, _U64, _P]),
     "qgen_sync": (_I, [_P]),

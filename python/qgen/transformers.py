@@ -5,6 +5,11 @@
     cache = qt.QgenCache(model.config, max_tokens=40_000, k_type="q8_0", coverage=0.25)
     out = model.generate(ids, past_key_values=cache, max_new_tokens=64, do_sample=False)
 
+A model on the CPU gets qgen's CPU backend (the reference kernels: for tests). Under tensor
+parallelism each rank's attention sees its share of the heads; QgenCache(..., tp_size=world)
+makes each rank's spec with n_head/world and n_head_kv/world heads (qgen.tp says why that
+is all a rank needs).
+
 How it works. QgenCache holds one qgen cache per model layer (a QgenLayer). The prompt
 (query length > 1, an empty cache) runs through torch SDPA, causal, on its own K/V; its
 K/V rows (post-RoPE, post-norm, as the model computes them) are appended to the qgen
@@ -233,16 +238,20 @@ class QgenCache(Cache):
 
     config        the model config (model.config)
     max_tokens    capacity of each sequence: prompt + new tokens
-    k_type, v_type  the KV cache types: f16, bf16, q8_0, q4_0, q5_0 (v_type = k_type)
+    k_type, v_type  the KV cache types: f16, bf16, q8_0, q4_0, q5_0, e4m3, e5m2 (or a torch
+                  dtype: torch.float8_e4m3fn; qgen.kv_type); v_type = k_type. fp8 caches
+                  here keep scales of 1 (a transformers model has no KV scales)
     coverage      sparse: the fraction of pages attended, e.g. 0.25; or
     budget        sparse: tokens attended; neither = dense attention
     block, sink, recent  the sparse spec's page size and always-attended tokens (spec defaults)
     dtype         the model dtype (default: that of the first K/V the cache sees)
     cache_dir     qgen's kernel cache (default: qgen's)
+    tp_size       the tensor-parallel size: this rank holds n_head/tp_size query and
+                  n_head_kv/tp_size KV heads of every layer (qgen.tp)
     """
 
     def __init__(self, config, max_tokens, *, k_type="f16", v_type=None, coverage=None, budget=None,
-                 block=None, sink=None, recent=None, dtype=None, cache_dir=None):
+                 block=None, sink=None, recent=None, dtype=None, cache_dir=None, tp_size=1):
         if _IMPORT_ERROR is not None:
             raise ImportError(f"qgen.transformers needs torch and transformers: {_IMPORT_ERROR}")
         check_config(config)
@@ -252,7 +261,8 @@ class QgenCache(Cache):
         self.max_tokens = int(max_tokens)
         self.spec_args = dict(k_type=k_type, v_type=v_type, coverage=coverage, budget=budget, block=block,
                               sink=sink, recent=recent)
-        spec_fields(self.config, dtype or "f16", **self.spec_args)  # bad arguments fail here, not mid-generate
+        self.tp_size = tp_size
+        self.fields(dtype or "f16")  # bad arguments fail here, not mid-generate
         self.cache_dir = cache_dir
         self.ctx = None
         self._ctx_key = None
@@ -260,20 +270,30 @@ class QgenCache(Cache):
         if dtype is not None:
             self.context(dtype, None)
 
+    def fields(self, dtype):
+        """The qgen.Context fields of this rank's spec for the model dtype."""
+        from .tp import rank_fields
+
+        return rank_fields(spec_fields(self.config, dtype, **self.spec_args), self.tp_size)
+
     def context(self, dtype, device):
-        """The qgen Context shared by all layers, opened for this dtype and CUDA device."""
+        """The qgen Context shared by all layers, opened for this dtype and device: a CUDA
+        device (qgen's GPU backend) or the CPU (its CPU backend)."""
         from . import Context
 
-        if device is not None and device.type != "cuda":
-            raise ValueError(f"qgen: the model runs on {device}; QgenCache needs a CUDA device")
-        index = torch.cuda.current_device() if device is None or device.index is None else device.index
-        key = (str(dtype), index)
+        if device is not None and device.type not in ("cuda", "cpu"):
+            raise ValueError(f"qgen: the model runs on {device}; QgenCache needs a CUDA device or the CPU")
+        if device is not None and device.type == "cpu":
+            backend, index = "cpu", 0
+        else:
+            backend = "gpu"
+            index = torch.cuda.current_device() if device is None or device.index is None else device.index
+        key = (str(dtype), backend, index)
         if self.ctx is None:
-            self.ctx = Context(backend="gpu", device=index, cache_dir=self.cache_dir,
-                               **spec_fields(self.config, dtype, **self.spec_args))
+            self.ctx = Context(backend=backend, device=index, cache_dir=self.cache_dir, **self.fields(dtype))
             self._ctx_key = key
         elif key != self._ctx_key:
-            raise ValueError(f"qgen: QgenCache was opened for {self._ctx_key} (dtype, device) and now sees {key}")
+            raise ValueError(f"qgen: QgenCache was opened for {self._ctx_key} (dtype, backend, device) and now sees {key}")
         return self.ctx
 
     @property

@@ -1,8 +1,10 @@
 -- kv-pairs.lua — the GPU check's coverage of cache and io types: every (k_type, v_type)
 -- pair of {f16, q8_0, q4_0, q5_0} on one GQA shape, plus bf16 caches with bf16 inputs and
--- output, and f32 inputs/output with mixed cache types, on shapes the model specs do not
--- have (head_dim 96 and 64, group 3 and 5, blocks 32 and 128). Run by tests/gpu-run.sh
--- and test_gpu; not a model.
+-- output, f32 inputs/output and mixed quantized types on shapes the model specs do not have
+-- (head_dim 96, 64 and 32, group 3, 5 and 7, blocks 32, 128 and 256), and sparse-V
+-- (sparse.v_tau: the check's reference skips in the GPU's sub-tile order) on q4_0 and on an
+-- f16 K with a q5_0 V and two m-tiles of heads (group 20). Run by tests/gpu-run.sh and
+-- test_gpu; not a model.
 local types = { "f16", "q8_0", "q4_0", "q5_0" }
 local variants = {}
 for _, k in ipairs(types) do
@@ -25,5 +27,20 @@ variants[#variants + 1] = spec{
   name = "f32-io-q5-bf16", head_dim = 64, n_head = 10, n_head_kv = 2,
   k_type = "q5_0", v_type = "bf16", in_type = "f32", out_type = "f32",
   sparse = { block = 128, coverage = 0.25 }, archs = { "sm_90" },
+}
+variants[#variants + 1] = spec{
+  name = "vtau-q4_0", head_dim = 128, n_head = 8, n_head_kv = 2,
+  k_type = "q4_0", v_type = "q4_0",
+  sparse = { block = 64, coverage = 0.25, v_tau = 0.01 }, archs = { "sm_90" },
+}
+variants[#variants + 1] = spec{
+  name = "vtau-f16-q5_0-g20", head_dim = 64, n_head = 40, n_head_kv = 2,
+  k_type = "f16", v_type = "q5_0",
+  sparse = { block = 32, coverage = 0.25, v_tau = 0.001 }, archs = { "sm_90" },
+}
+variants[#variants + 1] = spec{
+  name = "blk256-q8_0-q5_0-g7", head_dim = 32, n_head = 14, n_head_kv = 2,
+  k_type = "q8_0", v_type = "q5_0",
+  sparse = { block = 256, coverage = 0.25 }, archs = { "sm_90" },
 }
 return variants
