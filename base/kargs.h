@@ -28,6 +28,7 @@ typedef unsigned long long qgen_dptr; /* a device address (CUdeviceptr) */
 
 #define QGEN_MAX_BATCH 256 /* sequences per attend launch (qg_batch) */
 #define QGEN_APPEND_MAX 64 /* sequences per append launch (qg_append_args) */
+#define QGEN_VIEW_SLOTS 4  /* slots of a qg_view CTA, one warp each */
 
 /* Budget modes (qgen_budget.mode, qg_budget.mode): dense ignores the rest of the budget. */
 enum { QGEN_BUDGET_DENSE = 0, QGEN_BUDGET_COVERAGE = 1, QGEN_BUDGET_TOKENS = 2 };
@@ -39,11 +40,26 @@ typedef struct qg_cache {
   QG_DPTR(unsigned short) bounds;     /* [n_pages][N_KV][2][D] f16 (sparse) */
   QG_DPTR(const qg_i32) page_table;   /* [max_seqs][pages_per_seq] */
   QG_DPTR(qg_i32) seq_len;            /* [max_seqs] */
-  qg_i64 pages_per_seq;
+  qg_i64 pages_per_seq;               /* selection pages a sequence can hold (sizes wk's rows) */
   float k_scale, v_scale; /* per-tensor scales of fp8 K/V (qgen_kvmem), 1 for other types */
   QG_DPTR(unsigned char) sketch;      /* [n_pages][N_KV][BLOCK][SK_ROW] q4_0 of K (two-stage over f16/bf16) */
   QG_DPTR(unsigned char) bounds_i8;   /* [n_pages][N_KV][2D + 16] (sparse.bounds = "i8"; layout.h) */
+  /* Where the rows are, for an owned cache and a view over a caller's pool alike: token t of
+     sequence s is on physical page page_table[s * pt_stride + t / page_size], slot
+     t % page_size; its K row of KV head h at k + page*k_page + slot*k_token + h*k_head
+     (bytes; V the same). An owned cache: page_size = BLOCK, its own layout's strides. A
+     view's bounds are per physical page of the caller's (page_size tokens). */
+  qg_i64 k_page, k_token, k_head, v_page, v_token, v_head;
+  qg_i64 pt_stride;  /* page-table entries between sequences */
+  qg_i32 page_size;  /* BLOCK, or a divisor of it that is a multiple of 16 (a view) */
+  qg_i32 flags;      /* QG_CACHE_* */
 } qg_cache;
+
+/* qg_cache.flags. K_SLAB / V_SLAB: a 16-token run of rows is one contiguous, 16-byte
+   aligned slab (token stride = row bytes), copied whole. VIEW: the pool is the caller's,
+   so rows past a sequence's end may hold anything and pages past it may be unmapped:
+   attend zero-fills those rows instead of reading them. */
+enum { QG_CACHE_K_SLAB = 1, QG_CACHE_V_SLAB = 2, QG_CACHE_VIEW = 4 };
 
 /* The step's scratch: page lists, scores, split partials (sized by the runtime). */
 typedef struct qg_work {
@@ -98,13 +114,14 @@ typedef struct qg_append_args {
 
 /* Sizes and key offsets: both compilers read this text, and these pin the layout each must
    give it (a launch passes exactly these bytes). */
-QG_STATIC_ASSERT(sizeof(qg_cache) == 72 && sizeof(qg_work) == 88 && sizeof(qg_budget) == 40 &&
+QG_STATIC_ASSERT(sizeof(qg_cache) == 136 && sizeof(qg_work) == 88 && sizeof(qg_budget) == 40 &&
                      sizeof(qg_batch) == 4 * (1 + QGEN_MAX_BATCH) && sizeof(qg_append_args) == 48 + 24 * QGEN_APPEND_MAX,
                  "a kernel argument struct is laid out with unexpected padding");
 #ifndef __CUDACC__
 #include <stddef.h> /* offsetof: NVRTC has none; the sizes above cover the device side */
 _Static_assert(offsetof(qg_cache, pages_per_seq) == 40 && offsetof(qg_cache, k_scale) == 48 && offsetof(qg_cache, sketch) == 56 &&
-                   offsetof(qg_cache, bounds_i8) == 64 &&
+                   offsetof(qg_cache, bounds_i8) == 64 && offsetof(qg_cache, pt_stride) == 120 &&
+                   offsetof(qg_cache, flags) == 132 &&
                    offsetof(qg_work, max_splits) == 56 && offsetof(qg_work, exact) == 64 && offsetof(qg_work, cand) == 80 &&
                    offsetof(qg_budget, coverage) == 8 && offsetof(qg_append_args, work) == 20 + 12 * QGEN_APPEND_MAX &&
                    offsetof(qg_append_args, row0) == 24 + 16 * QGEN_APPEND_MAX &&
@@ -116,10 +133,11 @@ _Static_assert(offsetof(qg_cache, pages_per_seq) == 40 && offsetof(qg_cache, k_s
    template <name>.cu; units SPARSE: only in the units of sparse specs, RESCORE: of sparse
    specs with two-stage selection (rescore > 1). Under NVRTC each is
    declared here with its whole signature, which its definition must match. */
-#define QGEN_KERNELS(X) X(append, ALL) X(estimate, SPARSE) X(select, SPARSE) X(rescore, RESCORE) X(attend, ALL)
+#define QGEN_KERNELS(X) X(append, ALL) X(view, SPARSE) X(estimate, SPARSE) X(select, SPARSE) X(rescore, RESCORE) X(attend, ALL)
 #define QGEN_KERNEL_NAME(k) "qg_" #k
 #ifdef __CUDACC__
 extern "C" __global__ void qg_append(qg_cache c, qg_append_args a);
+extern "C" __global__ void qg_view(qg_cache c, const void *slots, qg_i64 n, qg_i64 n_pages, qg_i32 slot_bytes, qg_i32 pass);
 extern "C" __global__ void qg_estimate(qg_cache c, qg_work wk, qg_batch bt, qg_budget bg, const void *q);
 extern "C" __global__ void qg_select(qg_cache c, qg_work wk, qg_batch bt, qg_budget bg);
 extern "C" __global__ void qg_rescore(qg_cache c, qg_work wk, qg_batch bt, qg_budget bg, const void *q);

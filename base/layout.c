@@ -44,6 +44,13 @@ void qgen_layout_set_bounds(qgen_layout *L, int bounds) {
   L->bounds_i8_page_bytes = (size_t)L->n_head_kv * L->bounds_i8_row_bytes;
 }
 
+void qgen_owned_strides(const qgen_layout *L, int which, int64_t st[3]) {
+  const size_t row = which ? L->v_row_bytes : L->k_row_bytes;
+  st[0] = (int64_t)(which ? L->v_page_bytes : L->k_page_bytes);
+  st[1] = (int64_t)row;
+  st[2] = (int64_t)row * L->block;
+}
+
 int64_t qgen_budget_pages(const qgen_budget *b, int64_t n, int64_t n_forced, int block) {
   int64_t k = n;
   if (b->mode == QGEN_BUDGET_COVERAGE)

@@ -118,7 +118,17 @@ typedef struct qgen_kvmem {
      traits' tensor_scale: fp8): stored = fp8(x / scale), read = fp8 * scale. */
   float k_scale, v_scale;
   uint8_t *sketch;       /* NULL without a sketch pool (layout sketch_page_bytes == 0) */
+  /* A view over a caller's pool (qgen_view_open) when page_size > 0: token t of seq is on
+     page page_table[seq * pt_stride + t / page_size], slot t % page_size, its row of KV
+     head h at k + page*k_stride[0] + slot*k_stride[1] + h*k_stride[2] (bytes; v alike), and
+     bounds are per such page (n_pages of them). page_size 0: the owned layout above. */
+  int page_size;
+  int64_t k_stride[3], v_stride[3]; /* page, token, head */
+  int64_t pt_stride;
 } qgen_kvmem;
+
+/* The byte strides (page, token, head) of the owned layout's K (which = 0) or V pool. */
+void qgen_owned_strides(const qgen_layout *L, int which, int64_t st[3]);
 
 /* Fill a layout from the spec's numbers; the row/page sizes come from the type table. */
 void qgen_layout_init(qgen_layout *L, int head_dim, int n_head, int n_head_kv, int block,

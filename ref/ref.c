@@ -92,6 +92,16 @@ static uint8_t *pool_row(const qgen_layout *L, const qgen_kvmem *m, int which, i
   return pool + (size_t)page * page_bytes + ((size_t)h * (size_t)L->block + (size_t)slot) * row_bytes;
 }
 
+/* Row of KV head h of token t of seq in the K (which = 0) or V pool: the owned layout, or a
+   view's strides over the caller's pages (layout.h, qgen_kvmem). */
+static const uint8_t *token_row(const qgen_layout *L, const qgen_kvmem *m, int which, int seq,
+                                int64_t t, int h) {
+  if (!m->page_size) return pool_row(L, m, which, phys_page(m, seq, t / L->block), h, t % L->block);
+  const int64_t *st = which ? m->v_stride : m->k_stride;
+  const int64_t page = m->page_table[(int64_t)seq * m->pt_stride + t / m->page_size];
+  return (which ? m->v : m->k) + page * st[0] + (t % m->page_size) * st[1] + (int64_t)h * st[2];
+}
+
 /* The per-tensor scale of the K (which = 0) or V cache: 1 for a type that takes none. */
 static float cache_scale(const qgen_layout *L, const qgen_kvmem *m, int which) {
   if (!traits(which ? L->v_type : L->k_type)->tensor_scale) return 1.0f;
@@ -99,9 +109,8 @@ static float cache_scale(const qgen_layout *L, const qgen_kvmem *m, int which) {
 }
 
 /* A cache row to f32 values: decoded with the type's traits, times the per-tensor scale. */
-static void read_row(const qgen_layout *L, const qgen_kvmem *m, int which, int64_t page, int h, int64_t slot,
-                     float *row) {
-  traits(which ? L->v_type : L->k_type)->to_f32(pool_row(L, m, which, page, h, slot), row, L->head_dim);
+static void read_row(const qgen_layout *L, const qgen_kvmem *m, int which, int seq, int64_t t, int h, float *row) {
+  traits(which ? L->v_type : L->k_type)->to_f32(token_row(L, m, which, seq, t, h), row, L->head_dim);
   const float sc = cache_scale(L, m, which);
   if (sc != 1.0f)
     for (int d = 0; d < L->head_dim; d++) row[d] *= sc;
@@ -153,6 +162,7 @@ struct qgen_ref_scratch {
   float *x, *lo, *hi, *qf;
   int32_t *all, *lists;
   uint8_t *flags, *codes; /* codes: one page's 8-bit bounds */
+  uint16_t *bnd;          /* a view's selection page: its engine pages' bounds merged */
   uint8_t *sk;            /* one q4_0 row (two-stage selection) */
   uint8_t *drop;          /* sparse-V: [list sub-tile][m-tile] V left out (v_tau > 0 only) */
   double *mrun;           /* sparse-V: [token group][head] running max */
@@ -189,6 +199,7 @@ static size_t scratch_layout(qgen_ref_scratch *w, const qgen_layout *L, uint8_t 
   CARVE(lists, Hkv * N);
   CARVE(flags, N);
   CARVE(codes, 2 * D);
+  CARVE(bnd, 2 * D);
   CARVE(sk, qgen_type_row_bytes(QGEN_TYPE_Q4_0, (int64_t)D));
   CARVE(drop, L->v_tau > 0 ? N * (size_t)(L->block / 16) * ((G + 15) / 16) : 0);
   CARVE(mrun, L->v_tau > 0 ? QGEN_REF_MAX_GROUPS * G : 0);
@@ -242,7 +253,7 @@ void qgen_ref_append_in(qgen_ref_scratch *w, const qgen_layout *L, qgen_kvmem *m
       in->to_f32(kin + off, x, D);
       write_row(L, m, 0, page, h, slot, x);
       if (L->sketch_page_bytes) { /* the sketch: the stored row in QGEN_SKETCH_TYPE */
-        read_row(L, m, 0, page, h, slot, x);
+        read_row(L, m, 0, seq, pos, h, x);
         traits(QGEN_SKETCH_TYPE)->from_f32(x, m->sketch + (size_t)page * L->sketch_page_bytes +
                                                   ((size_t)h * (size_t)B + (size_t)slot) * L->sketch_row_bytes, D);
       }
@@ -289,6 +300,41 @@ void qgen_ref_append_in(qgen_ref_scratch *w, const qgen_layout *L, qgen_kvmem *m
   m->seq_len[seq] = (int32_t)(len0 + n_new);
 }
 
+/* Slot i of a slot mapping of 4- or 8-byte signed integers. */
+static int64_t slot_at(const void *slots, int slot_bytes, int64_t i) {
+  return slot_bytes == 8 ? ((const int64_t *)slots)[i] : ((const int32_t *)slots)[i];
+}
+
+void qgen_ref_view_update_in(qgen_ref_scratch *w, const qgen_layout *L, qgen_kvmem *m,
+                             const void *slots, int slot_bytes, int64_t n) {
+  const int D = L->head_dim, P = m->page_size;
+  const int64_t end = m->n_pages * P;
+  const qgen_type_traits *kt = traits(L->k_type);
+  /* 1. pages whose first slot is written start empty (kmin +inf, kmax -inf) */
+  for (int64_t i = 0; i < n; i++) {
+    const int64_t s = slot_at(slots, slot_bytes, i);
+    if (s < 0 || s >= end || s % P) continue;
+    for (int h = 0; h < L->n_head_kv; h++) {
+      uint16_t *bnd = page_bounds(L, m, s / P, h);
+      for (int d = 0; d < D; d++) bnd[d] = 0x7c00, bnd[D + d] = 0xfc00;
+    }
+  }
+  /* 2. every written row merges into its page, as append's keys do */
+  for (int64_t i = 0; i < n; i++) {
+    const int64_t s = slot_at(slots, slot_bytes, i);
+    if (s < 0 || s >= end) continue;
+    for (int h = 0; h < L->n_head_kv; h++) {
+      kt->to_f32(m->k + (s / P) * m->k_stride[0] + (s % P) * m->k_stride[1] + (int64_t)h * m->k_stride[2], w->x, D);
+      uint16_t *bnd = page_bounds(L, m, s / P, h);
+      for (int d = 0; d < D; d++) {
+        if (isnan(w->x[d])) continue;
+        bnd[d] = merge_bound(bnd[d], qgen_f32_to_f16_rd(w->x[d]), 0);
+        bnd[D + d] = merge_bound(bnd[D + d], qgen_f32_to_f16_ru(w->x[d]), 1);
+      }
+    }
+  }
+}
+
 void qgen_ref_append(const qgen_layout *L, qgen_kvmem *m, int seq, int64_t n_new,
                      const void *k, const void *v) {
   qgen_ref_scratch *w = scratch_or_die(L, 1); /* append needs only row-sized arrays */
@@ -297,6 +343,21 @@ void qgen_ref_append(const qgen_layout *L, qgen_kvmem *m, int seq, int64_t n_new
 }
 
 /* ---- estimate ----------------------------------------------------------------------- */
+
+/* The bounds of selection page p of a view's sequence, KV head h: min of the kmins and max
+   of the kmaxes of the engine pages it spans (block / page_size of them, those holding
+   tokens), in w->bnd. Equal to an owned cache's bounds over the same tokens: the outward
+   rounding is monotone. */
+static const uint16_t *view_bounds(qgen_ref_scratch *w, const qgen_layout *L, const qgen_kvmem *m, int seq,
+                                   int64_t p, int h) {
+  const int D = L->head_dim, R = L->block / m->page_size;
+  const int64_t used = (m->seq_len[seq] + m->page_size - 1) / m->page_size;
+  for (int64_t e = p * R; e < (p + 1) * R && e < used; e++) {
+    const uint16_t *b = page_bounds(L, m, m->page_table[(int64_t)seq * m->pt_stride + e], h);
+    for (int d = 0; d < 2 * D; d++) w->bnd[d] = e == p * R ? b[d] : merge_bound(w->bnd[d], b[d], d >= D);
+  }
+  return w->bnd;
+}
 
 /* i8: over the 8-bit form of the bounds (qgen_ref_bounds_i8) instead of the f16 ones. */
 static void estimate(qgen_ref_scratch *w, const qgen_layout *L, const qgen_kvmem *m, int seq, const void *q,
@@ -309,7 +370,7 @@ static void estimate(qgen_ref_scratch *w, const qgen_layout *L, const qgen_kvmem
 
   for (int h = 0; h < L->n_head_kv; h++)
     for (int64_t p = 0; p < n; p++) {
-      const uint16_t *bnd = page_bounds(L, m, phys_page(m, seq, p), h);
+      const uint16_t *bnd = m->page_size ? view_bounds(w, L, m, seq, p, h) : page_bounds(L, m, phys_page(m, seq, p), h);
       if (i8) {
         uint16_t so[2];
         if (qgen_ref_bounds_i8(bnd, D, so, w->codes) != 0) {
@@ -425,11 +486,11 @@ typedef struct {
 static double sketch_page(const sketch_src *z, int64_t p) {
   const qgen_layout *L = z->L;
   const int D = L->head_dim, G = L->group, B = L->block;
-  const int64_t len = z->m->seq_len[z->seq], page = phys_page(z->m, z->seq, p);
+  const int64_t len = z->m->seq_len[z->seq];
   const qgen_type_traits *kt = traits(L->k_type), *q4 = traits(QGEN_TYPE_Q4_0);
   double best = -INFINITY;
   for (int64_t t = p * B; t < len && t < (p + 1) * B; t++) {
-    read_row(L, z->m, 0, page, z->h, t - p * B, z->row);
+    read_row(L, z->m, 0, z->seq, t, z->h, z->row);
     if (!kt->is_quant) { /* the q4_0 sketch of an unquantized cache */
       q4->from_f32(z->row, z->blk, D);
       q4->to_f32(z->blk, z->row, D);
@@ -602,9 +663,8 @@ static void attend(qgen_ref_scratch *w, const qgen_layout *L, const qgen_kvmem *
     for (int64_t i = 0; i < cnt; i++) {
       const int64_t p = list[i];
       if (p < 0 || p >= n) continue;
-      const int64_t page = phys_page(m, seq, p);
       for (int64_t t = p * B; t < len && t < (p + 1) * B; t++, nt++) {
-        read_row(L, m, 0, page, h, t - p * B, row);
+        read_row(L, m, 0, seq, t, h, row);
         for (int g = 0; g < G; g++) {
           const float *qg = qf + (size_t)(h * G + g) * (size_t)D;
           double dot = 0.0;
@@ -625,9 +685,8 @@ static void attend(qgen_ref_scratch *w, const qgen_layout *L, const qgen_kvmem *
     for (int64_t i = 0; i < cnt; i++) {
       const int64_t p = list[i];
       if (p < 0 || p >= n) continue;
-      const int64_t page = phys_page(m, seq, p);
       for (int64_t t = p * B; t < len && t < (p + 1) * B; t++, nt++) {
-        read_row(L, m, 1, page, h, t - p * B, row);
+        read_row(L, m, 1, seq, t, h, row);
         const uint8_t *drop = L->v_tau > 0 ? w->drop + ((size_t)i * (size_t)spp + (size_t)((t - p * B) / 16)) * (size_t)mt : NULL;
         for (int g = 0; g < G; g++) {
           const double w = exp(s[(size_t)g * ntok + (size_t)nt] - mx[g]);
@@ -731,7 +790,7 @@ void qgen_ref_row(const qgen_layout *L, const qgen_kvmem *m, int which, int seq,
                   int h, double *dst) {
   const int D = L->head_dim;
   float *row = xmalloc((size_t)D * sizeof *row);
-  read_row(L, m, which, phys_page(m, seq, t / L->block), h, t % L->block, row);
+  read_row(L, m, which, seq, t, h, row);
   for (int d = 0; d < D; d++) dst[d] = row[d];
   free(row);
 }

@@ -28,6 +28,14 @@ void qgen_ref_append(const qgen_layout *L, qgen_kvmem *m, int seq, int64_t n_new
 void qgen_ref_append_in(qgen_ref_scratch *w, const qgen_layout *L, qgen_kvmem *m, int seq,
                         int64_t n_new, const void *k, const void *v);
 
+/* A view's bounds (m->page_size > 0) after the caller wrote the K rows at slots[0..n)
+   (4- or 8-byte signed integers, slot = page * page_size + offset; negative or past the
+   pool: skipped): a page whose offset-0 slot is listed starts empty, then every listed
+   row's keys (dequantized from k_type) min/max-merge into its page's bounds, rounded
+   outward to f16, as append's do. */
+void qgen_ref_view_update_in(qgen_ref_scratch *w, const qgen_layout *L, qgen_kvmem *m,
+                             const void *slots, int slot_bytes, int64_t n);
+
 /* Quest scores of every page of seq for every KV head: scores[h * n + p], n = pages of
    seq. q is [n_head][head_dim] (in_type). Sparse layouts only. */
 void qgen_ref_estimate(const qgen_layout *L, const qgen_kvmem *m, int seq, const void *q,

@@ -35,6 +35,9 @@ struct qgen_backend_ops {
   qgen_status (*attend)(qgen_kv *kv, const int *seq, int n_seq, qgen_ptr q, qgen_ptr out, const qgen_budget *b,
                         qgen_stream s);
   qgen_status (*reset)(qgen_kv *kv, int seq);
+  /* A sparse view's bounds from the caller's K rows at slots (qgen_view_update). cache_create
+     also takes views (kv->is_view): only the side memory, the pools are kv->view's. */
+  qgen_status (*view_update)(qgen_kv *kv, qgen_ptr slots, int64_t n, int slot_bytes, qgen_stream s);
   /* Wait for the backend's work, copy out every sequence's length and the tokens
      append_decode dropped since the last sync ([max_seqs] each), and zero the latter. */
   qgen_status (*sync)(qgen_kv *kv, int32_t *len, int32_t *dropped);

@@ -27,11 +27,13 @@ static void cpu_close(qgen_ctx *c) {}
 
 static void cpu_cache_destroy(qgen_kv *kv) {
   cpu_kv *ck = kv->impl;
-  free(kv->host.k);
-  free(kv->host.v);
+  if (!kv->is_view) { /* a view's pools and lengths are the caller's */
+    free(kv->host.k);
+    free(kv->host.v);
+    free(kv->host.seq_len);
+  }
   free(kv->host.bounds);
   free(kv->host.sketch);
-  free(kv->host.seq_len);
   if (ck) {
     qgen_ref_scratch_free(ck->w);
     free(ck->sel_lists);
@@ -49,9 +51,23 @@ static qgen_status cpu_cache_create(qgen_kv *kv) {
   if (!ck) return qgen_fail(c, QGEN_ERR_OUT_OF_MEMORY, "qgen_cache_create: out of host memory");
   kv->impl = ck;
   const size_t n = (size_t)kv->n_pages, sel = L->sparse ? (size_t)kv->max_seqs * L->n_head_kv : 0;
-  kv->host.k = calloc(n, L->k_page_bytes);
-  kv->host.v = calloc(n, L->v_page_bytes);
-  kv->host.seq_len = calloc((size_t)kv->max_seqs, sizeof(int32_t));
+  if (kv->is_view) { /* the caller's host memory, read in place */
+    const qgen_view_desc *d = &kv->view;
+    qgen_kvmem *m = &kv->host;
+    m->k = (uint8_t *)(uintptr_t)d->k;
+    m->v = (uint8_t *)(uintptr_t)d->v;
+    m->page_table = (int32_t *)(uintptr_t)d->block_table;
+    m->seq_len = (int32_t *)(uintptr_t)d->seq_lens;
+    m->page_size = d->page_size;
+    m->pt_stride = d->block_table_stride;
+    const long long ks[3] = {d->k_page_stride, d->k_token_stride, d->k_head_stride},
+                    vs[3] = {d->v_page_stride, d->v_token_stride, d->v_head_stride};
+    for (int i = 0; i < 3; i++) m->k_stride[i] = ks[i], m->v_stride[i] = vs[i];
+  } else {
+    kv->host.k = calloc(n, L->k_page_bytes);
+    kv->host.v = calloc(n, L->v_page_bytes);
+    kv->host.seq_len = calloc((size_t)kv->max_seqs, sizeof(int32_t));
+  }
   if (L->sparse) kv->host.bounds = calloc(n, L->bounds_page_bytes);
   if (L->sketch_page_bytes) kv->host.sketch = calloc(n, L->sketch_page_bytes);
   if (L->sparse) ck->sel_lists = calloc(sel * (size_t)kv->pps, sizeof(int32_t));
@@ -107,6 +123,11 @@ static qgen_status cpu_attend(qgen_kv *kv, const int *seq, int n_seq, qgen_ptr q
     qgen_ref_step_in(ck->w, L, &kv->host, seq[i], (const uint8_t *)(uintptr_t)q + (size_t)i * L->q_bytes, b,
                      (uint8_t *)(uintptr_t)out + (size_t)i * L->out_bytes, NULL, lists, counts);
   }
+  return QGEN_OK;
+}
+
+static qgen_status cpu_view_update(qgen_kv *kv, qgen_ptr slots, int64_t n, int slot_bytes, qgen_stream s) {
+  qgen_ref_view_update_in(((cpu_kv *)kv->impl)->w, &kv->ctx->L, &kv->host, (const void *)(uintptr_t)slots, slot_bytes, n);
   return QGEN_OK;
 }
 
@@ -175,6 +196,7 @@ const qgen_backend_ops qgen_cpu_backend = {
     .append_decode = cpu_append_decode,
     .attend = cpu_attend,
     .reset = cpu_reset,
+    .view_update = cpu_view_update,
     .sync = cpu_sync,
     .read = cpu_read,
     .write_pages = cpu_write_pages,

@@ -38,7 +38,7 @@ typedef struct gpu_ctx {
   CUdevice dev;
   CUcontext cuctx;
   CUmodule mod;
-  CUfunction f_append, f_estimate, f_select, f_rescore, f_attend;
+  CUfunction f_append, f_view, f_estimate, f_select, f_rescore, f_attend;
   int sm_count, arch, attend_per_sm, est_per_sm, resc_per_sm;
   int code_arch; /* the arch the loaded kernels were compiled for (PTX of an older one runs too) */
   int sel_clusters[9]; /* [n]: clusters of n select CTAs the device holds at once (sm_90 code) */
@@ -106,6 +106,7 @@ static qgen_status load_module(qgen_ctx *c, const qgen_artifact *a) {
   CU(cu->cuModuleGetFunction(&g->f_append, g->mod, QGEN_KERNEL_NAME(append)));
   CU(cu->cuModuleGetFunction(&g->f_attend, g->mod, QGEN_KERNEL_NAME(attend)));
   if (c->spec.sparse) {
+    CU(cu->cuModuleGetFunction(&g->f_view, g->mod, QGEN_KERNEL_NAME(view)));
     CU(cu->cuModuleGetFunction(&g->f_estimate, g->mod, QGEN_KERNEL_NAME(estimate)));
     CU(cu->cuModuleGetFunction(&g->f_select, g->mod, QGEN_KERNEL_NAME(select)));
     CU(cu->cuFuncSetAttribute(g->f_select, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 4 * c->P.sel_smem_keys));
@@ -125,8 +126,8 @@ static qgen_status load_module(qgen_ctx *c, const qgen_artifact *a) {
   }
   /* all of L1 as shared memory, for every kernel: attend's occupancy is bounded by it, and
      kernels that agree on the carveout need no SM reconfiguration between them */
-  CUfunction all[] = {g->f_append, g->f_attend, g->f_estimate, g->f_select, g->f_rescore};
-  for (int i = 0; i < 5; i++)
+  CUfunction all[] = {g->f_append, g->f_attend, g->f_estimate, g->f_select, g->f_rescore, g->f_view};
+  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
     if (all[i]) CU(cu->cuFuncSetAttribute(all[i], CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, 100));
   CU(cu->cuOccupancyMaxActiveBlocksPerMultiprocessor(&g->attend_per_sm, g->f_attend, c->P.attend_threads,
                                                      (size_t)c->P.attend_smem));
@@ -275,25 +276,26 @@ static qgen_status cache_alloc(qgen_kv *kv) {
   for (int nb = 1; nb <= QGEN_MAX_BATCH; nb++)
     if (nb * max_splits(g, L, nb) > rows) rows = nb * max_splits(g, L, nb);
   const size_t sel = L->sparse ? (size_t)kv->max_seqs * L->n_head_kv * kv->pps : 0;
+  const size_t own = kv->is_view ? 0 : 1; /* a view's pools, page table and lengths are the caller's */
   qgen_status st;
-  if ((st = alloc0(c, &m->k, (size_t)kv->n_pages * L->k_page_bytes)) ||
-      (st = alloc0(c, &m->v, (size_t)kv->n_pages * L->v_page_bytes)) ||
+  if ((st = alloc0(c, &m->k, own * kv->n_pages * L->k_page_bytes)) ||
+      (st = alloc0(c, &m->v, own * kv->n_pages * L->v_page_bytes)) ||
       (st = alloc0(c, &m->bounds, (size_t)kv->n_pages * L->bounds_page_bytes)) ||
-      (st = alloc0(c, &m->page_table, (size_t)kv->n_pages * 4)) ||
-      (st = alloc0(c, &m->seq_len, (size_t)kv->max_seqs * 4)) || (st = alloc0(c, &m->scores, sel * 4)) ||
+      (st = alloc0(c, &m->page_table, own * kv->n_pages * 4)) ||
+      (st = alloc0(c, &m->seq_len, own * kv->max_seqs * 4)) || (st = alloc0(c, &m->scores, sel * 4)) ||
       (st = alloc0(c, &m->list, sel * 4)) || (st = alloc0(c, &m->count, (size_t)kv->max_seqs * L->n_head_kv * 4)) ||
       (st = alloc0(c, &m->part_o, (size_t)rows * L->n_head * L->head_dim * 4)) ||
       (st = alloc0(c, &m->part_ml, (size_t)rows * L->n_head * 2 * 4)) ||
       (st = alloc0(c, &m->ticket, (size_t)QGEN_MAX_BATCH * L->n_head_kv * 4)) ||
       (st = alloc0(c, &m->hist, L->sparse ? (size_t)QGEN_MAX_BATCH * L->n_head_kv * QGEN_SEL_BINS * 4 : 0)) ||
-      (st = alloc0(c, &m->decode, (size_t)kv->max_seqs * 2 * 4)) ||
+      (st = alloc0(c, &m->decode, own * kv->max_seqs * 2 * 4)) ||
       (st = alloc0(c, &m->bounds_i8, (size_t)kv->n_pages * L->bounds_i8_page_bytes)))
     return st;
   if (L->rescore > 1 &&
       ((st = alloc0(c, &m->sketch, (size_t)kv->n_pages * L->sketch_page_bytes)) || (st = alloc0(c, &m->exact, sel * 4)) ||
        (st = alloc0(c, &m->hist2, (size_t)QGEN_MAX_BATCH * L->n_head_kv * QGEN_SEL_BINS * 4))))
     return st;
-  CU(g->cu->cuMemcpyHtoD(m->page_table, kv->host.page_table, (size_t)kv->n_pages * 4));
+  if (own) CU(g->cu->cuMemcpyHtoD(m->page_table, kv->host.page_table, (size_t)kv->n_pages * 4));
   return QGEN_OK;
 }
 
@@ -314,9 +316,34 @@ static void cache_destroy(qgen_kv *kv) {
   kv->impl = NULL;
 }
 
+/* The K (which = 0) or V pool's slabs of 16 rows are contiguous and 16-byte aligned. */
+static int slab(qgen_ptr base, const int64_t st[3], size_t row) {
+  return (size_t)st[1] == row && (base | (qgen_ptr)st[0] | (qgen_ptr)st[2]) % 16 == 0;
+}
+
 static qg_cache cache_args(const qgen_kv *kv) {
   const gpu_kv *m = gkv(kv);
-  qg_cache a = {m->k, m->v, m->bounds, m->page_table, m->seq_len, kv->pps, kv->host.k_scale, kv->host.v_scale, m->sketch, m->bounds_i8};
+  const qgen_layout *L = &kv->ctx->L;
+  qg_cache a = {.k = m->k, .v = m->v, .bounds = m->bounds, .page_table = m->page_table, .seq_len = m->seq_len, .pages_per_seq = kv->pps,
+                .k_scale = kv->host.k_scale, .v_scale = kv->host.v_scale, .sketch = m->sketch, .bounds_i8 = m->bounds_i8};
+  int64_t ks[3], vs[3];
+  if (kv->is_view) {
+    const qgen_view_desc *d = &kv->view;
+    a.k = d->k, a.v = d->v, a.page_table = d->block_table, a.seq_len = d->seq_lens;
+    ks[0] = d->k_page_stride, ks[1] = d->k_token_stride, ks[2] = d->k_head_stride;
+    vs[0] = d->v_page_stride, vs[1] = d->v_token_stride, vs[2] = d->v_head_stride;
+    a.pt_stride = d->block_table_stride;
+    a.page_size = d->page_size;
+    a.flags = QG_CACHE_VIEW;
+  } else {
+    qgen_owned_strides(L, 0, ks);
+    qgen_owned_strides(L, 1, vs);
+    a.pt_stride = kv->pps;
+    a.page_size = L->block;
+  }
+  a.k_page = ks[0], a.k_token = ks[1], a.k_head = ks[2];
+  a.v_page = vs[0], a.v_token = vs[1], a.v_head = vs[2];
+  a.flags |= (slab(a.k, ks, L->k_row_bytes) ? QG_CACHE_K_SLAB : 0) | (slab(a.v, vs, L->v_row_bytes) ? QG_CACHE_V_SLAB : 0);
   return a;
 }
 
@@ -489,6 +516,27 @@ static qgen_status attend(qgen_kv *kv, const int *seq, int n_seq, qgen_ptr q, qg
   IN_CTX(kv->ctx, attend_in(kv, seq, n_seq, q, out, b, stream));
 }
 
+/* A view's bounds: pass 0 empties the pages whose first slot is written, pass 1 merges
+   every written row (templates/view.cu); warps of QG_VIEW_SLOTS slots a CTA. */
+static qgen_status view_update_in(qgen_kv *kv, qgen_ptr slots, int64_t n, int slot_bytes, qgen_stream stream) {
+  qgen_ctx *c = kv->ctx;
+  qg_cache ca = cache_args(kv);
+  const void *sp = (const void *)(uintptr_t)slots;
+  int64_t np = kv->n_pages;
+  int sb = slot_bytes;
+  for (int pass = 0; pass < 2; pass++) {
+    void *args[] = {&ca, &sp, &n, &np, &sb, &pass};
+    const qgen_status st = launch(c, gctx(c)->f_view, (unsigned)((n + QGEN_VIEW_SLOTS - 1) / QGEN_VIEW_SLOTS),
+                                  (unsigned)c->L.n_head_kv, 1, 32 * QGEN_VIEW_SLOTS, 0, (CUstream)stream, args);
+    if (st != QGEN_OK) return st;
+  }
+  return QGEN_OK;
+}
+
+static qgen_status view_update(qgen_kv *kv, qgen_ptr slots, int64_t n, int slot_bytes, qgen_stream stream) {
+  IN_CTX(kv->ctx, view_update_in(kv, slots, n, slot_bytes, stream));
+}
+
 /* ---- management ---------------------------------------------------------------------- */
 
 static qgen_status reset_in(qgen_kv *kv, int seq) {
@@ -571,6 +619,7 @@ const qgen_backend_ops qgen_gpu_backend = {
     .append_decode = append_decode,
     .attend = attend,
     .reset = reset,
+    .view_update = view_update,
     .sync = sync_lengths,
     .read = read_array,
     .write_pages = write_pages,

@@ -52,6 +52,8 @@ struct qgen_kv {
   int64_t *dropped;
   int32_t *sync_buf;
   qgen_kvmem host; /* page_table: the host copy (every backend); the rest: the CPU backend's cache */
+  int is_view;          /* qgen_view_open: the pools, page table and lengths are view's */
+  qgen_view_desc view;
   void *impl;      /* the backend's state (gpu.c: device memory; cpu.c: selections, scratch) */
 };
 

@@ -157,11 +157,46 @@ qgen_attend_opts qgen_attend_defaults(const qgen_ctx *c) {
 static void kv_free(qgen_kv *kv) {
   if (!kv) return;
   kv->ctx->be->cache_destroy(kv);
-  free(kv->host.page_table);
+  if (!kv->is_view) free(kv->host.page_table); /* a view's is the caller's block table */
   free(kv->len);
   free(kv->dropped);
   free(kv->sync_buf);
   free(kv);
+}
+
+/* A cache (or view) of max_seqs sequences of up to max_tokens tokens over n_pages pages,
+   with the host mirrors; NULL when out of host memory. */
+static qgen_kv *kv_new(qgen_ctx *c, int max_seqs, int64_t max_tokens, int64_t n_pages) {
+  qgen_kv *kv = calloc(1, sizeof *kv);
+  if (!kv) return NULL;
+  kv->ctx = c;
+  kv->max_seqs = max_seqs;
+  kv->max_tokens = max_tokens;
+  kv->pps = qgen_pages_of(max_tokens, c->L.block);
+  kv->n_pages = n_pages;
+  kv->host.max_seqs = max_seqs;
+  kv->host.pages_per_seq = kv->pps;
+  kv->host.n_pages = n_pages;
+  kv->host.k_scale = kv->host.v_scale = 1.0f;
+  kv->len = calloc((size_t)max_seqs, sizeof *kv->len);
+  kv->dropped = calloc((size_t)max_seqs, sizeof *kv->dropped);
+  kv->sync_buf = calloc((size_t)max_seqs * 2, sizeof *kv->sync_buf);
+  if (!kv->len || !kv->dropped || !kv->sync_buf) {
+    kv_free(kv);
+    return NULL;
+  }
+  return kv;
+}
+
+/* The backend's memory for kv, then *out = kv; kv is freed when it fails. */
+static qgen_status kv_finish(qgen_kv *kv, qgen_kv **out) {
+  qgen_status st = kv->ctx->be->cache_create(kv);
+  if (st != QGEN_OK) {
+    kv_free(kv);
+    return st;
+  }
+  *out = kv;
+  return QGEN_OK;
 }
 
 qgen_status qgen_cache_create(qgen_ctx *c, qgen_kv **out, int max_seqs, long long max_tokens) {
@@ -173,39 +208,124 @@ qgen_status qgen_cache_create(qgen_ctx *c, qgen_kv **out, int max_seqs, long lon
     return qgen_fail(c, QGEN_ERR_INVALID_ARG, "qgen_cache_create: max_seqs = %d, max_tokens = %lld (need >= 1, max_tokens < 2^31)",
                      max_seqs, max_tokens);
   const qgen_layout *L = &c->L;
-  qgen_kv *kv = calloc(1, sizeof *kv);
-  if (!kv) return qgen_fail(c, QGEN_ERR_OUT_OF_MEMORY, "qgen_cache_create: out of host memory");
-  kv->ctx = c;
-  kv->max_seqs = max_seqs;
-  kv->max_tokens = max_tokens;
-  kv->pps = qgen_pages_of(max_tokens, L->block);
-  kv->n_pages = kv->pps * max_seqs;
-  if ((double)kv->n_pages * (double)(L->k_page_bytes + L->v_page_bytes) > 1e15 || kv->n_pages > INT32_MAX) {
-    free(kv);
+  const int64_t pps = qgen_pages_of(max_tokens, L->block), n_pages = pps * max_seqs;
+  if ((double)n_pages * (double)(L->k_page_bytes + L->v_page_bytes) > 1e15 || n_pages > INT32_MAX)
     return qgen_fail(c, QGEN_ERR_INVALID_ARG, "qgen_cache_create: %d x %lld tokens is too large", max_seqs, max_tokens);
-  }
-  kv->len = calloc((size_t)max_seqs, sizeof *kv->len);
-  kv->dropped = calloc((size_t)max_seqs, sizeof *kv->dropped);
-  kv->sync_buf = calloc((size_t)max_seqs * 2, sizeof *kv->sync_buf);
-  int32_t *pt = malloc((size_t)kv->n_pages * sizeof *pt);
-  if (!kv->len || !kv->dropped || !kv->sync_buf || !pt) {
-    free(pt);
+  qgen_kv *kv = kv_new(c, max_seqs, max_tokens, n_pages);
+  int32_t *pt = kv ? malloc((size_t)kv->n_pages * sizeof *pt) : NULL;
+  if (!pt) {
     kv_free(kv);
     return qgen_fail(c, QGEN_ERR_OUT_OF_MEMORY, "qgen_cache_create: out of host memory");
   }
   for (int64_t i = 0; i < kv->n_pages; i++) pt[i] = (int32_t)i; /* sequence s owns pages [s*pps, (s+1)*pps) */
   kv->host.page_table = pt;
-  kv->host.max_seqs = max_seqs;
-  kv->host.pages_per_seq = kv->pps;
-  kv->host.n_pages = kv->n_pages;
-  kv->host.k_scale = kv->host.v_scale = 1.0f;
-  qgen_status st = c->be->cache_create(kv);
-  if (st != QGEN_OK) {
-    kv_free(kv);
-    return st;
+  return kv_finish(kv, out);
+}
+
+/* Bytes a view's row copies move at once: the largest of 16, 8, 4 that divides the row
+   (0: none does, so such rows cannot be read with a stride). */
+static int64_t row_granule(size_t row) { return row % 16 == 0 ? 16 : row % 8 == 0 ? 8 : row % 4 == 0 ? 4 : 0; }
+
+/* The K (which = 0) or V part of a view: base aligned, strides >= 0 in whole granules, and
+   the rows of distinct (page, slot, head) disjoint: ordered by stride, each dimension's
+   stride at least the extent of the ones inside it (a dimension of one entry has none). */
+static qgen_status check_pool(qgen_ctx *c, const qgen_view_desc *d, int which) {
+  const char *name = which ? "v" : "k";
+  const size_t row = which ? c->L.v_row_bytes : c->L.k_row_bytes;
+  const qgen_ptr base = which ? d->v : d->k;
+  const long long st[3] = {which ? d->v_page_stride : d->k_page_stride, which ? d->v_token_stride : d->k_token_stride,
+                           which ? d->v_head_stride : d->k_head_stride};
+  const long long cnt[3] = {d->n_pages, d->page_size, c->L.n_head_kv};
+  static const char *const dim[3] = {"page", "token", "head"};
+  const int64_t gr = row_granule(row);
+  if (!base) return qgen_fail(c, QGEN_ERR_INVALID_ARG, "qgen_view_open: %s is NULL", name);
+  if (!gr)
+    return qgen_fail(c, QGEN_ERR_UNSUPPORTED, "qgen_view_open: %s rows of %zu bytes (%s) are not a multiple of 4 bytes; a view cannot copy them",
+                     name, row, which ? c->info.v_type : c->info.k_type);
+  if (base % (qgen_ptr)gr)
+    return qgen_fail(c, QGEN_ERR_INVALID_ARG, "qgen_view_open: %s = 0x%llx is not %lld-byte aligned (rows of %zu bytes)", name, base, (long long)gr, row);
+  int order[3] = {0, 1, 2};
+  for (int i = 0; i < 3; i++) {
+    if (st[i] < 0 || st[i] % gr)
+      return qgen_fail(c, QGEN_ERR_INVALID_ARG, "qgen_view_open: %s_%s_stride = %lld bytes must be >= 0 and a multiple of %lld (rows of %zu bytes)",
+                       name, dim[i], st[i], (long long)gr, row);
+    for (int j = i; j > 0 && st[order[j]] < st[order[j - 1]]; j--) {
+      const int t = order[j];
+      order[j] = order[j - 1], order[j - 1] = t;
+    }
   }
-  *out = kv;
+  long long extent = (long long)row; /* bytes spanned by the dimensions inside */
+  for (int i = 0; i < 3; i++) {
+    const int x = order[i];
+    if (cnt[x] <= 1) continue;
+    if (st[x] < extent)
+      return qgen_fail(c, QGEN_ERR_INVALID_ARG, "qgen_view_open: %s_%s_stride = %lld bytes overlaps the %lld bytes inside it (rows of %zu bytes)",
+                       name, dim[x], st[x], extent, row);
+    extent = st[x] * (cnt[x] - 1) + extent;
+  }
   return QGEN_OK;
+}
+
+qgen_status qgen_view_open(qgen_ctx *c, const qgen_view_desc *d, qgen_kv **out) {
+  if (!c || !d || !out) return qgen_fail(c, QGEN_ERR_INVALID_ARG, "qgen_view_open: null argument");
+  *out = NULL;
+  if (!c->be) return qgen_fail(c, QGEN_ERR_INVALID_ARG, "qgen_view_open: the context failed to open");
+  const int B = c->L.block;
+  /* a view's qg_view producer keeps only the f16 bounds; it makes no 8-bit bounds or sketch */
+  if (c->L.bounds_i8)
+    return qgen_fail(c, QGEN_ERR_UNSUPPORTED, "qgen_view_open: this spec has sparse.bounds = \"i8\"; a view keeps only f16 page bounds (use sparse.bounds = \"f16\")");
+  if (c->L.rescore > 1)
+    return qgen_fail(c, QGEN_ERR_UNSUPPORTED, "qgen_view_open: this spec has sparse.rescore = %d; a view keeps no q4_0 sketch for two-stage selection (use sparse.rescore = 1)",
+                     c->L.rescore);
+  /* the kernels are compiled for one or two engine pages a selection page (attend.cu) */
+  if (d->page_size % 16 || (d->page_size != B && 2 * d->page_size != B))
+    return qgen_fail(c, QGEN_ERR_UNSUPPORTED, "qgen_view_open: page_size = %d; supported: the spec's block %d, or half of it, a multiple of 16",
+                     d->page_size, B);
+  if (d->n_pages < 1 || d->n_pages > INT32_MAX || d->max_seqs < 1 || d->max_blocks < 1 ||
+      d->max_blocks * d->page_size > INT32_MAX)
+    return qgen_fail(c, QGEN_ERR_INVALID_ARG, "qgen_view_open: n_pages = %lld, max_seqs = %d, max_blocks = %lld (need >= 1, n_pages and max_blocks * page_size < 2^31)",
+                     d->n_pages, d->max_seqs, d->max_blocks);
+  if (!d->block_table || !d->seq_lens || d->block_table % 4 || d->seq_lens % 4)
+    return qgen_fail(c, QGEN_ERR_INVALID_ARG, "qgen_view_open: block_table = 0x%llx, seq_lens = 0x%llx must be non-NULL and 4-byte aligned",
+                     d->block_table, d->seq_lens);
+  if (d->block_table_stride < d->max_blocks)
+    return qgen_fail(c, QGEN_ERR_INVALID_ARG, "qgen_view_open: block_table_stride = %lld is below max_blocks = %lld",
+                     d->block_table_stride, d->max_blocks);
+  qgen_status st;
+  if ((st = check_pool(c, d, 0)) != QGEN_OK || (st = check_pool(c, d, 1)) != QGEN_OK) return st;
+  qgen_kv *kv = kv_new(c, d->max_seqs, d->max_blocks * d->page_size, d->n_pages);
+  if (!kv) return qgen_fail(c, QGEN_ERR_OUT_OF_MEMORY, "qgen_view_open: out of host memory");
+  kv->is_view = 1;
+  kv->view = *d;
+  return kv_finish(kv, out);
+}
+
+/* A sparse view keeps its bounds from the pool's K rows, which it reads as 16-bit values. */
+static qgen_status view_bounds_ok(const qgen_kv *kv, const char *fn) {
+  qgen_ctx *c = kv->ctx;
+  if (qgen_type_traits_of(c->L.k_type)->is_quant || qgen_type_row_bytes(c->L.k_type, 1) != 2)
+    return qgen_fail(c, QGEN_ERR_UNSUPPORTED, "%s: a view keeps page bounds only over a 16-bit K (f16, bf16); this spec's k_type is %s (attend it dense)",
+                     fn, c->info.k_type);
+  return QGEN_OK;
+}
+
+qgen_status qgen_view_update(qgen_kv *kv, qgen_ptr slots, long long n, int slot_bytes, qgen_stream stream) {
+  if (!kv) return QGEN_ERR_INVALID_ARG;
+  qgen_ctx *c = kv->ctx;
+  if (!kv->is_view) return qgen_fail(c, QGEN_ERR_INVALID_ARG, "qgen_view_update: not a view (qgen_append keeps an owned cache's bounds)");
+  if (n < 0 || (n > 0 && !slots) || (slot_bytes != 4 && slot_bytes != 8) || slots % (qgen_ptr)slot_bytes)
+    return qgen_fail(c, QGEN_ERR_INVALID_ARG, "qgen_view_update: n = %lld, slots = 0x%llx, slot_bytes = %d (need n >= 0, slots non-NULL and aligned, 4 or 8 bytes)",
+                     n, slots, slot_bytes);
+  if (!c->spec.sparse || n == 0) return QGEN_OK;
+  qgen_status st = view_bounds_ok(kv, "qgen_view_update");
+  return st != QGEN_OK ? st : c->be->view_update(kv, slots, n, slot_bytes, stream);
+}
+
+/* A view refuses what would write the caller's memory or needs the lengths on the host. */
+static qgen_status no_view(qgen_kv *kv, const char *fn) {
+  return kv->is_view ? qgen_fail(kv->ctx, QGEN_ERR_INVALID_ARG,
+                                 "%s: this is a view; its K/V, block table and lengths belong to the caller (write them there; qgen_view_update keeps the bounds)", fn)
+                     : QGEN_OK;
 }
 
 void qgen_cache_destroy(qgen_kv *kv) { kv_free(kv); }
@@ -261,8 +381,8 @@ qgen_status qgen_append(qgen_kv *kv, const int *seq, int n_seq, const int *n_new
                         qgen_stream stream) {
   if (!kv) return QGEN_ERR_INVALID_ARG;
   qgen_ctx *c = kv->ctx;
-  qgen_status st = check_seqs(kv, "qgen_append", seq, n_seq, 1);
-  if (st != QGEN_OK || (st = refresh(kv)) != QGEN_OK) return st;
+  qgen_status st = no_view(kv, "qgen_append");
+  if (st != QGEN_OK || (st = check_seqs(kv, "qgen_append", seq, n_seq, 1)) != QGEN_OK || (st = refresh(kv)) != QGEN_OK) return st;
   if (n_seq > 0 && !n_new) return qgen_fail(c, QGEN_ERR_INVALID_ARG, "qgen_append: n_new is NULL");
   int64_t total = 0;
   for (int i = 0; i < n_seq; i++) {
@@ -282,8 +402,8 @@ qgen_status qgen_append(qgen_kv *kv, const int *seq, int n_seq, const int *n_new
 
 qgen_status qgen_append_decode(qgen_kv *kv, const int *seq, int n_seq, qgen_ptr k, qgen_ptr v, qgen_stream stream) {
   if (!kv) return QGEN_ERR_INVALID_ARG;
-  qgen_status st = check_seqs(kv, "qgen_append_decode", seq, n_seq, 1);
-  if (st != QGEN_OK || n_seq == 0) return st;
+  qgen_status st = no_view(kv, "qgen_append_decode");
+  if (st != QGEN_OK || (st = check_seqs(kv, "qgen_append_decode", seq, n_seq, 1)) != QGEN_OK || n_seq == 0) return st;
   if (!k || !v) return qgen_fail(kv->ctx, QGEN_ERR_INVALID_ARG, "qgen_append_decode: k or v is NULL");
   kv->device_len = 1; /* before the launches: one that fails may follow one that ran */
   return kv->ctx->be->append_decode(kv, seq, n_seq, k, v, stream);
@@ -310,8 +430,8 @@ qgen_status qgen_sync(qgen_kv *kv) {
 
 qgen_status qgen_reset(qgen_kv *kv, int seq) {
   if (!kv) return QGEN_ERR_INVALID_ARG;
-  qgen_status st = check_seqs(kv, "qgen_reset", &seq, 1, 0);
-  if (st != QGEN_OK) return st;
+  qgen_status st = no_view(kv, "qgen_reset");
+  if (st != QGEN_OK || (st = check_seqs(kv, "qgen_reset", &seq, 1, 0)) != QGEN_OK) return st;
   st = kv->ctx->be->reset(kv, seq);
   if (st == QGEN_OK) kv->len[seq] = 0;
   return st;
@@ -319,6 +439,7 @@ qgen_status qgen_reset(qgen_kv *kv, int seq) {
 
 long long qgen_seq_len(const qgen_kv *kv, int seq) {
   if (!kv || seq < 0 || seq >= kv->max_seqs) return -1;
+  if (kv->is_view) return no_view((qgen_kv *)kv, "qgen_seq_len"), -1;
   /* kv came non-const from qgen_cache_create; refreshing the mirror is no visible change */
   return refresh((qgen_kv *)kv) == QGEN_OK ? (long long)kv->len[seq] : -1;
 }
@@ -336,6 +457,7 @@ qgen_status qgen_attend(qgen_kv *kv, const int *seq, int n_seq, qgen_ptr q, qgen
   if (o.mode == QGEN_ATTEND_SPARSE) {
     if (!c->spec.sparse)
       return qgen_fail(c, QGEN_ERR_UNSUPPORTED, "qgen_attend: spec %s is dense (no bounds are kept); sparse attention needs a sparse spec", c->spec.name);
+    if (kv->is_view && (st = view_bounds_ok(kv, "qgen_attend")) != QGEN_OK) return st;
     if (o.budget < 0 || o.sink < 0 || o.recent < 0)
       return qgen_fail(c, QGEN_ERR_INVALID_ARG, "qgen_attend: budget %lld, sink %lld, recent %lld must be >= 0", o.budget, o.sink, o.recent);
     if (o.budget > 0 && o.coverage != 0.0)
@@ -363,11 +485,11 @@ size_t qgen_kv_size(const qgen_kv *kv, int which) {
   if (!kv) return 0;
   const qgen_layout *L = &kv->ctx->L;
   switch (which) {
-  case QGEN_KV_K: return (size_t)kv->n_pages * L->k_page_bytes;
-  case QGEN_KV_V: return (size_t)kv->n_pages * L->v_page_bytes;
+  case QGEN_KV_K: return kv->is_view ? 0 : (size_t)kv->n_pages * L->k_page_bytes;
+  case QGEN_KV_V: return kv->is_view ? 0 : (size_t)kv->n_pages * L->v_page_bytes;
   case QGEN_KV_BOUNDS: return (size_t)kv->n_pages * L->bounds_page_bytes;
-  case QGEN_KV_PAGE_TABLE: return (size_t)kv->n_pages * sizeof(int32_t);
-  case QGEN_KV_SEQ_LEN: return (size_t)kv->max_seqs * sizeof(int32_t);
+  case QGEN_KV_PAGE_TABLE: return kv->is_view ? 0 : (size_t)kv->n_pages * sizeof(int32_t);
+  case QGEN_KV_SEQ_LEN: return kv->is_view ? 0 : (size_t)kv->max_seqs * sizeof(int32_t);
   case QGEN_KV_SKETCH: return (size_t)kv->n_pages * L->sketch_page_bytes;
   case QGEN_KV_BOUNDS_I8: return (size_t)kv->n_pages * L->bounds_i8_page_bytes;
   }
@@ -382,7 +504,7 @@ qgen_status qgen_kv_read(qgen_kv *kv, int which, void *host, size_t bytes) {
   if (want == 0)
     return qgen_fail(kv->ctx, QGEN_ERR_INVALID_ARG,
                      "qgen_kv_read: this cache has no array %d (a dense spec keeps no bounds, an f16-bounds spec no 8-bit "
-                     "bounds; only two-stage specs over an f16/bf16 K a sketch)", which);
+                     "bounds; only two-stage specs over an f16/bf16 K a sketch; a view has only its bounds)", which);
   if (!host) return qgen_fail(kv->ctx, QGEN_ERR_INVALID_ARG, "qgen_kv_read: host buffer is NULL");
   if (bytes != want)
     return qgen_fail(kv->ctx, QGEN_ERR_INVALID_ARG, "qgen_kv_read: array %d has %zu bytes, got a buffer of %zu", which, want, bytes);
@@ -392,8 +514,8 @@ qgen_status qgen_kv_read(qgen_kv *kv, int which, void *host, size_t bytes) {
 qgen_status qgen_kv_map(qgen_kv *kv, int seq, const int *pages, long long n) {
   if (!kv) return QGEN_ERR_INVALID_ARG;
   qgen_ctx *c = kv->ctx;
-  qgen_status st = check_seqs(kv, "qgen_kv_map", &seq, 1, 0);
-  if (st != QGEN_OK) return st;
+  qgen_status st = no_view(kv, "qgen_kv_map");
+  if (st != QGEN_OK || (st = check_seqs(kv, "qgen_kv_map", &seq, 1, 0)) != QGEN_OK) return st;
   if (n <= 0 || n > kv->pps)
     return qgen_fail(c, QGEN_ERR_INVALID_ARG, "qgen_kv_map: n = %lld pages (allowed 1..%lld)", n, (long long)kv->pps);
   if (!pages) return qgen_fail(c, QGEN_ERR_INVALID_ARG, "qgen_kv_map: pages is NULL");

@@ -196,6 +196,66 @@ QGEN_API qgen_attend_opts qgen_attend_defaults(const qgen_ctx *ctx);
 QGEN_API qgen_status qgen_attend(qgen_kv *kv, const int *seq, int n_seq, qgen_ptr q, qgen_ptr out,
                                  const qgen_attend_opts *opts, qgen_stream stream);
 
+/* ---- views: attend over a KV pool the caller owns ---------------------------------------
+ *
+ * A serving engine (vLLM, SGLang, transformers' paged cache ...) keeps its own paged pool
+ * per layer and its own block table; a view lets qgen_attend read them in place. The pool
+ * holds n_pages pages of page_size tokens; the row of (page, token slot, KV head) — head_dim
+ * elements of the spec's k_type / v_type — is at k + page*k_page_stride +
+ * slot*k_token_stride + head*k_head_stride (bytes; V alike), so one description covers
+ * vLLM's NHD (num_blocks, block_size, H, D) and HND (num_blocks, H, block_size, D), SGLang's
+ * [slots, H, D] (page = page_size slots) and transformers' [num_blocks*block_size + 2, H, D].
+ * Sequence s (0 <= s < max_seqs) holds seq_lens[s] tokens; its token t is on page
+ * block_table[s * block_table_stride + t / page_size], slot t % page_size.
+ *
+ * qgen copies nothing: the caller may change the pool, block_table and seq_lens between
+ * steps (on the device, or in a captured graph); an attend reads them when its kernels run.
+ * Entries for a sequence's tokens must be pages in [0, n_pages) and seq_lens[s] at most
+ * max_blocks * page_size (not checked on the device). A view never writes the caller's
+ * memory: qgen_append, qgen_append_decode, qgen_reset and qgen_kv_map refuse it,
+ * qgen_kv_read gives only its bounds, qgen_seq_len is -1 (the lengths are the caller's).
+ *
+ * Sparse specs: qgen keeps page bounds per physical page of the pool (its only memory
+ * besides the step scratch); after the engine writes this step's K/V rows into the pool,
+ * qgen_view_update(kv, slot_mapping, ...) brings them up to date from the K rows there. A
+ * selection page (the spec's block) is block / page_size consecutive engine pages of a
+ * sequence, its bounds the min/max of theirs: equal to an owned cache's bounds over the
+ * same tokens when k_type holds the keys exactly (an f16 K for f16 keys).
+ *
+ * Supported: page_size a multiple of 16 equal to the spec's block or half of it (two engine
+ * pages a selection page: transformers' block 32 under a block-64 spec; SGLang's page 16
+ * under a block-32 spec);
+ * strides >= 0, multiples of the row's copy granule (16 bytes for 16-bit types, 8 or 4 for
+ * quantized rows of such sizes; k and v aligned to it), rows that do not overlap;
+ * qgen_view_update needs a 16-bit k_type (f16, bf16); fp8 caches take their scales by
+ * qgen_cache_set_scales. Refused (QGEN_ERR_UNSUPPORTED): specs with sparse.bounds = "i8"
+ * or sparse.rescore > 1, whose 8-bit bounds or sketch a view does not keep.
+ * Tensor parallelism is the engine's: a rank opens a context with its per-rank spec
+ * (n_head / tp, n_head_kv / tp) and a view over its slice of the KV heads. */
+typedef struct qgen_view_desc {
+  qgen_ptr k, v;                 /* pool base addresses (device, or host for the CPU backend) */
+  int page_size;                 /* tokens per engine page */
+  long long n_pages;             /* pages in the pool */
+  long long k_page_stride, k_token_stride, k_head_stride; /* bytes */
+  long long v_page_stride, v_token_stride, v_head_stride;
+  qgen_ptr block_table;          /* int32 [max_seqs][block_table_stride], max_blocks used */
+  long long block_table_stride;  /* entries, >= max_blocks */
+  qgen_ptr seq_lens;             /* int32 [max_seqs] */
+  int max_seqs;
+  long long max_blocks;          /* engine pages a sequence may hold */
+} qgen_view_desc;
+/* A view (a qgen_kv for qgen_attend, qgen_view_update, qgen_kv_selection; freed by
+   qgen_cache_destroy) over the caller's pool: validates every field (QGEN_ERR_INVALID_ARG
+   or QGEN_ERR_UNSUPPORTED, with the field in the message) and takes only qgen's side
+   memory (bounds, scratch). */
+QGEN_API qgen_status qgen_view_open(qgen_ctx *ctx, const qgen_view_desc *desc, qgen_kv **kv);
+/* The bounds of a sparse view after the engine's own cache write of this step: slots
+   [n] of slot_bytes (4: int32, 8: int64) on the device, slot = page * page_size + offset
+   (vLLM's slot_mapping, SGLang's out_cache_loc); a negative slot (padding) or one past the
+   pool is skipped. A page whose offset-0 slot is listed restarts its bounds, the others
+   min/max-merge. Kernels only (capturable); a dense spec: nothing to do (QGEN_OK). */
+QGEN_API qgen_status qgen_view_update(qgen_kv *kv, qgen_ptr slots, long long n, int slot_bytes, qgen_stream stream);
+
 /* ---- introspection (tests and tools; synchronous, not for the decode loop) ------------ */
 
 enum {

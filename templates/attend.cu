@@ -18,7 +18,10 @@
 //
 // Copies: 16-bit rows by 16-byte cp.async, 32 consecutive chunks per instruction, each
 // producer lane's copies arriving on `full`; a quantized slab (16 rows, contiguous) the
-// same way, or on sm_90 with `bulk` set by one bulk copy counted in bytes on `full`.
+// same way, or on sm_90 with `bulk` set by one bulk copy counted in bytes on `full`; a
+// view's strided quantized rows one by one (copy_rows). A view's rows are where its
+// strides say (base/kargs.h qg_cache); an owned cache's producer has its layout's strides
+// compiled in (produce_any).
 // 16-bit tiles are stored unpadded and swizzled (sw_off): rows cut into pieces of 128 (or
 // 64) bytes, [piece][16 rows][piece bytes], 16-byte chunk c of row r at c ^ (r's swizzle),
 // so 8 rows at one chunk hit 8 distinct bank groups and ldmatrix of K and of V is
@@ -135,13 +138,16 @@ template <> __device__ __forceinline__ uint2 load4<qg_e5m2>(const u8 *tile, int 
 template <> __device__ __forceinline__ uint4 load8<qg_e4m3>(const u8 *tile, int row, int d0) { return fp8_load8<qg_e4m3>(tile, row, d0); }
 template <> __device__ __forceinline__ uint4 load8<qg_e5m2>(const u8 *tile, int row, int d0) { return fp8_load8<qg_e5m2>(tile, row, d0); }
 
-// Copy the SUB rows of one type TT from src (global) into dst (shared) with 16-byte
-// cp.async, 32 consecutive chunks per instruction; the whole producer warp calls it.
-// 16-bit and fp8 rows land swizzled (sw_off), and rows at or past nvalid are zero-filled
-// by the copy itself (source size 0), as 0 * garbage could be NaN. A quantized type is one
-// contiguous slab, copied whole (rows past nvalid included: the consumer masks them).
-template <typename TT, int PB>
-__device__ __forceinline__ void copy_rows(u8 *dst, const u8 *src, int nvalid, int lane) {
+// Copy the SUB rows of one type TT, row r at src + r * ts (global), into dst (shared); the
+// whole producer warp calls it. 16-bit and fp8 rows: 16-byte cp.async, 32 chunks per
+// instruction, landing swizzled (sw_off); rows at or past nvalid are zero-filled by the copy itself
+// (source size 0), as 0 * garbage could be NaN. A quantized type whose rows are one slab
+// (contiguous, whole, 16-byte aligned: `slab`) is copied whole with 16-byte cp.async (rows
+// past nvalid included: the consumer masks them); strided quantized rows (a view's NHD
+// pool: 136-byte q8_0 rows are not 16-byte multiples) go row by row in the largest chunks
+// that divide a row, zero-filled past nvalid like 16-bit rows.
+template <typename TT, int PB, bool SLAB>
+__device__ __forceinline__ void copy_rows(u8 *dst, const u8 *src, i64 ts, int nvalid, int lane) {
   constexpr int N = SUB * TT::ROW / 16; // 16-byte chunks of the sub-tile
   if constexpr (SWIZZLED<TT>) {
     constexpr int CPR = TT::ROW / 16;
@@ -150,12 +156,23 @@ __device__ __forceinline__ void copy_rows(u8 *dst, const u8 *src, int nvalid, in
     for (int k = 0; k < N / 32; k++) {
       const int i = lane + 32 * k, row = i / CPR;
       const bool ok = row < nvalid;
-      cp_async16(dst + sw_off<PB>(row, i % CPR), ok ? src + 16 * i : src, ok ? 16 : 0);
+      const u8 *s = SLAB ? src + 16 * i : src + row * ts + 16 * (i % CPR);
+      cp_async16(dst + sw_off<PB>(row, i % CPR), ok ? s : src, ok ? 16 : 0);
     }
-  } else {
+  } else if constexpr (SLAB) {
 #pragma unroll
     for (int k = 0; k < (N + 31) / 32; k++)
       if (lane + 32 * k < N) cp_async16(dst + 16 * (lane + 32 * k), src + 16 * (lane + 32 * k), 16);
+  } else if constexpr (TT::ROW % 4 == 0) { // (VIEWS)
+    // lane: row lane % 16, every other chunk of it from lane / 16 (one row address a lane)
+    constexpr int CH = TT::ROW % 16 == 0 ? 16 : TT::ROW % 8 == 0 ? 8 : 4, CPR = TT::ROW / CH;
+    const int row = lane % SUB;
+    const bool ok = row < nvalid;
+    const u8 *s = ok ? src + row * ts : src;
+    u8 *d = dst + row * TT::ROW;
+#pragma unroll 1
+    for (int k = 0; k < CPR; k += 2)
+      if (k + lane / SUB < CPR) cp_async_n<CH>(d + (k + lane / SUB) * CH, s + (ok ? (k + lane / SUB) * CH : 0), ok ? CH : 0);
   }
 }
 
@@ -170,13 +187,22 @@ struct share {
   }
 };
 
+// Views of this unit's rows can be read (rows of 4-byte multiples: runtime/qgen.c refuses
+// views of others, so their units compile only the owned cache's path).
+constexpr bool VIEWS = KT::ROW % 4 == 0 && VT::ROW % 4 == 0;
+
 // The producer warp: sub-tile jt of the share into stage jt % STAGES, once the stage's
 // previous round was consumed. Lane k holds the physical page of page (batch*32 + k) of
-// the share; the sub-tile loop reads it with a shuffle.
+// the share; the sub-tile loop reads it with a shuffle. VIEW: the rows are where the
+// cache's strides say (base/kargs.h), else the owned layout's. A view whose pages are smaller
+// than BLOCK (R = BLOCK / page_size of them a selection page) looks each sub-tile's page
+// up itself; a view's sub-tile wholly past the sequence reads nothing (page 0, zero-filled).
+template <int R, bool VIEW>
 __device__ __forceinline__ void produce(const qg_cache &c, const int *list, int seq, int h, const share &sh, int n_sub, u8 *stages,
                                         u64 *full, u64 *empty, int lane, int bulk) {
-  const int *pt = c.page_table + (i64)seq * c.pages_per_seq;
-  i64 phys_l = 0;
+  const int *pt = c.page_table + (i64)seq * c.pt_stride;
+  constexpr int spe = SPP / R; // sub-tiles an engine page (R of them a selection page)
+  i64 phys_l = 0, lp_l = 0;
   int batch = -1;
   for (int jt = 0; jt < n_sub; jt++) {
     const int pi = jt / SPP, si = jt % STAGES;
@@ -184,28 +210,49 @@ __device__ __forceinline__ void produce(const qg_cache &c, const int *list, int 
       batch = pi >> 5;
       const i64 i = sh.p0 + (i64)batch * 32 + lane;
       if (i < sh.p1) {
-        const i64 lp = list ? list[i] : i;
-        phys_l = pt[lp];
+        lp_l = list ? list[i] : i;
+        phys_l = pt[lp_l * R];
       }
     }
-    const i64 phys = __shfl_sync(0xffffffffu, phys_l, pi & 31);
+    i64 phys = __shfl_sync(0xffffffffu, phys_l, pi & 31);
     const int nvalid = sh.valid(jt);
+    if constexpr (R > 1) { // (an engine page past the sequence may be past the block table's row too)
+      const i64 lp = __shfl_sync(0xffffffffu, lp_l, pi & 31);
+      if (nvalid > 0) phys = pt[lp * R + (jt % SPP) / spe];
+    }
+    if (VIEW && nvalid <= 0) phys = 0;
     if (jt >= STAGES) mbar_wait(&empty[si], (jt / STAGES + 1) & 1); // its previous round was consumed
-    const i64 head = phys * N_KV + h, slot0 = (jt % SPP) * SUB;
-    const u8 *ksrc = c.k + head * (BLOCK * KT::ROW) + slot0 * KT::ROW;
-    const u8 *vsrc = c.v + head * (BLOCK * VT::ROW) + slot0 * VT::ROW;
+    const i64 slot0 = (jt % SPP % spe) * SUB; // first token's slot in its engine page
+    // (an owned cache's strides are known here: its layout.h layout)
+    const u8 *ksrc = VIEW ? c.k + phys * c.k_page + h * c.k_head + slot0 * c.k_token : c.k + (phys * N_KV + h) * (BLOCK * KT::ROW) + slot0 * KT::ROW;
+    const u8 *vsrc = VIEW ? c.v + phys * c.v_page + h * c.v_head + slot0 * c.v_token : c.v + (phys * N_KV + h) * (BLOCK * VT::ROW) + slot0 * VT::ROW;
     u8 *st = stages + si * STAGE;
-    // quantized slabs by one bulk copy each (sm_90, bulk set), the rest by cp.async
-    const bool kb = BULK && !SWIZZLED<KT> && bulk, vb = BULK && !SWIZZLED<VT> && bulk;
+    // whole slabs (a view's only when every row is the sequence's), quantized ones by one
+    // bulk copy each (sm_90, bulk set), the rest by cp.async
+    const bool full_rows = !VIEW || nvalid >= SUB;
+    const bool ks = !VIEW || ((c.flags & QG_CACHE_K_SLAB) && (SWIZZLED<KT> || full_rows)),
+               vs = !VIEW || ((c.flags & QG_CACHE_V_SLAB) && (SWIZZLED<VT> || full_rows));
+    const bool kb = BULK && !SWIZZLED<KT> && bulk && ks, vb = BULK && !SWIZZLED<VT> && bulk && vs;
     if ((kb || vb) && lane == 0) {
       mbar_expect_tx(&full[si], (kb ? SUB * KT::ROW : 0) + (vb ? SUB * VT::ROW : 0));
       if (kb) bulk_load(st, ksrc, SUB * KT::ROW, &full[si]);
       if (vb) bulk_load(st + K_TILE, vsrc, SUB * VT::ROW, &full[si]);
     }
-    if (!kb) copy_rows<KT, K_PB>(st, ksrc, nvalid, lane);
-    if (!vb) copy_rows<VT, V_PB>(st + K_TILE, vsrc, nvalid, lane);
+    if (!kb) ks ? copy_rows<KT, K_PB, true>(st, ksrc, 0, nvalid, lane) : copy_rows<KT, K_PB, false>(st, ksrc, c.k_token, nvalid, lane);
+    if (!vb) vs ? copy_rows<VT, V_PB, true>(st + K_TILE, vsrc, 0, nvalid, lane) : copy_rows<VT, V_PB, false>(st + K_TILE, vsrc, c.v_token, nvalid, lane);
     cp_async_arrive(&full[si]); // one of the phase's 32 arrivals, when this lane's cp.async land
   }
+}
+
+// The producer for the cache: an owned cache's with its layout's strides compiled in (the
+// code before views), a view's with R = 1 (pages of BLOCK tokens) or 2 (of BLOCK / 2) known
+// at compile time: a runtime R, or a fourth instance (R = 4), costs attend ~30 registers
+// (nvcc 13), so runtime/qgen.c accepts only these two page sizes.
+__device__ __forceinline__ void produce_any(const qg_cache &c, const int *list, int seq, int h, const share &sh, int n_sub, u8 *stages,
+                                            u64 *full, u64 *empty, int lane, int bulk) {
+  if (!VIEWS || !(c.flags & QG_CACHE_VIEW)) produce<1, false>(c, list, seq, h, sh, n_sub, stages, full, empty, lane, bulk);
+  else if (c.page_size == BLOCK / 2) produce<2, VIEWS>(c, list, seq, h, sh, n_sub, stages, full, empty, lane, bulk);
+  else produce<1, VIEWS>(c, list, seq, h, sh, n_sub, stages, full, empty, lane, bulk);
 }
 
 // This lane's 8 elements of a block of quantized K, scaled (load_oct / load8 under OLD_K).
@@ -493,7 +540,7 @@ extern "C" __global__ void __launch_bounds__(QG_ATTEND_THREADS) qg_attend(qg_cac
   // fp8 per-tensor scales (qtypes.cuh): K's in the score scale, V's on the output
   const float sl2 = TENSOR_UNIT<KT> != 0.0f ? SCALE_LOG2 * (c.k_scale * TENSOR_UNIT<KT>) : SCALE_LOG2;
   if (warp == NC) {
-    produce(c, list, seq, h, sh, n_sub, stages, full, empty, lane, bulk);
+    produce_any(c, list, seq, h, sh, n_sub, stages, full, empty, lane, bulk);
   } else {
     for (int jt = wt; jt < n_sub; jt += WARPS_T) { // consumers of token group wt
       const int si = jt % STAGES;

@@ -155,6 +155,13 @@ __device__ __forceinline__ void cp_async16(void *dst, const void *src, int src_b
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_u32(dst)), "l"(src), "r"(src_bytes));
 }
 
+// N-byte (4, 8 or 16) global -> shared copy through L1 (cp.async.cg takes only 16); src_bytes
+// = 0 zero-fills.
+template <int N> __device__ __forceinline__ void cp_async_n(void *dst, const void *src, int src_bytes) {
+  if constexpr (N == 16) cp_async16(dst, src, src_bytes);
+  else asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"(smem_u32(dst)), "l"(src), "n"(N), "r"(src_bytes));
+}
+
 // ---- mbarriers (attend's producer/consumer ring) ----------------------------------------
 
 // A shared-memory mbarrier: a phase completes when `count` arrivals have happened;

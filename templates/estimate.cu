@@ -47,10 +47,18 @@ __device__ __forceinline__ uint4 codes_f16(u32 w0, u32 w1) {
   return make_uint4(cvt(w0, 0x4140), cvt(w0, 0x4342), cvt(w1, 0x4140), cvt(w1, 0x4342));
 }
 
-// The CTAs an SM the registers are sized for: base/plan.c says why.
-extern "C" __global__ void __launch_bounds__(QG_EST_THREADS, QG_EST_MIN_CTAS) qg_estimate(qg_cache c, qg_work wk, qg_batch bt, qg_budget bg, const void *q) {
+// Two packed f16 bounds merged: the min (lo) or max of a and b, per half.
+__device__ __forceinline__ u32 merge_h2(u32 a, u32 b, bool lo) {
+  const __half2 u = *(const __half2 *)&a, v = *(const __half2 *)&b, m = lo ? __hmin2(u, v) : __hmax2(u, v);
+  return *(const u32 *)&m;
+}
+
+// The kernel for R engine pages a selection page (R = 1: an owned cache or a view of
+// BLOCK-token pages; 2: a view of BLOCK / 2, the sizes attend.cu takes), R known.
+template <int R> __device__ __forceinline__ void estimate_r(const qg_cache &c, const qg_work &wk, const qg_batch &bt, const qg_budget &bg, const void *q) {
   constexpr int NW = QG_EST_THREADS / 32, K2 = 2 * D, NB = K2 / 32;
   static_assert(QG_EST_PAGES == 16 * NW, "estimate: 16 pages a warp");
+  static_assert(R == 1 || !BOUNDS_I8, "estimate: a view (R > 1) keeps f16 bounds (qgen_view_open)");
   // with 8-bit bounds each load of 16 codes stands for two f16 loads
   constexpr int NL = BOUNDS_I8 ? NB / 2 : NB;
   static_assert(QG_EST_SMEM == EST_QSPLIT + (BOUNDS_I8 ? EST_NT * 8 * 4 : 0), "estimate: the plan's staged Qsplit (+ sum q) size");
@@ -70,18 +78,32 @@ extern "C" __global__ void __launch_bounds__(QG_EST_THREADS, QG_EST_MIN_CTAS) qg
 
   // Page ids of this lane's two rows (pages g and g + 8 of the warp's 16) in round r, -1
   // past the share; the bounds of those rows, 16 bytes per pair of k-steps.
-  const int *pt = c.page_table + (i64)seq * c.pages_per_seq;
+  // (A view's pages may be smaller: R of them a selection page, whose bounds are the min
+  // of their kmins and the max of their kmaxes; pt holds their ids.)
+  const int *pt = c.page_table + (i64)seq * c.pt_stride;
   const i64 w0 = c0 + warp * 16 + g;
   auto page_ids = [&](int r, int &fa, int &fb) {
     const i64 pa = w0 + (i64)r * QG_EST_PAGES;
-    fa = r < rounds && pa < c1 ? pt[pa] : -1;
-    fb = r < rounds && pa + 8 < c1 ? pt[pa + 8] : -1;
+    fa = r < rounds && pa < c1 ? pt[pa * R] : -1;
+    fb = r < rounds && pa + 8 < c1 ? pt[(pa + 8) * R] : -1;
+  };
+  // Merge into a row's bounds (f >= 0: the row is in the share) those of engine page e > 0
+  // of selection page p, if it holds tokens. Chunk t is kmin for t < NB / 2 (8j < 32).
+  auto merge_engine = [&](i64 p, int e, int f, uint4 (&rg)[NB]) {
+    if (f < 0 || (p * R + e) * c.page_size >= len) return;
+    const uint4 *bp = (const uint4 *)((const __half *)c.bounds + ((i64)pt[p * R + e] * N_KV + h) * K2 + 8 * j);
+#pragma unroll
+    for (int t = 0; t < NB; t++) {
+      const uint4 x = ld_nc_v4(bp + 4 * t);
+      const bool lo = t < NB / 2;
+      rg[t] = make_uint4(merge_h2(rg[t].x, x.x, lo), merge_h2(rg[t].y, x.y, lo), merge_h2(rg[t].z, x.z, lo), merge_h2(rg[t].w, x.w, lo));
+    }
   };
   // (volatile loads: they stay ahead of the round's mmas instead of sinking to their use;
   // a row past the share reads page 0 instead, and its score is dropped: the rows of an
   // mma are independent)
-  // (8-bit: sa, sb get the rows' offset and scale)
-  auto load_bounds = [&](int fa, int fb, uint4 (&ra)[NL], uint4 (&rb)[NL], u32 &sa, u32 &sb) {
+  // (8-bit: sa, sb get the rows' offset and scale; views, the only R > 1, keep f16 bounds)
+  auto load_bounds = [&](int r, int fa, int fb, uint4 (&ra)[NL], uint4 (&rb)[NL], u32 &sa, u32 &sb) {
     if constexpr (BOUNDS_I8) {
       const u8 *rowa = c.bounds_i8 + ((i64)max(fa, 0) * N_KV + h) * BOUNDS_I8_ROW;
       const u8 *rowb = c.bounds_i8 + ((i64)max(fb, 0) * N_KV + h) * BOUNDS_I8_ROW;
@@ -93,6 +115,9 @@ extern "C" __global__ void __launch_bounds__(QG_EST_THREADS, QG_EST_MIN_CTAS) qg
       const uint4 *bb = (const uint4 *)((const __half *)c.bounds + ((i64)max(fb, 0) * N_KV + h) * K2 + 8 * j);
 #pragma unroll
       for (int t = 0; t < NB; t++) ra[t] = ld_nc_v4(ba + 4 * t), rb[t] = ld_nc_v4(bb + 4 * t);
+      const i64 pa = w0 + (i64)r * QG_EST_PAGES;
+#pragma unroll
+      for (int e = 1; e < R; e++) merge_engine(pa, e, fa, ra), merge_engine(pa + 8, e, fb, rb);
     }
   };
   int fa, fb, fa1, fb1;
@@ -100,7 +125,7 @@ extern "C" __global__ void __launch_bounds__(QG_EST_THREADS, QG_EST_MIN_CTAS) qg
   page_ids(1, fa1, fb1);
   uint4 ra[NL], rb[NL];
   u32 sa = 0, sb = 0;
-  load_bounds(fa, fb, ra, rb, sa, sb);
+  if constexpr (R == 1) load_bounds(0, fa, fb, ra, rb, sa, sb);
 
   // Stage Qsplit (rows >= G zero) in the k-slot permutation of the loads above: physical
   // k = [kmin part | kmax part], lane group jj of k-steps 2t, 2t+1 holds 32t + 8jj .. + 7.
@@ -176,7 +201,7 @@ extern "C" __global__ void __launch_bounds__(QG_EST_THREADS, QG_EST_MIN_CTAS) qg
     int fa2, fb2;
     page_ids(r + 2, fa2, fb2);
     const u32 csa = sa, csb = sb; // this round's offsets and scales (8-bit)
-    load_bounds(fa1, fb1, na, nb, sa, sb); // the next round's bounds, in flight during this round's mmas
+    if constexpr (R == 1) load_bounds(r + 1, fa1, fb1, na, nb, sa, sb); // the next round's bounds, in flight during this round's mmas
     const i64 pa = w0 + (i64)r * QG_EST_PAGES, pb = pa + 8;
     float best[2] = {-INFINITY, -INFINITY}; // pages g and g + 8
     // k-steps 2t, 2t + 1 of n-tile nt into acc, the A operand (rows g, g + 8) in xa, xb
@@ -240,8 +265,19 @@ extern "C" __global__ void __launch_bounds__(QG_EST_THREADS, QG_EST_MIN_CTAS) qg
   };
   for (int r = 0; r < rounds; r++) {
     uint4 na[NL], nb[NL];
+    // a view's smaller pages: this round's bounds now, merged (the registers hold no next
+    // round's in flight beside the merge)
+    if constexpr (R > 1) load_bounds(r, fa, fb, ra, rb, sa, sb);
     round(r, ra, rb, na, nb);
+    if constexpr (R == 1)
 #pragma unroll
-    for (int t = 0; t < NL; t++) ra[t] = na[t], rb[t] = nb[t];
+      for (int t = 0; t < NL; t++) ra[t] = na[t], rb[t] = nb[t];
   }
+}
+
+// The CTAs an SM the registers are sized for: base/plan.c says why.
+extern "C" __global__ void __launch_bounds__(QG_EST_THREADS, QG_EST_MIN_CTAS) qg_estimate(qg_cache c, qg_work wk, qg_batch bt, qg_budget bg, const void *q) {
+  // 8-bit bounds: no view (qgen_view_open refuses them), so only the owned kernel
+  if (!BOUNDS_I8 && BLOCK / 2 % 16 == 0 && c.page_size == BLOCK / 2) estimate_r<(!BOUNDS_I8 && BLOCK / 2 % 16 == 0 ? 2 : 1)>(c, wk, bt, bg, q);
+  else estimate_r<1>(c, wk, bt, bg, q);
 }

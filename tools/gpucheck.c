@@ -539,6 +539,114 @@ static void check_bits(env *e, qgen_ctx *gc, qgen_ctx *cc, uint64_t seed, int qu
   free_pair(&pr);
 }
 
+/* views: the rows of a GPU cache copied into a pool of vLLM's NHD layout ([page][slot][KV
+   head][row], pages of the spec's block and of half of it, shuffled page tables) read
+   through qgen_view_open give that cache's dense output bit for bit; with a 16-bit K the
+   view's bounds (qgen_view_update, two chunks of slots) equal a reference view's over the
+   same pool byte for byte, and the sparse output and page lists equal the cache's. */
+static void check_views(env *e, qgen_ctx *gc, qgen_ctx *cc, uint64_t seed) {
+  enum { NB = 3 };
+  const qgen_layout *L = qgen_ext_layout(gc);
+  const int64_t lens[NB] = {5000, 1, 777};
+  pair pr;
+  make_pair(e, gc, cc, &pr, NB, lens, seed, 1);
+  const qgen_kvmem *m = qgen_ext_host_cache(pr.c);
+  const int bounds = L->sparse && !qgen_type_traits_of(L->k_type)->is_quant && L->k_row_bytes == 2 * (size_t)L->head_dim;
+  const size_t qb = NB * L->q_bytes, ob = NB * L->out_bytes;
+  uint8_t *q = malloc(qb), *a = malloc(ob), *b = malloc(ob);
+  fill(L, seed + 7, q, NB * L->n_head, 1.5f);
+  CUdeviceptr dq = dalloc(e, qb), dout = dalloc(e, ob);
+  upload(e, dq, q, qb);
+  for (int page = L->block; page >= L->block / 2 && page % 16 == 0; page /= 2) {
+    const int64_t maxb = (lens[0] + page - 1) / page, np = NB * maxb + 5, H = L->n_head_kv;
+    const size_t rk = L->k_row_bytes, rv = L->v_row_bytes, kb = (size_t)np * page * H * rk, vb = (size_t)np * page * H * rv;
+    uint8_t *hk = calloc(kb, 1), *hv = calloc(vb, 1);
+    int32_t *bt = malloc(sizeof(int32_t) * NB * maxb), len32[NB];
+    int64_t *slots = malloc(sizeof(int64_t) * (size_t)(lens[0] + lens[1] + lens[2]));
+    int *perm = malloc(sizeof(int) * (size_t)np);
+    for (int64_t i = 0; i < np; i++) perm[i] = (int)i;
+    for (int64_t i = np - 1; i > 0; i--) {
+      const int64_t j = (int64_t)(qgen_mix64(seed + 11 * (uint64_t)i) % (uint64_t)(i + 1));
+      const int t = perm[i];
+      perm[i] = perm[j], perm[j] = t;
+    }
+    int64_t ns = 0;
+    for (int sq = 0; sq < NB; sq++) {
+      len32[sq] = (int32_t)lens[sq];
+      for (int64_t i = 0; i < maxb; i++) bt[sq * maxb + i] = perm[sq * maxb + i];
+      for (int64_t t = 0; t < lens[sq]; t++) {
+        const int64_t own = m->page_table[sq * m->pages_per_seq + t / L->block], pg = bt[sq * maxb + t / page];
+        for (int h = 0; h < H; h++) {
+          const size_t slot = (size_t)(t % L->block), dst = ((size_t)(pg * page + t % page) * H + h);
+          memcpy(hk + dst * rk, m->k + own * L->k_page_bytes + ((size_t)h * L->block + slot) * rk, rk);
+          memcpy(hv + dst * rv, m->v + own * L->v_page_bytes + ((size_t)h * L->block + slot) * rv, rv);
+        }
+        slots[ns++] = pg * page + t % page;
+      }
+    }
+    CUdeviceptr dk = dalloc(e, kb), dv = dalloc(e, vb), dbt = dalloc(e, sizeof(int32_t) * NB * maxb), dl = dalloc(e, sizeof len32),
+                ds = dalloc(e, sizeof(int64_t) * (size_t)ns);
+    upload(e, dk, hk, kb);
+    upload(e, dv, hv, vb);
+    upload(e, dbt, bt, sizeof(int32_t) * NB * maxb);
+    upload(e, dl, len32, sizeof len32);
+    upload(e, ds, slots, sizeof(int64_t) * (size_t)ns);
+    qgen_view_desc dg = {dk, dv, page, np, (long long)(page * H * rk), (long long)(H * rk), (long long)rk,
+                         (long long)(page * H * rv), (long long)(H * rv), (long long)rv, dbt, maxb, dl, NB, maxb};
+    qgen_view_desc dc = dg;
+    dc.k = (qgen_ptr)(uintptr_t)hk, dc.v = (qgen_ptr)(uintptr_t)hv, dc.block_table = (qgen_ptr)(uintptr_t)bt;
+    dc.seq_lens = (qgen_ptr)(uintptr_t)len32;
+    qgen_kv *vg = NULL, *vc = NULL;
+    API(qgen_view_open(gc, &dg, &vg));
+    API(qgen_view_open(cc, &dc, &vc));
+    qgen_attend_opts od = qgen_attend_defaults(gc), os = od;
+    od.mode = QGEN_ATTEND_DENSE;
+    API(qgen_attend(pr.g, pr.seq, NB, dq, dout, &od, NULL));
+    download(e, a, dout, ob);
+    poison(e, dout, ob);
+    API(qgen_attend(vg, pr.seq, NB, dq, dout, &od, NULL));
+    download(e, b, dout, ob);
+    verdict(e, memcmp(a, b, ob) == 0, "views    NHD pages of %d, shuffled: dense == the owned cache, bit for bit", page);
+    if (bounds) {
+      for (int w = 0; w < 2; w++) {
+        const int64_t s0 = w ? ns / 3 : 0, s1 = w ? ns : ns / 3;
+        API(qgen_view_update(vg, ds + (CUdeviceptr)(s0 * 8), s1 - s0, 8, NULL));
+        API(qgen_view_update(vc, (qgen_ptr)(uintptr_t)(slots + s0), s1 - s0, 8, NULL));
+      }
+      const size_t nbnd = qgen_kv_size(vg, QGEN_KV_BOUNDS);
+      uint8_t *bg = malloc(nbnd), *bc = malloc(nbnd);
+      API(qgen_kv_read(vg, QGEN_KV_BOUNDS, bg, nbnd));
+      API(qgen_kv_read(vc, QGEN_KV_BOUNDS, bc, nbnd));
+      verdict(e, memcmp(bg, bc, nbnd) == 0, "views    pages of %d: qgen_view_update's bounds == the reference's, byte for byte", page);
+      API(qgen_attend(pr.g, pr.seq, NB, dq, dout, &os, NULL));
+      download(e, a, dout, ob);
+      poison(e, dout, ob);
+      API(qgen_attend(vg, pr.seq, NB, dq, dout, &os, NULL));
+      download(e, b, dout, ob);
+      const int64_t pps = qgen_kv_pages_per_seq(pr.g);
+      int *l1 = calloc((size_t)(H * pps), sizeof(int)), *l2 = calloc((size_t)(H * pps), sizeof(int)), *c1 = malloc(sizeof(int) * H),
+          *c2 = malloc(sizeof(int) * H);
+      int same = qgen_kv_pages_per_seq(vg) == pps;
+      for (int sq = 0; sq < NB && same; sq++) {
+        API(qgen_kv_selection(pr.g, sq, l1, c1));
+        API(qgen_kv_selection(vg, sq, l2, c2));
+        for (int h = 0; h < H; h++) same &= c1[h] == c2[h] && memcmp(l1 + h * pps, l2 + h * pps, sizeof(int) * (size_t)c1[h]) == 0;
+      }
+      verdict(e, same && memcmp(a, b, ob) == 0, "views    pages of %d: sparse lists and output == the owned cache's", page);
+      free(bg), free(bc), free(l1), free(l2), free(c1), free(c2);
+    }
+    qgen_cache_destroy(vg);
+    qgen_cache_destroy(vc);
+    CUdeviceptr all[] = {dk, dv, dbt, dl, ds};
+    for (int i = 0; i < 5; i++) e->cu->cuMemFree(all[i]);
+    free(hk), free(hv), free(bt), free(slots), free(perm);
+  }
+  e->cu->cuMemFree(dq);
+  e->cu->cuMemFree(dout);
+  free(q), free(a), free(b);
+  free_pair(&pr);
+}
+
 /* Every array of two caches (GPU or reference), byte for byte. */
 static int same_arrays(qgen_ctx *gc, qgen_kv *a, qgen_kv *b) {
   int same = 1;
@@ -942,6 +1050,7 @@ static int check_variant(const char *path, const char *variant, const qgen_check
   check_attend(&e, gc, cc, 8, b8, seed + 300);
   check_bits(&e, gc, cc, seed + 400, o->quick);
   check_decode_graph(&e, gc, cc, seed + 450);
+  check_views(&e, gc, cc, seed + 470);
   if (o->big) check_big(&e, gc, seed + 500);
   printf("%s: %d of %d checks passed\n\n", info.name, e.checks - e.fails, e.checks);
   qgen_close(gc);
@@ -975,8 +1084,9 @@ static const char CHECK_SYNOPSIS[] =
     "Runs the GPU decode path of every variant of FILE against the CPU reference on fresh\n"
     "random data and prints a PASS/FAIL line per check: append bytes, dense and sparse\n"
     "attention at contexts 1..300K and batches of 3 and 8, selected page lists, determinism,\n"
-    "sparse-with-full-budget == dense, CUDA graph replay. FILE may be a bundle: its kernels\n"
-    "run as qgen_open loads them (on a GPU newer than its archs, the older arch's PTX).\n"
+    "sparse-with-full-budget == dense, CUDA graph replay, views over a caller's pool (NHD,\n"
+    "pages of the block and of half of it) == the owned cache. FILE may be a bundle: its\n"
+    "kernels run as qgen_open loads them (on a GPU newer than its archs, the older arch's PTX).\n"
     "\n";
 
 int qgen_check_main(int argc, char **argv) {

@@ -11,6 +11,8 @@ A ctypes binding of libqgen.so (runtime/qgen.h); _lib.py says where the library 
 """
 from ._api import Cache, Context, kv_type, spec_text
 from ._lib import STATUS_NAMES, Error, library_path
+from ._views import DecodeWrapper, View, sglang_block_table
 
-__all__ = ["Cache", "Context", "Error", "STATUS_NAMES", "kv_type", "library_path", "spec_text"]
+__all__ = ["Cache", "Context", "DecodeWrapper", "Error", "STATUS_NAMES", "View", "kv_type", "library_path",
+           "sglang_block_table", "spec_text"]
 __version__ = "0.1.0"

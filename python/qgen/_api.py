@@ -320,6 +320,25 @@ class Cache(_Handle):
         seqs = self._seqs(seqs, list(range(n)), "attend")
         if len(seqs) != n:
             raise invalid(f"attend: q has {n} rows for {len(seqs)} sequences")
+        opts = self._opts(coverage, budget, dense, sink, recent)
+        shape = (n,) + self._q_shape
+        qp = self._tensor(q, "attend", "q", shape, self.ctx.info["in_type"])
+        out_type = self.ctx.info["out_type"]
+        if out is None:
+            if _is_torch(q):
+                torch = _torch()
+                out = torch.empty(shape, dtype=getattr(torch, _TORCH_DTYPES[out_type]), device=q.device)
+            else:
+                import numpy as np
+
+                out = np.empty(shape, dtype=_NUMPY_DTYPES[out_type])
+        op = self._tensor(out, "attend", "out", shape, out_type, writable=True)
+        self.ctx._check(lib().qgen_attend(kv, (ctypes.c_int * n)(*seqs), n, qp, op, ctypes.byref(opts),
+                                          self._stream(stream)))
+        return out
+
+    def _opts(self, coverage, budget, dense, sink, recent):
+        """The qgen_attend_opts of attend's keywords."""
         opts = lib().qgen_attend_defaults(self.ctx._ptr)
         if coverage is not None and budget is not None:
             raise invalid("attend: give coverage or budget, not both")
@@ -337,21 +356,7 @@ class Cache(_Handle):
             opts.sink = _int(sink, "attend: sink")
         if recent is not None:
             opts.recent = _int(recent, "attend: recent")
-        shape = (n,) + self._q_shape
-        qp = self._tensor(q, "attend", "q", shape, self.ctx.info["in_type"])
-        out_type = self.ctx.info["out_type"]
-        if out is None:
-            if _is_torch(q):
-                torch = _torch()
-                out = torch.empty(shape, dtype=getattr(torch, _TORCH_DTYPES[out_type]), device=q.device)
-            else:
-                import numpy as np
-
-                out = np.empty(shape, dtype=_NUMPY_DTYPES[out_type])
-        op = self._tensor(out, "attend", "out", shape, out_type, writable=True)
-        self.ctx._check(lib().qgen_attend(kv, (ctypes.c_int * n)(*seqs), n, qp, op, ctypes.byref(opts),
-                                          self._stream(stream)))
-        return out
+        return opts
 
     def set_scales(self, k_scale=1.0, v_scale=1.0):
         """The per-tensor scales of an fp8 cache (vLLM's per-layer k_scale / v_scale; floats or

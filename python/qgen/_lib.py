@@ -63,6 +63,17 @@ class AttendOpts(ctypes.Structure):
                 ("sink", ctypes.c_longlong), ("recent", ctypes.c_longlong)]
 
 
+class ViewDesc(ctypes.Structure):
+    _fields_ = [("k", ctypes.c_ulonglong), ("v", ctypes.c_ulonglong), ("page_size", ctypes.c_int),
+                ("n_pages", ctypes.c_longlong),
+                ("k_page_stride", ctypes.c_longlong), ("k_token_stride", ctypes.c_longlong),
+                ("k_head_stride", ctypes.c_longlong),
+                ("v_page_stride", ctypes.c_longlong), ("v_token_stride", ctypes.c_longlong),
+                ("v_head_stride", ctypes.c_longlong),
+                ("block_table", ctypes.c_ulonglong), ("block_table_stride", ctypes.c_longlong),
+                ("seq_lens", ctypes.c_ulonglong), ("max_seqs", ctypes.c_int), ("max_blocks", ctypes.c_longlong)]
+
+
 _P, _I, _LL, _SZ, _U64 = ctypes.c_void_p, ctypes.c_int, ctypes.c_longlong, ctypes.c_size_t, ctypes.c_ulonglong
 _IP = ctypes.POINTER(ctypes.c_int)
 _PROTOTYPES = {
@@ -82,6 +93,8 @@ _PROTOTYPES = {
     "qgen_seq_len": (_LL, [_P, _I]),
     "qgen_attend_defaults": (AttendOpts, [_P]),
     "qgen_attend": (_I, [_P, _IP, _I, _U64, _U64, ctypes.POINTER(AttendOpts), _P]),
+    "qgen_view_open": (_I, [_P, ctypes.POINTER(ViewDesc), ctypes.POINTER(_P)]),
+    "qgen_view_update": (_I, [_P, _U64, _LL, _I, _P]),
     "qgen_kv_size": (_SZ, [_P, _I]),
     "qgen_kv_read": (_I, [_P, _I, _P, _SZ]),
     "qgen_kv_selection": (_I, [_P, _I, _IP, _IP]),

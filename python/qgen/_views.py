@@ -1,0 +1,185 @@
+"""_views.py — qgen.View, a cache view over a KV pool the caller owns (qgen_view_open), with
+layout helpers for vLLM (NHD, HND), SGLang and transformers' paged cache, and
+qgen.DecodeWrapper, a plan() / run() pair in FlashInfer's manner: plan on the host, outside
+graph capture; run graph-safe (no allocation, no host synchronisation).
+
+A pool is given as two 4-D tensors k, v indexed [page, slot, KV head, element] with any
+strides (the last dimension contiguous): torch CUDA tensors on the GPU backend, NumPy
+arrays (or CPU tensors) on the CPU backend, in the spec's k_type / v_type (uint8 rows of
+k_row_bytes for a quantized type). block_table is int32 [max_seqs, max_blocks] (rows may be
+strided), seq_lens int32 [max_seqs]; both are read when a step runs, so the engine updates
+them in place between steps. The view keeps references to all four, so they live as long
+as it does.
+"""
+import ctypes
+
+from ._api import _NUMPY_DTYPES, _TORCH_DTYPES, Cache, _int, _is_torch
+from ._lib import ViewDesc, invalid, lib
+
+
+def _desc_of(x, what, backend, device):
+    """(address, shape, byte strides, dtype name) of tensor or array x, on the right device."""
+    if _is_torch(x):
+        if backend == "gpu" and (not x.is_cuda or x.device.index != device):
+            raise invalid(f"View: {what} is on {x.device}; the context is on cuda:{device}")
+        if backend == "cpu" and x.device.type != "cpu":
+            raise invalid(f"View: {what} is on {x.device}; the CPU backend takes host arrays")
+        es = x.element_size()
+        return x.data_ptr(), tuple(x.shape), tuple(s * es for s in x.stride()), str(x.dtype).replace("torch.", "")
+    if hasattr(x, "__array_interface__") and hasattr(x, "strides"):
+        if backend == "gpu":
+            raise invalid(f"View: {what} must be a torch CUDA tensor on the GPU backend, got {type(x).__name__}")
+        return x.__array_interface__["data"][0], tuple(x.shape), tuple(x.strides), str(x.dtype)
+    raise invalid(f"View: {what} must be a torch tensor or a NumPy array, got {type(x).__name__}")
+
+
+class View(Cache):
+    """A qgen cache view over the caller's pool: attend(), selection() and read("bounds")
+    as on a Cache; update(slot_mapping) after the engine's own cache write keeps a sparse
+    spec's page bounds. append, append_decode and reset raise (the pool is the caller's)."""
+
+    def __init__(self, ctx, k, v, block_table, seq_lens):
+        self._ptr = None
+        self.ctx = ctx
+        i = ctx.info
+        hkv, hd = i["n_head_kv"], i["head_dim"]
+        pools = []
+        for name, x, tname, row in (("k", k, i["k_type"], i["k_row_bytes"]), ("v", v, i["v_type"], i["v_row_bytes"])):
+            ptr, shape, strides, dtype = _desc_of(x, name, ctx.backend, ctx.device)
+            quant = tname not in _TORCH_DTYPES
+            want = "uint8" if quant else (_TORCH_DTYPES if _is_torch(x) else _NUMPY_DTYPES)[tname]
+            last = row if quant else hd
+            if len(shape) != 4 or shape[2] != hkv or shape[3] != last:
+                raise invalid(f"View: {name} has shape {list(shape)}; expected [pages, page_size, {hkv}, {last}]")
+            if dtype != want:
+                raise invalid(f"View: {name} has dtype {dtype}; the spec's {name}_type {tname} needs {want}")
+            if shape[3] > 1 and strides[3] != row // last:
+                raise invalid(f"View: {name}'s last dimension is not contiguous (stride {strides[3]} bytes)")
+            pools.append((ptr, shape, strides))
+        (kp, ks, kst), (vp, vs, vst) = pools
+        if ks[:2] != vs[:2]:
+            raise invalid(f"View: k has {ks[0]} pages of {ks[1]} slots, v {vs[0]} of {vs[1]}")
+        bp, bs, bst, bdt = _desc_of(block_table, "block_table", ctx.backend, ctx.device)
+        lp, ls, lst, ldt = _desc_of(seq_lens, "seq_lens", ctx.backend, ctx.device)
+        if len(bs) != 2 or bdt != "int32" or (bs[1] > 1 and bst[1] != 4) or bst[0] % 4:
+            raise invalid(f"View: block_table must be int32 [max_seqs, max_blocks] with contiguous rows, "
+                          f"got {bdt} {list(bs)} strides {list(bst)} bytes")
+        if len(ls) != 1 or ldt != "int32" or (ls[0] > 1 and lst[0] != 4) or ls[0] != bs[0]:
+            raise invalid(f"View: seq_lens must be a contiguous int32 [{bs[0]}], got {ldt} {list(ls)}")
+        self.page_size = ks[1]
+        d = ViewDesc(kp, vp, ks[1], ks[0], kst[0], kst[1], kst[2], vst[0], vst[1], vst[2],
+                     bp, bst[0] // 4 if bs[0] > 1 else bs[1], lp, bs[0], bs[1])
+        ptr = ctypes.c_void_p()
+        ctx._check(lib().qgen_view_open(ctx._live(), ctypes.byref(d), ctypes.byref(ptr)))
+        self._ptr = ptr
+        self._keep = (k, v, block_table, seq_lens)
+        ctx._caches.add(self)
+        self.max_seqs, self.max_tokens = bs[0], bs[1] * ks[1]
+        self._kv_shape = (hkv, hd)
+        self._q_shape = (i["n_head"], hd)
+        self.pages_per_seq = lib().qgen_kv_pages_per_seq(ptr)
+        self.n_pages = lib().qgen_kv_n_pages(ptr)
+
+    def update(self, slot_mapping, stream=None):
+        """A sparse spec's page bounds after the engine wrote this step's K rows at
+        slot_mapping (int32 or int64 [n], slot = page * page_size + offset; negative =
+        padding, skipped). Capturable; nothing to do for a dense spec."""
+        ptr, shape, strides, dtype = _desc_of(slot_mapping, "slot_mapping", self.ctx.backend, self.ctx.device)
+        if dtype not in ("int32", "int64") or len(shape) != 1 or (shape[0] > 1 and strides[0] != int(dtype[3:]) // 8):
+            raise invalid(f"View.update: slot_mapping must be a contiguous int32 or int64 [n], got {dtype} {list(shape)}")
+        self.ctx._check(lib().qgen_view_update(self._live(), ptr, shape[0], int(dtype[3:]) // 8, self._stream(stream)))
+
+    # ---- layouts ---------------------------------------------------------------------
+
+    @classmethod
+    def vllm(cls, ctx, kv_cache, block_table, seq_lens, layout="NHD"):
+        """vLLM's per-layer cache: (2, num_blocks, block_size, H, D) for NHD, or (2,
+        num_blocks, H, block_size, D) for HND (the HND tensor as allocated)."""
+        if layout not in ("NHD", "HND"):
+            raise invalid(f"View.vllm: layout = {layout!r}; allowed: 'NHD', 'HND'")
+        k, v = kv_cache[0], kv_cache[1]
+        if layout == "HND":
+            k, v = k.swapaxes(1, 2), v.swapaxes(1, 2)  # both NumPy and torch spell it so
+        return cls(ctx, k, v, block_table, seq_lens)
+
+    @classmethod
+    def sglang(cls, ctx, k_buffer, v_buffer, page_size, block_table, seq_lens):
+        """SGLang's per-layer buffers [slots, H, D] in pages of page_size slots;
+        block_table[s, i] is the page of sequence s's tokens [i*page_size, (i+1)*page_size)
+        (sglang_block_table() makes it from req_to_token)."""
+        return cls(ctx, _paged(k_buffer, page_size), _paged(v_buffer, page_size), block_table, seq_lens)
+
+    @classmethod
+    def transformers(cls, ctx, k_cache, v_cache, block_size, block_table, seq_lens):
+        """transformers' paged cache of one layer, [num_blocks * block_size + 2, H, D] (the
+        two extra rows, padding targets, are not pages)."""
+        n = (k_cache.shape[0] // block_size) * block_size
+        return cls(ctx, _paged(k_cache[:n], block_size), _paged(v_cache[:n], block_size), block_table, seq_lens)
+
+
+def _paged(buf, page_size):
+    """[slots, H, D] as [slots // page_size, page_size, H, D] (the same memory)."""
+    page_size = _int(page_size, "page_size")
+    if page_size <= 0 or buf.shape[0] % page_size:
+        raise invalid(f"View: {buf.shape[0]} slots are not whole pages of {page_size}")
+    return buf.reshape((buf.shape[0] // page_size, page_size) + tuple(buf.shape[1:]))
+
+
+def sglang_block_table(req_to_token, page_size):
+    """SGLang's req_to_token [reqs, positions] (slot of each position) as page indices
+    [reqs, positions // page_size] (int32): the page of every page_size-th position."""
+    bt = req_to_token[:, ::page_size] // page_size
+    return bt.int().contiguous() if _is_torch(bt) else bt.astype("int32")
+
+
+class DecodeWrapper:
+    """plan() once per batch shape on the host (outside graph capture): the view, the
+    sequences, the budget, and the output buffer; run(q) each step, graph-safe: a captured
+    run() replays over whatever block table, lengths and pool contents the engine holds.
+
+        w = qgen.DecodeWrapper(view)
+        out = w.plan(seqs=range(8), coverage=0.25)    # or dense=True, budget=...; out reused
+        w.run(q)                                      # q [8, n_head, head_dim], into out
+    """
+
+    def __init__(self, view):
+        if not isinstance(view, Cache):
+            raise invalid(f"DecodeWrapper: {type(view).__name__} is not a qgen View or Cache")
+        self.view = view
+        self._plan = None
+
+    def plan(self, seqs, out=None, coverage=None, budget=None, dense=False, sink=None, recent=None):
+        """Fix the batch (seqs: the view's sequence ids, one query row each), the budget (as
+        attend's keywords) and the output buffer out (allocated here when not given: a torch
+        CUDA tensor on the GPU backend, a NumPy array on the CPU one)."""
+        v = self.view
+        seqs = v._seqs(list(seqs), None, "plan")
+        opts = v._opts(coverage, budget, dense, sink, recent)
+        n = len(seqs)
+        shape = (n,) + v._q_shape
+        out_type = v.ctx.info["out_type"]
+        if out is None:
+            if v.ctx.backend == "gpu":
+                import torch
+
+                out = torch.empty(shape, dtype=getattr(torch, _TORCH_DTYPES[out_type]), device=f"cuda:{v.ctx.device}")
+            else:
+                import numpy as np
+
+                out = np.empty(shape, dtype=_NUMPY_DTYPES[out_type])
+        v._tensor(out, "plan", "out", shape, out_type, writable=True)
+        self._plan = ((ctypes.c_int * n)(*seqs), n, opts, out)
+        return out
+
+    def run(self, q, stream=None):
+        """One decode step of the planned batch (q [n, n_head, head_dim]) into the planned
+        out, which it returns."""
+        if self._plan is None:
+            raise invalid("DecodeWrapper.run: call plan() first")
+        seqs, n, opts, out = self._plan
+        v = self.view
+        shape = (n,) + v._q_shape
+        qp = v._tensor(q, "run", "q", shape, v.ctx.info["in_type"])
+        op = v._tensor(out, "run", "out", shape, v.ctx.info["out_type"], writable=True)
+        v.ctx._check(lib().qgen_attend(v._live(), seqs, n, qp, op, ctypes.byref(opts), v._stream(stream)))
+        return out

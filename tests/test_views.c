@@ -1,0 +1,161 @@
+/* test_views.c — cache views over a caller's pool (qgen_view_open) on the CPU backend: the
+ * same tokens in an owned cache and in views of several layouts (vLLM NHD and HND, pages of
+ * the spec's block and of half of it, shuffled page tables) give bit-identical dense
+ * output and identical sparse page lists, with bounds kept by qgen_view_update in two
+ * chunks of slots; bad descriptions, writes through a view and the specs a view cannot keep
+ * (8-bit bounds, two-stage selection) are refused. Prints one line
+ * per check and "N passed, N failed".
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/qgen.h"
+#include "base/qtypes.h"
+#include "base/rng.h"
+
+#include "testlib.h"
+
+enum { D = 64, HQ = 8, HKV = 2, BLOCK = 32, SEQS = 4, MAXTOK = 700 };
+static const char *SPEC = "return spec{ name = 'views', head_dim = 64, n_head = 8, n_head_kv = 2, k_type = 'f16', v_type = 'f16',"
+                          " sparse = { block = 32, coverage = 0.3, sink = 0, recent = 0 } }";
+
+static uint64_t rng = 0x1234567ull;
+
+/* One view layout: page size and whether heads are outside tokens (HND). */
+static void run_layout(qgen_ctx *ctx, qgen_kv *own, const uint16_t *k, const uint16_t *v, const int *len, const uint16_t *q,
+                       int page, int hnd) {
+  const int max_blocks = (MAXTOK + page - 1) / page, n_pages = SEQS * max_blocks + 3;
+  const long long row = D * 2, tok = hnd ? row : HKV * row, head = hnd ? page * row : row, pstride = (long long)page * HKV * row;
+  uint16_t *kp = calloc((size_t)n_pages * page * HKV * D, 2), *vp = calloc((size_t)n_pages * page * HKV * D, 2);
+  int32_t *bt = malloc(sizeof(int32_t) * SEQS * max_blocks), seq_lens[SEQS];
+  int *perm = malloc(sizeof(int) * n_pages);
+  for (int i = 0; i < n_pages; i++) perm[i] = i;
+  for (int i = n_pages - 1; i > 0; i--) { /* shuffled physical pages */
+    int j = (int)(qgen_rng_next(&rng) % (uint64_t)(i + 1)), t = perm[i];
+    perm[i] = perm[j], perm[j] = t;
+  }
+  int64_t *slots = malloc(sizeof(int64_t) * SEQS * MAXTOK);
+  int ns = 0;
+  long long r0 = 0;
+  for (int s = 0; s < SEQS; s++) {
+    for (int b = 0; b < max_blocks; b++) bt[s * max_blocks + b] = perm[s * max_blocks + b];
+    seq_lens[s] = len[s];
+    for (int t = 0; t < len[s]; t++, r0++) {
+      const long long pg = bt[s * max_blocks + t / page], sl = t % page;
+      for (int h = 0; h < HKV; h++) {
+        const size_t off = (size_t)((pg * pstride + sl * tok + h * head) / 2);
+        memcpy(kp + off, k + (r0 * HKV + h) * D, row);
+        memcpy(vp + off, v + (r0 * HKV + h) * D, row);
+      }
+      slots[ns++] = pg * page + sl;
+    }
+  }
+  qgen_view_desc d = {(qgen_ptr)(uintptr_t)kp, (qgen_ptr)(uintptr_t)vp, page, n_pages, pstride, tok, head, pstride, tok, head,
+                      (qgen_ptr)(uintptr_t)bt, max_blocks, (qgen_ptr)(uintptr_t)seq_lens, SEQS, max_blocks};
+  qgen_kv *view = NULL;
+  qgen_status st = qgen_view_open(ctx, &d, &view);
+  check(st == QGEN_OK, "view page %d %s opens%s%s", page, hnd ? "HND" : "NHD", st ? ": " : "", st ? qgen_error(ctx) : "");
+  if (st != QGEN_OK) return;
+  /* two chunks: the second merges into pages the first started */
+  check(qgen_view_update(view, (qgen_ptr)(uintptr_t)slots, ns / 2, 8, NULL) == QGEN_OK &&
+            qgen_view_update(view, (qgen_ptr)(uintptr_t)(slots + ns / 2), ns - ns / 2, 8, NULL) == QGEN_OK,
+        "view page %d: qgen_view_update", page);
+  const size_t ob = (size_t)SEQS * HQ * D * 2;
+  uint16_t *o1 = malloc(ob), *o2 = malloc(ob);
+  int seq[SEQS] = {0, 1, 2, 3};
+  for (int mode = 0; mode < 2; mode++) {
+    qgen_attend_opts o = qgen_attend_defaults(ctx);
+    o.mode = mode ? QGEN_ATTEND_SPARSE : QGEN_ATTEND_DENSE;
+    qgen_attend(own, seq, SEQS, (qgen_ptr)(uintptr_t)q, (qgen_ptr)(uintptr_t)o1, &o, NULL);
+    st = qgen_attend(view, seq, SEQS, (qgen_ptr)(uintptr_t)q, (qgen_ptr)(uintptr_t)o2, &o, NULL);
+    check(st == QGEN_OK && memcmp(o1, o2, ob) == 0, "view page %d %s %s: output bit-identical to the owned cache", page,
+          hnd ? "HND" : "NHD", mode ? "sparse" : "dense");
+  }
+  const long long pps = qgen_kv_pages_per_seq(own);
+  int *l1 = malloc(sizeof(int) * HKV * pps), *l2 = malloc(sizeof(int) * HKV * pps), c1[HKV], c2[HKV];
+  int same = 1;
+  for (int s = 0; s < SEQS; s++) {
+    memset(l1, 0, sizeof(int) * HKV * pps);
+    memset(l2, 0, sizeof(int) * HKV * pps);
+    qgen_kv_selection(own, s, l1, c1);
+    qgen_kv_selection(view, s, l2, c2);
+    same &= qgen_kv_pages_per_seq(view) == pps && memcmp(c1, c2, sizeof c1) == 0 && memcmp(l1, l2, sizeof(int) * HKV * pps) == 0;
+  }
+  check(same, "view page %d %s: sparse page lists equal the owned cache's", page, hnd ? "HND" : "NHD");
+  int one = 1;
+  check(qgen_append(view, seq, 1, &one, (qgen_ptr)(uintptr_t)k, (qgen_ptr)(uintptr_t)v, NULL) == QGEN_ERR_INVALID_ARG &&
+            strstr(qgen_error(ctx), "view") != NULL,
+        "qgen_append on a view is refused: %s", qgen_error(ctx));
+  check(qgen_reset(view, 0) == QGEN_ERR_INVALID_ARG && qgen_seq_len(view, 0) == -1 &&
+            qgen_kv_size(view, QGEN_KV_K) == 0 && qgen_kv_size(view, QGEN_KV_BOUNDS) > 0,
+        "a view: no reset, no host length, only its bounds to read");
+  qgen_cache_destroy(view);
+  /* bad descriptions */
+  qgen_view_desc bad = d;
+  bad.page_size = 48;
+  check(qgen_view_open(ctx, &bad, &view) == QGEN_ERR_UNSUPPORTED && !view, "page_size 48 refused: %s", qgen_error(ctx));
+  bad = d;
+  bad.k_token_stride = 64; /* rows of 128 bytes overlap */
+  check(qgen_view_open(ctx, &bad, &view) == QGEN_ERR_INVALID_ARG, "overlapping rows refused: %s", qgen_error(ctx));
+  bad = d;
+  bad.v = d.v + 2;
+  check(qgen_view_open(ctx, &bad, &view) == QGEN_ERR_INVALID_ARG, "misaligned v refused: %s", qgen_error(ctx));
+  bad = d;
+  bad.block_table_stride = max_blocks - 1;
+  check(qgen_view_open(ctx, &bad, &view) == QGEN_ERR_INVALID_ARG, "short block table rows refused: %s", qgen_error(ctx));
+  free(kp), free(vp), free(bt), free(perm), free(slots), free(o1), free(o2), free(l1), free(l2);
+}
+
+/* qgen_view_open refuses a spec whose selection needs what a view does not keep, naming the
+   field (before it reads the description). */
+static void refused_spec(const char *sparse_extra, const char *field) {
+  char text[512];
+  snprintf(text, sizeof text, "return spec{ name = 'vr', head_dim = 64, n_head = 8, n_head_kv = 2, k_type = 'f16', v_type = 'f16',"
+                              " sparse = { block = 32, coverage = 0.3, %s } }", sparse_extra);
+  qgen_open_opts oo = {QGEN_BACKEND_CPU, 0, NULL, NULL};
+  qgen_ctx *ctx = NULL;
+  if (qgen_open_text(&ctx, text, "vr", &oo) != QGEN_OK) {
+    check(0, "open %s: %s", sparse_extra, qgen_error(ctx));
+    qgen_close(ctx);
+    return;
+  }
+  qgen_view_desc d;
+  memset(&d, 0, sizeof d);
+  qgen_kv *view = NULL;
+  check(qgen_view_open(ctx, &d, &view) == QGEN_ERR_UNSUPPORTED && !view && strstr(qgen_error(ctx), field) != NULL,
+        "a view of a spec with %s is refused: %s", sparse_extra, qgen_error(ctx));
+  qgen_close(ctx);
+}
+
+int main(void) {
+  qgen_open_opts oo = {QGEN_BACKEND_CPU, 0, NULL, NULL};
+  qgen_ctx *ctx = NULL;
+  if (qgen_open_text(&ctx, SPEC, "views", &oo) != QGEN_OK) {
+    fprintf(stderr, "open: %s\n", qgen_error(ctx));
+    return 1;
+  }
+  qgen_kv *own = NULL;
+  if (qgen_cache_create(ctx, &own, SEQS, MAXTOK) != QGEN_OK) return 1;
+  const int len[SEQS] = {700, 1, 333, 64}; /* ragged: full, one token, partial pages, whole pages */
+  int total = 0;
+  for (int s = 0; s < SEQS; s++) total += len[s];
+  uint16_t *k = malloc((size_t)total * HKV * D * 2), *v = malloc((size_t)total * HKV * D * 2), q[SEQS * HQ * D];
+  for (long long i = 0; i < (long long)total * HKV * D; i++) {
+    k[i] = qgen_f32_to_f16((float)qgen_rng_signed(&rng) * 2.0f);
+    v[i] = qgen_f32_to_f16((float)qgen_rng_signed(&rng));
+  }
+  for (int i = 0; i < SEQS * HQ * D; i++) q[i] = qgen_f32_to_f16((float)qgen_rng_signed(&rng));
+  int seq[SEQS] = {0, 1, 2, 3};
+  qgen_append(own, seq, SEQS, len, (qgen_ptr)(uintptr_t)k, (qgen_ptr)(uintptr_t)v, NULL);
+  for (int page = BLOCK; page >= BLOCK / 2; page /= 2)
+    for (int hnd = 0; hnd < 2; hnd++) run_layout(ctx, own, k, v, len, q, page, hnd);
+  qgen_cache_destroy(own);
+  qgen_close(ctx);
+  free(k), free(v);
+  refused_spec("bounds = 'i8'", "sparse.bounds");
+  refused_spec("rescore = { candidates = 4 }", "sparse.rescore");
+  printf("%d passed, %d failed\n", passed, failed);
+  return failed != 0;
+}
