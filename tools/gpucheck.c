@@ -256,12 +256,17 @@ typedef struct {
    V's saturating e4m3 beyond about 2.8 sigma. */
 static const float CHECK_K_SCALE = 0.3f, CHECK_V_SCALE = 1.0f / 160.0f;
 
+/* Those scales on a cache or view of ctx (1 for a type without a per-tensor scale). */
+static void set_check_scales(qgen_ctx *gc, qgen_kv *kv) {
+  const qgen_layout *L = qgen_ext_layout(gc);
+  API(qgen_cache_set_scales(kv, qgen_type_traits_of(L->k_type)->tensor_scale ? CHECK_K_SCALE : 1.0f,
+                            qgen_type_traits_of(L->v_type)->tensor_scale ? CHECK_V_SCALE : 1.0f));
+}
+
 /* A cache of ctx (either backend) with those scales. */
 static void new_cache(qgen_ctx *gc, qgen_kv **kv, int max_seqs, int64_t max_tokens) {
-  const qgen_layout *L = qgen_ext_layout(gc);
   API(qgen_cache_create(gc, kv, max_seqs, max_tokens));
-  API(qgen_cache_set_scales(*kv, qgen_type_traits_of(L->k_type)->tensor_scale ? CHECK_K_SCALE : 1.0f,
-                            qgen_type_traits_of(L->v_type)->tensor_scale ? CHECK_V_SCALE : 1.0f));
+  set_check_scales(gc, *kv);
 }
 
 /* A pair of caches (GPU, reference) holding the same random sequences of lengths lens. */
@@ -599,6 +604,8 @@ static void check_views(env *e, qgen_ctx *gc, qgen_ctx *cc, uint64_t seed) {
     qgen_kv *vg = NULL, *vc = NULL;
     API(qgen_view_open(gc, &dg, &vg));
     API(qgen_view_open(cc, &dc, &vc));
+    set_check_scales(gc, vg); /* the owned cache's, so the bytes read mean the same values */
+    set_check_scales(cc, vc);
     qgen_attend_opts od = qgen_attend_defaults(gc), os = od;
     od.mode = QGEN_ATTEND_DENSE;
     API(qgen_attend(pr.g, pr.seq, NB, dq, dout, &od, NULL));
