@@ -37,7 +37,7 @@
 
 static void tune_none(qgen_tune *t) {
   memset(t, 0, sizeof *t);
-  t->selreg = t->pdl = t->bulk = -1;
+  t->selreg = t->pdl = t->bulk = t->olddq = -1;
 }
 
 int qgen_tune_parse(const char *s, qgen_tune *t, char *err, size_t errlen) {
@@ -79,7 +79,7 @@ int qgen_tune_parse(const char *s, qgen_tune *t, char *err, size_t errlen) {
     tune_none(t);
     return -1;
   }
-  return t->groups || t->stages || t->smem_kib || t->split || t->sel || t->selreg >= 0 || t->olddq;
+  return t->groups || t->stages || t->smem_kib || t->split || t->sel || t->selreg >= 0 || t->olddq >= 0;
 }
 
 static int pad_rows16(int bytes) { return (bytes / 16) % 2 == 0 ? bytes + 16 : bytes; }
@@ -140,5 +140,7 @@ void qgen_plan_make(const qgen_layout *L, const qgen_tune *tp, qgen_plan *p) {
   p->resc_smem = est_nq * est_nt * (D / 16) * 32 * 8 + p->resc_threads / 32 * p->resc_stages * p->resc_tile;
   p->pdl = t.pdl != 0;
   p->bulk = t.bulk != 0;
-  p->old_dequant = t.olddq;
+  /* q8_0 K and V keep the per-element operands: measured on an H200 (bench/NOTES.md, the
+     results of 43) oct/tpair cost q8_0 2-4 % and gained q4_0 5-6 %, q5_0 9-13 % */
+  p->old_dequant = t.olddq >= 0 ? t.olddq : L->k_type == QGEN_TYPE_Q8_0 && L->v_type == QGEN_TYPE_Q8_0;
 }

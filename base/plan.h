@@ -56,14 +56,15 @@ typedef struct qgen_plan {
  *   pdl=0|1    programmatic dependent launch
  *   bulk=0|1   attend's quantized slabs by bulk copies (sm_90+) or cp.async
  *   olddq=0|1  attend's quantized operands as before issue 19 (load4/load8: every element
- *              scaled; 1) or the default (oct/tpair, V's scales on P; 0), for A/B runs
+ *              scaled; 1) or oct/tpair (V's scales on P; 0), for A/B runs; unset: oct/tpair
+ *              but for q8_0 K with q8_0 V (measured slower there)
  * All but pdl and bulk change the generated kernels (and so their cache key); bundles hold the
  * default plan, so qgen_open of a bundle and qgen bundle refuse while one of them is set.
  * qgen_open parses it once (qgen_tune_parse) and keeps the result for its plan and its JIT
  * build; the CLI parses it once at start. Nothing below reads the environment. */
 typedef struct qgen_tune {
   int groups, stages, smem_kib, split, sel, selreg, pdl, bulk; /* 0 / -1 (selreg, pdl, bulk): not set */
-  int olddq;                                                   /* 0: not set */
+  int olddq;                                                   /* -1: not set */
 } qgen_tune;
 
 /* Parse a QGEN_TUNE value (NULL = unset) into *t. Returns 1 when a key that changes the

@@ -36,7 +36,7 @@ QGEN_TUNE=selreg=0 "$build/qgen" check --spec specs/qwen3-4b.lua $quick 2>&1 | s
 # 128-thread CTAs of one key a thread make the 9000-token sequence (141 pages) a cluster's.
 QGEN_TUNE=sel=128,selreg=1 "$build/qgen" check --spec specs/qwen3-4b.lua $quick 2>&1 | sed 's/^/sel=128,selreg=1: /' | tee -a "$log"
 [ "${PIPESTATUS[0]}" = 0 ] || fail=$((fail + 1))
-# attend's earlier quantized operands (QGEN_TUNE olddq=1, kept for A/B runs).
+# attend's earlier quantized operands (QGEN_TUNE olddq=1: the default of q8_0/q8_0 only; the others A/B it).
 QGEN_TUNE=olddq=1 "$build/qgen" check --spec specs/qwen3-4b.lua $quick 2>&1 | sed 's/^/olddq=1: /' | tee -a "$log"
 [ "${PIPESTATUS[0]}" = 0 ] || fail=$((fail + 1))
 # The sm_80 code paths (cp.async producer) run here as sm_80 PTX, from sm_80-only bundles.
