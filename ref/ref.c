@@ -506,22 +506,16 @@ static double sketch_page(const sketch_src *z, int64_t p) {
 }
 
 /* Top-p (qgen_ref_select_top_p): how many of the c candidates cand (in stage-3 order) to keep,
-   at most keep: NaN candidates (first) always, then the best until the estimated mass of the
-   forced pages and the kept reaches p of that of the forced pages and all c candidates. A
-   page's estimated mass is its token count times exp(scale * (exact - the largest finite
-   exact score of those pages)). No finite positive total: keep them all. */
-static int64_t mass_keep(const ranked *cand, int64_t c, int64_t keep, const uint8_t *forced, int64_t n,
-                         int64_t len, int block, const double *exact, double p, double scale) {
+   at most keep: NaN candidates (first) always, then the best until their estimated mass
+   reaches p of that of all c candidates. A page's estimated mass is its token count times
+   exp(scale * (exact - the candidates' largest finite exact score)). No finite positive
+   total: keep them all. */
+static int64_t mass_keep(const ranked *cand, int64_t c, int64_t keep, int64_t len, int block, double p, double scale) {
   double top = -INFINITY, total = 0, cum = 0;
-  for (int64_t q = 0; q < n; q++)
-    if (forced[q] && exact[q] > top) top = exact[q];
   for (int64_t i = 0; i < c; i++)
     if (cand[i].score > top) top = cand[i].score;
 #define PAGE_MASS(q, x) (isnan(x) || top == -INFINITY ? 0.0 \
     : (double)(((q) + 1) * block < len ? block : len - (q) * block) * exp(scale * ((x) - top)))
-  for (int64_t q = 0; q < n; q++)
-    if (forced[q]) cum += PAGE_MASS(q, exact[q]);
-  total = cum;
   for (int64_t i = 0; i < c; i++) total += PAGE_MASS(cand[i].page, cand[i].score);
   if (!(total > 0) || !isfinite(total)) return keep;
   int64_t i = 0;
@@ -560,7 +554,7 @@ static int64_t select_pages(const qgen_budget *b, int64_t len, int block, const 
       const int64_t c = keep * (r > 1 ? r : 1) < nc ? keep * (r > 1 ? r : 1) : nc;
       for (int64_t i = 0; i < c; i++) cand[i].score = z ? sketch_page(z, cand[i].page) : exact[cand[i].page];
       qsort(cand, (size_t)c, sizeof *cand, rank_cmp);
-      if (top_p < 1 && exact) keep = mass_keep(cand, c, keep, chosen, n, len, block, exact, top_p, scale);
+      if (top_p < 1) keep = mass_keep(cand, c, keep, len, block, top_p, scale);
     }
     for (int64_t i = 0; i < keep; i++) chosen[cand[i].page] = 1;
   }

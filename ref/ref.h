@@ -68,16 +68,16 @@ int64_t qgen_ref_select_rescore(const qgen_budget *b, int64_t len, int block, in
                                 const double *bound, const double *exact, int32_t *list);
 
 /* Mass-adaptive two-stage selection (issue 20, top-p) of one (sequence, KV head): the forced
-   pages, then qgen_ref_select_rescore's candidates in its stage-3 order, kept best first
-   (NaN ones always) until the estimated softmax mass of the forced and kept pages reaches p
-   of that of the forced pages and all C candidates, at most the budget's K: the fewest pages
-   that hold p of the mass the candidates can reach. Estimator of a page's mass: its token
-   count times exp(scale * exact) — every token at the page's exact max logit. Only a page
-   max per KV head is at hand (the group's heads already folded into it); the count makes a
-   partial last page weigh less, and the overestimate of diffuse pages keeps more pages (the
-   safe side) rather than fewer. exact is read at the forced pages too. p >= 1 (and a budget
-   covering the context) is qgen_ref_select_rescore's list; a larger p never gives a
-   shorter list. Ascending list into list (room for n), returns its length. */
+   pages, plus qgen_ref_select_rescore's C candidates in its stage-3 order kept best first
+   (NaN ones always) until their estimated softmax mass reaches p of that of all C, at most
+   the budget's K: the fewest candidates that hold p of the mass the candidates can reach
+   (the forced pages are read anyway, and the sink's huge single logit would otherwise make
+   them seem to hold everything). Estimator of a page's mass: its token count times
+   exp(scale * exact) — every token at the page's exact max logit: only a page max per KV
+   head is at hand (the group's heads already folded into it); the count makes a partial
+   last page weigh less. p >= 1 (and a budget covering the context) is
+   qgen_ref_select_rescore's list; a larger p never gives a shorter list. Ascending list
+   into list (room for n), returns its length. */
 int64_t qgen_ref_select_top_p(const qgen_budget *b, int64_t len, int block, int r, double p,
                               double scale, const double *bound, const double *exact, int32_t *list);
 
