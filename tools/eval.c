@@ -38,6 +38,18 @@
  *                  the cache's K as q4_0 (its own K when it is quantized);
  *      each keeps exactly Quest's page count per KV head: the same forced pages (sink,
  *      recent, last; layout.h) plus the best K_eff - |forced| others (ties: lower page);
+ *      with --top-p P (rows "rescoreR-pP"), the mass-adaptive budget instead: per KV head
+ *      the fewest of those candidates, best first, whose estimated softmax mass (token
+ *      count x exp(scale x exact page max)) reaches P of all the candidates', at most the
+ *      budget's (qgen_ref_select_top_p); its row's `pages` is the average read;
+ *   5b. with --steps S (selection reuse): S decode steps per workload over the same cache,
+ *      the query of step s + 1 drifting from step s's (qgen_wl_drift: an AR(1) walk with
+ *      rho = --wl drift, its component along the needles' direction held); every
+ *      --reselect N-th step (and step 0) every selector selects again from its own query
+ *      (the decode path too), the others reuse those lists (the sink and recent pages are
+ *      in each list; the cache does not grow between steps). Every step is scored against
+ *      its own query's attention and counts as a trial of its cell (recall and mass
+ *      averaged over the steps; no output errors);
  *   6. metrics per selector:
  *        recall       every needle's page selected in every KV head that owns the needle
  *                     (and needle_recall, per (needle, owner head) pair);
