@@ -1286,6 +1286,8 @@ int qgen_eval_run(const qgen_eval_cfg *cfg, qgen_eval_result *res, char *err, si
   if (!rc && (cfg->steps < 1 || cfg->steps > 4096 || cfg->reselect < 1))
     rc = fail(&e, 1, "qgen eval: steps %d / reselect %d: need 1 <= steps <= 4096 and reselect >= 1", cfg->steps,
               cfg->reselect);
+  if (!rc && cfg->steps > 1 && !(cfg->wl.drift >= 0 && cfg->wl.drift <= 1))
+    rc = fail(&e, 1, "qgen eval: drift %g is not in [0, 1]", cfg->wl.drift);
   for (int i = 0; i < cfg->n_cov && !rc; i++)
     if (!(cfg->coverage[i] > 0 && cfg->coverage[i] <= 1)) rc = fail(&e, 1, "qgen eval: coverage %g is not in (0, 1]", cfg->coverage[i]);
   for (int i = 0; i < cfg->n_ctx && !rc; i++)

@@ -238,7 +238,7 @@ void qgen_wl_plan_free(qgen_wl_plan *P);
 /* Drifting queries (consecutive decode steps over the same cache; `qgen eval --steps`):
    the query of step + 1 from that of step (prev; step 0's is T->q), per query head
      x = m + rho (prev - m) + sqrt(1 - rho^2) (f - m),   next = x + (q0·u_h - x·u_h) u_h,
-   rho = the `drift` knob, f a fresh query of the trial's distribution (its own seed per
+   rho = the `drift` knob (clamped to [0, 1]), f a fresh query of the trial's distribution (its own seed per
    step), m that distribution's deterministic part (the outlier component), q0 = T->q: an
    AR(1) walk that stays in the query distribution, with the component along the group's
    direction u_h held at the trial's, so the sink, recency and planted keys (all shifted
