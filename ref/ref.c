@@ -505,12 +505,34 @@ static double sketch_page(const sketch_src *z, int64_t p) {
   return best;
 }
 
+/* Top-p (qgen_ref_select_top_p): how many of the c candidates cand (in stage-3 order) to keep,
+   at most keep: NaN candidates (first) always, then the best until their estimated mass
+   reaches p of that of all c candidates. A page's estimated mass is its token count times
+   exp(scale * (exact - the candidates' largest finite exact score)). No finite positive
+   total: keep them all. */
+static int64_t mass_keep(const ranked *cand, int64_t c, int64_t keep, int64_t len, int block, double p, double scale) {
+  double top = -INFINITY, total = 0, cum = 0;
+  for (int64_t i = 0; i < c; i++)
+    if (cand[i].score > top) top = cand[i].score;
+#define PAGE_MASS(q, x) (isnan(x) || top == -INFINITY ? 0.0 \
+    : (double)(((q) + 1) * block < len ? block : len - (q) * block) * exp(scale * ((x) - top)))
+  for (int64_t i = 0; i < c; i++) total += PAGE_MASS(cand[i].page, cand[i].score);
+  if (!(total > 0) || !isfinite(total)) return keep;
+  int64_t i = 0;
+  while (i < keep && (isnan(cand[i].score) || cum < p * total)) {
+    cum += PAGE_MASS(cand[i].page, cand[i].score);
+    i++;
+  }
+#undef PAGE_MASS
+  return i;
+}
+
 /* chosen and cand: room for the sequence's pages. exact or z != NULL: two stages, the best
    r * K by scores are ranked again by exact (from the table, or computed from z only at
    the candidates); one stage otherwise. */
 static int64_t select_pages(const qgen_budget *b, int64_t len, int block, const double *scores,
-                            int r, const double *exact, const sketch_src *z, int32_t *list,
-                            uint8_t *chosen, ranked *cand) {
+                            int r, const double *exact, const sketch_src *z, double top_p, double scale,
+                            int32_t *list, uint8_t *chosen, ranked *cand) {
   const int64_t n = qgen_pages_of(len, block);
   if (n <= 0) return 0;
   const int64_t n_forced = qgen_forced_pages(b, len, block, chosen); /* forced pages chosen */
@@ -527,11 +549,12 @@ static int64_t select_pages(const qgen_budget *b, int64_t len, int block, const 
         nc++;
       }
     qsort(cand, (size_t)nc, sizeof *cand, rank_cmp);
-    const int64_t keep = k - n_forced;
+    int64_t keep = k - n_forced;
     if (exact || z) {
       const int64_t c = keep * (r > 1 ? r : 1) < nc ? keep * (r > 1 ? r : 1) : nc;
       for (int64_t i = 0; i < c; i++) cand[i].score = z ? sketch_page(z, cand[i].page) : exact[cand[i].page];
       qsort(cand, (size_t)c, sizeof *cand, rank_cmp);
+      if (top_p < 1) keep = mass_keep(cand, c, keep, len, block, top_p, scale);
     }
     for (int64_t i = 0; i < keep; i++) chosen[cand[i].page] = 1;
   }
@@ -548,7 +571,7 @@ int64_t qgen_ref_select(const qgen_budget *b, int64_t len, int block, const doub
   if (n <= 0) return 0;
   uint8_t *chosen = xmalloc((size_t)n);
   ranked *cand = xmalloc((size_t)n * sizeof *cand);
-  const int64_t c = select_pages(b, len, block, scores, 1, NULL, NULL, list, chosen, cand);
+  const int64_t c = select_pages(b, len, block, scores, 1, NULL, NULL, 1.0, 0.0, list, chosen, cand);
   free(chosen);
   free(cand);
   return c;
@@ -556,11 +579,16 @@ int64_t qgen_ref_select(const qgen_budget *b, int64_t len, int block, const doub
 
 int64_t qgen_ref_select_rescore(const qgen_budget *b, int64_t len, int block, int r,
                                 const double *bound, const double *exact, int32_t *list) {
+  return qgen_ref_select_top_p(b, len, block, r, 1.0, 0.0, bound, exact, list);
+}
+
+int64_t qgen_ref_select_top_p(const qgen_budget *b, int64_t len, int block, int r, double p,
+                              double scale, const double *bound, const double *exact, int32_t *list) {
   const int64_t n = qgen_pages_of(len, block);
   if (n <= 0) return 0;
   uint8_t *chosen = xmalloc((size_t)n);
   ranked *cand = xmalloc((size_t)n * sizeof *cand);
-  const int64_t c = select_pages(b, len, block, bound, r, exact, NULL, list, chosen, cand);
+  const int64_t c = select_pages(b, len, block, bound, r, exact, NULL, p, scale, list, chosen, cand);
   free(chosen);
   free(cand);
   return c;
@@ -761,7 +789,8 @@ void qgen_ref_step_in(qgen_ref_scratch *w, const qgen_layout *L, const qgen_kvme
     for (int h = 0; h < Hkv; h++) { /* two-stage (rescore > 1): exact scores of the candidates */
       const sketch_src z = {L, m, seq, h, w->qf + (size_t)h * (size_t)L->group * (size_t)L->head_dim, w->x, w->sk};
       counts[h] = select_pages(b, len, L->block, scores + (size_t)h * (size_t)n, L->rescore,
-                               NULL, L->rescore > 1 ? &z : NULL, lists + (size_t)h * room, w->flags, w->cand);
+                               NULL, L->rescore > 1 ? &z : NULL, 1.0, 0.0, lists + (size_t)h * room, w->flags,
+                               w->cand);
     }
   }
   for (int h = 0; h < Hkv; h++) ptrs[h] = lists + (size_t)h * room;

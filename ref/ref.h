@@ -67,6 +67,20 @@ void qgen_ref_sketch_scores(const qgen_layout *L, const qgen_kvmem *m, int seq, 
 int64_t qgen_ref_select_rescore(const qgen_budget *b, int64_t len, int block, int r,
                                 const double *bound, const double *exact, int32_t *list);
 
+/* Mass-adaptive two-stage selection (issue 20, top-p) of one (sequence, KV head): the forced
+   pages, plus qgen_ref_select_rescore's C candidates in its stage-3 order kept best first
+   (NaN ones always) until their estimated softmax mass reaches p of that of all C, at most
+   the budget's K: the fewest candidates that hold p of the mass the candidates can reach
+   (the forced pages are read anyway, and the sink's huge single logit would otherwise make
+   them seem to hold everything). Estimator of a page's mass: its token count times
+   exp(scale * exact) — every token at the page's exact max logit: only a page max per KV
+   head is at hand (the group's heads already folded into it); the count makes a partial
+   last page weigh less. p >= 1 (and a budget covering the context) is
+   qgen_ref_select_rescore's list; a larger p never gives a shorter list. Ascending list
+   into list (room for n), returns its length. */
+int64_t qgen_ref_select_top_p(const qgen_budget *b, int64_t len, int block, int r, double p,
+                              double scale, const double *bound, const double *exact, int32_t *list);
+
 /* 8-bit page bounds (issue 19) of one (page, KV head), from its f16 bounds bnd (kmin at
    [0, D), kmax at [D, 2D)): so[0] = offset, so[1] = scale (f16), codes[d] = kmin code,
    codes[D + d] = kmax code, with offset + code * scale (exact in double) <= kmin_d for the

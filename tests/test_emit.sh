@@ -61,6 +61,9 @@ ok $([ $rc = 1 ] && grep -q "\-\-seed 'abc'" "$tmp/err.txt"; echo $?) "check --s
 "$QGEN" bench --spec=specs/qwen3-4b.lua --runs=many > /dev/null 2>"$tmp/err.txt"; rc=$?
 ok $([ $rc = 1 ] && grep -q "\-\-runs 'many'" "$tmp/err.txt"; echo $?) "bench --runs=many exits 1"
 "$QGEN" eval --spec specs/qwen3-4b.lua --ctx 16K,x > /dev/null 2>&1; ok $([ $? = 1 ]; echo $?) "eval --ctx 16K,x exits 1"
+for a in "--top-p 1.5" "--top-p 0" "--steps 0" "--reselect 0" "--steps 2 --wl drift=2"; do
+  "$QGEN" eval --spec specs/qwen3-4b.lua --backend cpu $a -q > /dev/null 2>&1; ok $([ $? = 1 ]; echo $?) "eval $a exits 1"
+done
 "$QGEN" emit --spec=specs/qwen2.5-0.5b.lua --arch=sm_90 --print > "$tmp/print2.txt" 2>&1
 ok $(cmp -s <(grep -v " ms" "$tmp/print.txt") <(grep -v " ms" "$tmp/print2.txt"); echo $?) "--name=VALUE reads as --name VALUE"
 QGEN_TEMPLATE_DIR="$tmp/none" "$QGEN" emit --spec specs/qwen2.5-0.5b.lua --arch sm_90 > /dev/null 2>"$tmp/err.txt"

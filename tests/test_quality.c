@@ -16,6 +16,8 @@
  *     slack); Quest's output error is below ERR_MAX;
  *   - q8_0 and q4_0 caches select the same way (bounds are taken before quantization) and
  *     their error against the fp64 attention over their own contents stays bounded;
+ *   - selection reuse and top-p (issue 20): the drifting query holds its needle direction,
+ *     reuse without drift changes nothing, top-p never reads more than its budget;
  *   - negative controls, so that the gate can fail: the mean-pooled selector misses
  *     needles at 25 %; Quest misses needles at margin 0 (needle tied with the strongest
  *     distractor) and at a coverage of one page beyond the forced ones.
@@ -329,8 +331,85 @@ static void test_determinism(void) {
   qgen_eval_result_free(&b);
 }
 
+/* Selection reuse and top-p (issue 20): the drift walk holds the needles' direction and
+   is the identity at rho = 1; with drift 1, reusing the lists for 4 steps gives step 1's
+   numbers; top-p never reads more pages than the budget's rescore list. */
+static void test_reuse(void) {
+  const int D = 128, Hq = 32, Hkv = 8, G = 4, B = 64;
+  qgen_wl_shape sh = {D, Hq, Hkv, B, 1.0 / sqrt((double)D), 4096, QGEN_TYPE_F16};
+  qgen_wl_params p = qgen_wl_defaults();
+  qgen_wl w;
+  qgen_wl_trial T;
+  char err[512];
+  if (qgen_wl_init(&w, &sh, &p, 7, err, sizeof err) != 0 || qgen_wl_trial_init(&T, &w, 11, NULL, 2) != 0) {
+    check(0, "reuse: workload init: %s", err);
+    return;
+  }
+  float *q = malloc((size_t)Hq * D * sizeof *q);
+  double same = 0, du = 0, moved = 0;
+  for (int k = 0; k < 2; k++) {
+    w.p.drift = k ? 0.5 : 1.0;
+    qgen_wl_drift(&T, 0, T.q, q);
+    for (int g = 0; g < Hq; g++) {
+      double a = 0, b = 0;
+      for (int d = 0; d < D; d++) {
+        const float u = T.u[(size_t)(g / G) * D + d];
+        a += (double)q[(size_t)g * D + d] * u, b += (double)T.q[(size_t)g * D + d] * u;
+        if (k) moved += fabs(q[(size_t)g * D + d] - T.q[(size_t)g * D + d]);
+        else same = fmax(same, fabs(q[(size_t)g * D + d] - T.q[(size_t)g * D + d]));
+      }
+      du = fmax(du, fabs(a - b) / fabs(b));
+    }
+  }
+  check(same < 1e-3 && du < 1e-2 && moved > 1, "drift: rho = 1 keeps the query (max change %.2g), rho = 0.5 moves it "
+        "(%.3g) with q.u_h held (relative change at most %.2g)", same, moved, du);
+  free(q);
+  qgen_wl_trial_free(&T);
+  qgen_wl_free(&w);
+
+  qgen_eval_cfg c;
+  qgen_eval_result a, b;
+  base_cfg(&c);
+  c.ctx[0] = 4096, c.n_ctx = 1;
+  c.tasks[0] = QGEN_WL_NIAH_SINGLE, c.n_tasks = 1;
+  c.coverage[0] = 0.125, c.n_cov = 1;
+  c.margin[0] = 1, c.n_margin = 1;
+  c.selectors[0] = QGEN_SEL_QUEST, c.selectors[1] = QGEN_SEL_ORACLE, c.selectors[2] = QGEN_SEL_RESCORE4, c.n_sel = 3;
+  c.trials = 2;
+  c.ref_ctx = -1;
+  c.steps = 4, c.wl.drift = 1.0;
+  c.reselect = 1;
+  if (qgen_eval_run(&c, &a, err, sizeof err) != 0) {
+    check(0, "reuse: %s", err);
+    return;
+  }
+  c.reselect = 4;
+  if (qgen_eval_run(&c, &b, err, sizeof err) != 0) {
+    check(0, "reuse: %s", err);
+    qgen_eval_result_free(&a);
+    return;
+  }
+  int eq = a.n_rows == b.n_rows && a.n_rows == 3;
+  for (int i = 0; eq && i < a.n_rows; i++)
+    eq = a.rows[i].trials == 8 && a.rows[i].recall == b.rows[i].recall && a.rows[i].mass_recall == b.rows[i].mass_recall;
+  check(eq, "reuse: without drift, reselecting every 4 steps equals every step (4 steps x 2 trials per row)");
+  qgen_eval_result_free(&b);
+  c.steps = 1, c.reselect = 1, c.top_p = 0.9;
+  if (qgen_eval_run(&c, &b, err, sizeof err) != 0) {
+    check(0, "top-p: %s", err);
+    qgen_eval_result_free(&a);
+    return;
+  }
+  const qgen_eval_row *r4 = &a.rows[2], *t4 = &b.rows[2];
+  check(t4->selector == QGEN_SEL_RESCORE4 && t4->top_p == 0.9 && t4->pages <= r4->pages && t4->pages >= 1,
+        "top-p 0.9: %.1f pages per KV head, at most rescore4's %.1f", t4->pages, r4->pages);
+  qgen_eval_result_free(&a);
+  qgen_eval_result_free(&b);
+}
+
 int main(void) {
   test_workload();
+  test_reuse();
   test_determinism();
   test_main();
   test_negative();

@@ -1496,7 +1496,7 @@ static void test_rescore(qgen_type kt) {
   int32_t *l1 = xmalloc((size_t)n * sizeof *l1), *l2 = xmalloc((size_t)n * sizeof *l2);
   uint8_t *forced = xmalloc((size_t)n), *top = xmalloc((size_t)n);
   const qgen_budget b = {QGEN_BUDGET_COVERAGE, 0.125, 0, 64, 128}, all = {QGEN_BUDGET_COVERAGE, 1.0, 0, 64, 128};
-  int64_t sk_bad = 0, r1_bad = 0, rmax_bad = 0, all_bad = 0, rule_bad = 0;
+  int64_t sk_bad = 0, r1_bad = 0, rmax_bad = 0, all_bad = 0, rule_bad = 0, topp_bad = 0;
   const char *why = "";
   for (int kind = 0; kind < 2; kind++) {
     query_make(&L, kind, q_in, qf);
@@ -1536,6 +1536,18 @@ static void test_rescore(qgen_type kt) {
           for (int64_t x = 0; x < n && in[p] && !forced[p]; x++) ok &= in[x] || !top[x] || better(exact, p, x);
         }
         rule_bad += !ok;
+        /* top-p: p = 1 is this list; a subset of it (forced pages in) that never shrinks as p grows */
+        static const double ps[] = {0.0, 0.3, 0.6, 0.8, 0.9, 0.95, 0.99, 1.0};
+        int64_t prev = 0;
+        for (size_t pi = 0; pi < sizeof ps / sizeof *ps; pi++) {
+          const int64_t ct = qgen_ref_select_top_p(&b, len, B, r, ps[pi], L.scale, bh, exact, l1);
+          int tok = ct >= prev && ct <= cr && (ps[pi] < 1 || (ct == cr && memcmp(l1, l2, (size_t)cr * sizeof *l1) == 0));
+          int64_t nin = 0;
+          for (int64_t i = 0; i < ct; i++) nin += forced[l1[i]], tok &= in[l1[i]] && (i == 0 || l1[i] > l1[i - 1]);
+          tok &= nin == nf;
+          topp_bad += !tok;
+          prev = ct;
+        }
         free(in);
       }
     }
@@ -1549,6 +1561,8 @@ static void test_rescore(qgen_type kt) {
   check(all_bad == 0, "%s rescore with coverage 1: every page (%lld wrong)", nm, (long long)all_bad);
   check(rule_bad == 0, "%s rescore r = 2, 4, 8, 16: count, forced pages, candidates from the "
         "bound's best r * K, best by the exact score (%lld heads wrong)", nm, (long long)rule_bad);
+  check(topp_bad == 0, "%s top-p (p 0 .. 1, r = 2 .. 16): p = 1 is the rescore list, otherwise a "
+        "subset of it with every forced page, never shorter for a larger p (%lld wrong)", nm, (long long)topp_bad);
   seq_free(&sq);
   cache_free(&c);
   free(k4), free(blk), free(q_in), free(qf), free(bound), free(exact), free(l1), free(l2);

@@ -38,6 +38,18 @@
  *                  the cache's K as q4_0 (its own K when it is quantized);
  *      each keeps exactly Quest's page count per KV head: the same forced pages (sink,
  *      recent, last; layout.h) plus the best K_eff - |forced| others (ties: lower page);
+ *      with --top-p P (rows "rescoreR-pP"), the mass-adaptive budget instead: per KV head
+ *      the fewest of those candidates, best first, whose estimated softmax mass (token
+ *      count x exp(scale x exact page max)) reaches P of all the candidates', at most the
+ *      budget's (qgen_ref_select_top_p); its row's `pages` is the average read;
+ *   5b. with --steps S (selection reuse): S decode steps per workload over the same cache,
+ *      the query of step s + 1 drifting from step s's (qgen_wl_drift: an AR(1) walk with
+ *      rho = --wl drift, its component along the needles' direction held); every
+ *      --reselect N-th step (and step 0) every selector selects again from its own query
+ *      (the decode path too), the others reuse those lists (the sink and recent pages are
+ *      in each list; the cache does not grow between steps). Every step is scored against
+ *      its own query's attention and counts as a trial of its cell (recall and mass
+ *      averaged over the steps; no output errors);
  *   6. metrics per selector:
  *        recall       every needle's page selected in every KV head that owns the needle
  *                     (and needle_recall, per (needle, owner head) pair);
@@ -90,14 +102,15 @@ static const char *const SEL_NAMES[QGEN_SEL_COUNT] = {"quest",    "oracle",   "m
                                                        "rescore2", "rescore4", "rescore8", "rescore16"};
 const char *qgen_eval_selector_name(int s) { return s >= 0 && s < QGEN_SEL_COUNT ? SEL_NAMES[s] : "?"; }
 
-const char *qgen_eval_row_selector(int sel, int rescore, char *buf, size_t n) {
-  if (sel != QGEN_SEL_QUEST || rescore <= 1) return qgen_eval_selector_name(sel);
-  snprintf(buf, n, "2stage-r%d", rescore);
-  return buf;
-}
-
 /* The candidate factor of a two-stage selector (2, 4, 8, 16), or 0. */
 static int rescore_r(int sel) { return sel >= QGEN_SEL_RESCORE2 ? 2 << (sel - QGEN_SEL_RESCORE2) : 0; }
+
+const char *qgen_eval_row_selector(int sel, int rescore, double top_p, char *buf, size_t n) {
+  if (rescore_r(sel) && top_p < 1) snprintf(buf, n, "%s-p%g", qgen_eval_selector_name(sel), top_p);
+  else if (sel == QGEN_SEL_QUEST && rescore > 1) snprintf(buf, n, "2stage-r%d", rescore);
+  else return qgen_eval_selector_name(sel);
+  return buf;
+}
 
 /* The host selectors' reference list set of coverage c: set 0 is every page, then one set
    per (coverage, selector other than quest). */
@@ -118,6 +131,9 @@ void qgen_eval_cfg_init(qgen_eval_cfg *c) {
   c->margin[0] = 4.0;
   c->n_margin = 1;
   c->v_tau = -1;
+  c->top_p = 1;
+  c->steps = 1;
+  c->reselect = 1;
   c->trials = 10;
   c->seed = 1;
   c->ref_ctx = 131072;
@@ -582,8 +598,8 @@ static int ctx_begin(ev *e, int ci) {
   e->ci = ci;
   e->N = cfg->ctx[ci];
   e->np = qgen_pages_of(e->N, e->B);
-  e->ref_on = e->N <= cfg->ref_ctx;
-  e->dense_on = !e->ref_on && cfg->ref_ctx >= 0;
+  e->ref_on = e->N <= cfg->ref_ctx && cfg->steps == 1; /* the later steps have no outputs */
+  e->dense_on = !e->ref_on && cfg->ref_ctx >= 0 && cfg->steps == 1;
   const int64_t N = e->N, np = e->np;
   e->nspec_max = (size_t)cfg->wl.recent_window + 2 + QGEN_WL_MAX_PLANTED;
   e->hk = malloc((size_t)N * e->row * sizeof *e->hk);
@@ -675,17 +691,23 @@ static int make_haystack(ev *e, uint64_t seed) {
 /* After qgen_wl_trial_init: upload the query, project it, and put the trial's special rows
    (token 0, the recency window) at the front of the patch buffer; meanpool gets the means
    of the pages holding them. */
-static int trial_begin(ev *e, const qgen_wl_trial *T) {
-  const int64_t N = e->N, W = e->w.window;
-  const qgen_type_traits *it = qgen_type_traits_of(e->L->in_type);
-  it->from_f32(T->q, e->qin, (int64_t)e->Hq * e->D);
+/* The query q in in_type (qin, and on the backend: dq) and meanpool's projection of it. */
+static int set_query(ev *e, const float *q) {
+  qgen_type_traits_of(e->L->in_type)->from_f32(q, e->qin, (int64_t)e->Hq * e->D);
   if (dput(&e->d, e->dq, e->qin, e->L->q_bytes)) return fail(e, 2, "qgen eval: uploading the query failed");
   for (int g = 0; g < e->Hq; g++)
     for (int r = 0; r < e->R; r++) {
       double s = 0;
-      for (int d = 0; d < e->D; d++) s += (double)e->proj[(size_t)r * e->D + d] * T->q[(size_t)g * e->D + d];
+      for (int d = 0; d < e->D; d++) s += (double)e->proj[(size_t)r * e->D + d] * q[(size_t)g * e->D + d];
       e->pq[(size_t)g * e->R + r] = (float)s;
     }
+  return 0;
+}
+
+static int trial_begin(ev *e, const qgen_wl_trial *T) {
+  const int64_t N = e->N, W = e->w.window;
+  const qgen_type_traits *it = qgen_type_traits_of(e->L->in_type);
+  if (set_query(e, T->q)) return 2;
   e->nwin = 1 + W;
   qgen_wl_rows(T, NULL, 0, 1, e->prow_k, e->prow_v);
   if (W > 0) qgen_wl_rows(T, NULL, N - W, N, e->prow_k + e->row, e->prow_v + e->row);
@@ -708,11 +730,13 @@ static int trial_begin(ev *e, const qgen_wl_trial *T) {
   return 0;
 }
 
+static void set_weights(ev *e, const qgen_wl_trial *T, const qgen_wl_plan *P);
+
 /* After qgen_wl_plant: the planted rows after the trial's in the patch buffer, where every
    special token's row is (spec_src), the final page statistics, each page's share of the
    softmax mass, and the needles' own share. Returns the number of special tokens. */
 static int64_t workload_begin(ev *e, const qgen_wl_trial *T, const qgen_wl_plan *P) {
-  const int64_t N = e->N, W = e->w.window, nwin = e->nwin, np = e->np;
+  const int64_t N = e->N, W = e->w.window, nwin = e->nwin;
   const qgen_type_traits *it = qgen_type_traits_of(e->L->in_type);
   const int64_t nspec = qgen_wl_specials(T, P, e->spec_pos);
   for (int j = 0; j < P->n; j++)
@@ -730,6 +754,14 @@ static int64_t workload_begin(ev *e, const qgen_wl_trial *T, const qgen_wl_plan 
     e->spec_src[i] = t == 0 ? 0 : t >= N - W ? 1 + (t - (N - W)) : nwin + j++;
   }
   qgen_wl_page_stats(T, P, e->pmax, e->plse);
+  set_weights(e, T, P);
+  return nspec;
+}
+
+/* From the page statistics in pmax/plse (of T's query): each page's share of the softmax
+   mass, and the needles' own share. */
+static void set_weights(ev *e, const qgen_wl_trial *T, const qgen_wl_plan *P) {
+  const int64_t np = e->np;
   for (int g = 0; g < e->Hq; g++) {
     double m = -INFINITY, z = 0;
     for (int64_t p = 0; p < np; p++) m = e->plse[(size_t)p * e->Hq + g] > m ? e->plse[(size_t)p * e->Hq + g] : m;
@@ -748,7 +780,6 @@ static int64_t workload_begin(ev *e, const qgen_wl_trial *T, const qgen_wl_plan 
   }
   free(l);
   e->nmass = n ? s / n : 0;
-  return nspec;
 }
 
 /* Oracle's and meanpool's page scores and rankings (shared by every variant and coverage). */
@@ -871,8 +902,8 @@ static int64_t build_selections(ev *e, int vi) {
                     (long long)keff);
         } else if (rescore_r(sel)) {
           int32_t *l = e->hlist + ((size_t)HSET(c, sel) * e->Hkv + h) * np;
-          const int64_t cnt = qgen_ref_select_rescore(&bud, e->N, e->B, rescore_r(sel), e->score[QGEN_SEL_QUEST] + (size_t)h * np,
-                                                      e->sketch + (size_t)h * np, l);
+          const int64_t cnt = qgen_ref_select_top_p(&bud, e->N, e->B, rescore_r(sel), e->cfg->top_p, e->L->scale,
+                                                    e->score[QGEN_SEL_QUEST] + (size_t)h * np, e->sketch + (size_t)h * np, l);
           e->hcount[(size_t)HSET(c, sel) * e->Hkv + h] = cnt;
           memset(mk, 0, (size_t)np);
           for (int64_t i = 0; i < cnt; i++) mk[l[i]] = 1;
@@ -1044,6 +1075,46 @@ static void score_variant(ev *e, int vi, int ti, int mi, const qgen_wl_plan *P, 
     }
 }
 
+/* The coverage each selector's ranking needs (the two-stage ones: none) into need. */
+static void needs(ev *e, const qgen_wl_plan *P, int64_t nf, double *need) {
+  for (int si = 0; si < e->cfg->n_sel; si++) {
+    const int sel = e->cfg->selectors[si];
+    if (!rescore_r(sel)) need[sel] = coverage_needed(e, e->score[sel], P, e->forced, nf);
+  }
+}
+
+/* --steps: decode steps 1 .. steps - 1 of variant vi over the same cache, the query drifting
+   (qgen_wl_drift). Every reselect-th step selects again with its own query (the decode path
+   and every host selector); the steps between reuse the last lists (their forced pages are
+   this step's anyway: the cache does not grow). Each step adds to the cells, scored against
+   its own query's attention (recall, mass; no output errors). Leaves the trial's query,
+   statistics and host rankings in place for the next variant. */
+static int drift_steps(ev *e, int vi, const qgen_wl_trial *T, const qgen_wl_plan *P, int ti, int mi, double *need) {
+  const size_t nq = (size_t)e->Hq * e->D;
+  float *q = xcalloc(nq, sizeof *q);
+  memcpy(q, T->q, nq * sizeof *q);
+  qgen_wl_trial Tq = *T;
+  Tq.q = q;
+  int rc = 0;
+  for (int s = 1; s < e->cfg->steps && !rc; s++) {
+    qgen_wl_drift(T, s - 1, q, q);
+    qgen_wl_query_stats(T, P, q, e->pmax, e->plse, e->threads);
+    set_weights(e, &Tq, P);
+    if (s % e->cfg->reselect == 0) {
+      if ((rc = set_query(e, q)) != 0 || (rc = decode(e, vi)) != 0 || (rc = variant_scores(e, vi, &Tq)) != 0) break;
+      host_rankings(e, &Tq, P);
+      needs(e, P, build_selections(e, vi), need);
+    }
+    score_variant(e, vi, ti, mi, P, need, 0);
+  }
+  free(q);
+  if (rc) return rc;
+  qgen_wl_page_stats(T, P, e->pmax, e->plse);
+  set_weights(e, T, P);
+  host_rankings(e, T, P);
+  return set_query(e, T->q) ? 2 : 0;
+}
+
 /* One workload (trial T, plan P) on every variant. The lossless variant goes first: its
    dense reference is the "exact" one of the others. */
 static int run_workload(ev *e, const qgen_wl_trial *T, const qgen_wl_plan *P, int ti, int mi) {
@@ -1064,12 +1135,8 @@ static int run_workload(ev *e, const qgen_wl_trial *T, const qgen_wl_plan *P, in
     res->t_backend += now_s() - t;
     t = now_s();
     if ((rc = variant_scores(e, vi, T)) != 0) return rc;
-    const int64_t nf = build_selections(e, vi);
     double need[QGEN_SEL_COUNT] = {0};
-    for (int si = 0; si < e->cfg->n_sel; si++) {
-      const int sel = e->cfg->selectors[si];
-      if (!rescore_r(sel)) need[sel] = coverage_needed(e, e->score[sel], P, e->forced, nf);
-    }
+    needs(e, P, build_selections(e, vi), need);
     res->t_host_sel += now_s() - t;
     t = now_s();
     if (e->ref_on && (rc = reference(e, vi)) != 0) return rc;
@@ -1080,6 +1147,9 @@ static int run_workload(ev *e, const qgen_wl_trial *T, const qgen_wl_plan *P, in
       exact_ok = 1;
     }
     score_variant(e, vi, ti, mi, P, need, exact_ok);
+    t = now_s();
+    if (e->cfg->steps > 1 && (rc = drift_steps(e, vi, T, P, ti, mi, need)) != 0) return rc;
+    res->t_host_sel += now_s() - t;
   }
   return 0;
 }
@@ -1103,6 +1173,7 @@ static void make_rows(ev *e) {
               snprintf(r->k_type, sizeof r->k_type, "%s", e->ktype[v]);
               snprintf(r->variant, sizeof r->variant, "%s", e->vname[v]);
               r->rescore = qgen_ext_layout(e->ctx[v])->rescore;
+              r->top_p = rescore_r(r->selector) ? cfg->top_p : 1;
               const int two = rescore_r(r->selector) || (r->selector == QGEN_SEL_QUEST && r->rescore > 1); /* no single ranking */
               r->coverage = cfg->coverage[c], r->margin = cfg->margin[mi], r->trials = ce->trials;
               r->recall = n ? ce->all_found / n : NAN;
@@ -1138,6 +1209,7 @@ static void make_rows(ev *e) {
             t->task = cfg->tasks[ti], t->selector = cfg->selectors[si], t->ctx = cfg->ctx[e->ci];
             snprintf(t->k_type, sizeof t->k_type, "%s", e->ktype[v]);
             t->rescore = qgen_ext_layout(e->ctx[v])->rescore;
+            t->top_p = rescore_r(t->selector) ? cfg->top_p : 1;
             t->coverage = cfg->coverage[c];
             int last_fail = -1;
             for (int i = 0; i < nm; i++) {
@@ -1209,6 +1281,13 @@ int qgen_eval_run(const qgen_eval_cfg *cfg, qgen_eval_result *res, char *err, si
       cfg->trials < 1 || cfg->proj_dim < 1 || cfg->chunk < 1)
     rc = fail(&e, 1, "qgen eval: needs a spec and non-empty lists (tasks, contexts, coverages, selectors, margins), "
                      "trials >= 1");
+  if (!rc && !(cfg->top_p > 0 && cfg->top_p <= 1))
+    rc = fail(&e, 1, "qgen eval: top-p %g is not in (0, 1]", cfg->top_p);
+  if (!rc && (cfg->steps < 1 || cfg->steps > 4096 || cfg->reselect < 1))
+    rc = fail(&e, 1, "qgen eval: steps %d / reselect %d: need 1 <= steps <= 4096 and reselect >= 1", cfg->steps,
+              cfg->reselect);
+  if (!rc && cfg->steps > 1 && !(cfg->wl.drift >= 0 && cfg->wl.drift <= 1))
+    rc = fail(&e, 1, "qgen eval: drift %g is not in [0, 1]", cfg->wl.drift);
   for (int i = 0; i < cfg->n_cov && !rc; i++)
     if (!(cfg->coverage[i] > 0 && cfg->coverage[i] <= 1)) rc = fail(&e, 1, "qgen eval: coverage %g is not in (0, 1]", cfg->coverage[i]);
   for (int i = 0; i < cfg->n_ctx && !rc; i++)
@@ -1267,7 +1346,7 @@ void qgen_eval_print(const qgen_eval_result *r, FILE *f) {
     if (w->rel_err_total == w->rel_err_total) snprintf(e3, sizeof e3, "%.2e", w->rel_err_total);
     else snprintf(e3, sizeof e3, "-");
     fprintf(f, "%-16s %6s %-6s %7.4g %-9s %6.3g %6d %7.3f %7.3f %7.4f %7.4f %9s %9s %9s %7.1f %7.4f %7.4f %7.4f\n",
-            qgen_wl_task_name(w->task), c, w->k_type, w->coverage, qgen_eval_row_selector(w->selector, w->rescore, sn, sizeof sn), w->margin,
+            qgen_wl_task_name(w->task), c, w->k_type, w->coverage, qgen_eval_row_selector(w->selector, w->rescore, w->top_p, sn, sizeof sn), w->margin,
             w->trials, w->recall, w->needle_recall, w->mass_recall, w->mass_min, e1, e2, e3, w->pages, w->need, w->need_max, w->needle_mass);
   }
   int any_dense = 0;
@@ -1287,7 +1366,7 @@ void qgen_eval_print(const qgen_eval_result *r, FILE *f) {
       if (t->full_from == t->full_from) snprintf(b, sizeof b, "%.3g", t->full_from);
       else snprintf(b, sizeof b, "never");
       fprintf(f, "%-16s %6s %-6s %7.4g %-9s %8s %10s\n", qgen_wl_task_name(t->task), c, t->k_type, t->coverage,
-              qgen_eval_row_selector(t->selector, t->rescore, sn, sizeof sn), a, b);
+              qgen_eval_row_selector(t->selector, t->rescore, t->top_p, sn, sizeof sn), a, b);
     }
   }
   fprintf(f, "\n%lld workloads in %.1f s on %d threads (haystack %.1f, statistics %.1f, planting %.1f, host selectors %.1f, "
@@ -1336,6 +1415,8 @@ int qgen_eval_write_json(const qgen_eval_cfg *c, const qgen_eval_result *r, cons
   fprintf(f, ",\n  \"seed\": %llu, \"trials\": %d, \"ref_ctx\": %lld, \"haystack\": \"%s\", \"proj_dim\": %d, \"threads\": %d,\n",
           (unsigned long long)c->seed, c->trials, c->ref_ctx, c->fresh_haystack ? "per-trial" : "per-context", c->proj_dim,
           r->threads);
+  if (c->top_p < 1) fprintf(f, "  \"top_p\": %.17g,\n", c->top_p);
+  if (c->steps > 1) fprintf(f, "  \"steps\": %d, \"reselect\": %d,\n", c->steps, c->reselect);
   fprintf(f, "  \"workload\": %s,\n", wl);
   fprintf(f, "  \"timing_s\": {\"total\": %.3f, \"haystack\": %.3f, \"statistics\": %.3f, \"planting\": %.3f, "
           "\"host_selectors\": %.3f, \"backend\": %.3f, \"fp64_reference\": %.3f, \"workloads\": %lld},\n",
@@ -1349,7 +1430,7 @@ int qgen_eval_write_json(const qgen_eval_cfg *c, const qgen_eval_result *r, cons
     json_str(f, w->variant);
     fprintf(f, ", \"coverage\": ");
     json_num(f, w->coverage);
-    fprintf(f, ", \"selector\": \"%s\", \"rescore\": %d, \"margin\": ", qgen_eval_row_selector(w->selector, w->rescore, sn, sizeof sn),
+    fprintf(f, ", \"selector\": \"%s\", \"rescore\": %d, \"margin\": ", qgen_eval_row_selector(w->selector, w->rescore, w->top_p, sn, sizeof sn),
             w->rescore);
     json_num(f, w->margin);
     fprintf(f, ", \"trials\": %d, \"recall\": ", w->trials);
@@ -1386,7 +1467,7 @@ int qgen_eval_write_json(const qgen_eval_cfg *c, const qgen_eval_result *r, cons
     json_str(f, t->k_type);
     fprintf(f, ", \"coverage\": ");
     json_num(f, t->coverage);
-    fprintf(f, ", \"selector\": \"%s\", \"recall_below_1_at\": ", qgen_eval_row_selector(t->selector, t->rescore, sn, sizeof sn));
+    fprintf(f, ", \"selector\": \"%s\", \"recall_below_1_at\": ", qgen_eval_row_selector(t->selector, t->rescore, t->top_p, sn, sizeof sn));
     json_num(f, t->below);
     fprintf(f, ", \"full_recall_from\": ");
     json_num(f, t->full_from);
@@ -1402,7 +1483,8 @@ static const char EVAL_SYNOPSIS[] =
     "usage: qgen eval --spec FILE [--variant V[,V...]] [--backend cpu|gpu] [--task T[,T...]|all]\n"
     "                 [--ctx N[,N...]] [--coverage c[,c...]] [--selector S[,S...]]\n"
     "                 [--trials N] [--margin m[,m...]] [--seed S] [--json FILE] [--threads N]\n"
-    "                 [--ref-ctx N] [--chunk N] [--proj-dim R] [--fresh-haystack] [--wl NAME=VALUE]... [-q]\n"
+    "                 [--ref-ctx N] [--chunk N] [--proj-dim R] [--top-p P] [--steps N] [--reselect N]\n"
+    "                 [--fresh-haystack] [--wl NAME=VALUE]... [-q]\n"
     "\n"
     "Retrieval quality of the sparse decode path on synthetic long-context workloads (RoPE'd\n"
     "keys with outlier channels, an attention sink, recency, planted needles; tools/workload.h).\n"
@@ -1533,6 +1615,17 @@ int qgen_eval_main(int argc, char **argv) {
       {.name = "--v-tau", .arg = "X", .kind = QGEN_OPT_DOUBLE, .dst = &c.v_tau,
        .help = "sparse-V threshold in [0, 1] for every variant (spec sparse.v_tau;\n"
                "default the spec's): its output error on top of the selection's"},
+      {.name = "--top-p", .arg = "P", .kind = QGEN_OPT_DOUBLE, .dst = &c.top_p,
+       .help = "mass-adaptive budget for the rescoreR selectors (named rescoreR-pP):\n"
+               "per KV head the fewest candidates whose estimated softmax mass reaches P,\n"
+               "at most the budget's (ref/ref.h qgen_ref_select_top_p); default 1 (off)"},
+      {.name = "--steps", .arg = "N", .kind = QGEN_OPT_INT, .dst = &c.steps,
+       .help = "decode steps per workload over the same cache, each query drifting from\n"
+               "the last (--wl drift=RHO, default 0.9); rows count (workload, step)\n"
+               "pairs as trials; no output errors. Default 1"},
+      {.name = "--reselect", .arg = "N", .kind = QGEN_OPT_INT, .dst = &c.reselect,
+       .help = "with --steps: every selector selects every N-th step and reuses its\n"
+               "lists between (sink and recent pages are in every list); default 1"},
       {.name = "--fresh-haystack", .kind = QGEN_OPT_FLAG, .dst = &c.fresh_haystack,
        .help = "a new haystack per trial (default: one per context, needles re-planted)"},
       {.name = "--wl", .arg = "NAME=VALUE", .kind = QGEN_OPT_FUNC, .dst = &c, .set = set_knob,
@@ -1540,7 +1633,7 @@ int qgen_eval_main(int argc, char **argv) {
                "inactive_std, outlier_pairs, outlier_mean, rope_base, value_mean,\n"
                "logit_std, head_spread, outlier_logit, sink_mass, recent_window,\n"
                "recent_boost, recent_tau, owners, multikey, multivalue,\n"
-               "topic_len, topic_share"},
+               "topic_len, topic_share, drift"},
       {.name = "--quiet", .alias = "-q", .kind = QGEN_OPT_FLAG, .dst = &quiet, .help = "no progress lines on stderr"},
       {0}};
   const qgen_cmd eval_cmd = {"eval", EVAL_SYNOPSIS, NULL, 20, opts};
@@ -1605,8 +1698,10 @@ int qgen_eval_main(int argc, char **argv) {
     free(cmd);
     return rc;
   }
-  printf("qgen eval: %s, backend %s%s%s, %d trials per cell\n", c.spec, r.backend, r.device[0] ? " " : "", r.device,
+  printf("qgen eval: %s, backend %s%s%s, %d trials per cell", c.spec, r.backend, r.device[0] ? " " : "", r.device,
          c.trials);
+  if (c.steps > 1) printf(" x %d steps (drift %g), selecting every %d", c.steps, c.wl.drift, c.reselect);
+  printf("\n");
   qgen_eval_print(&r, stdout);
   if (json && qgen_eval_write_json(&c, &r, json) != 0) {
     fprintf(stderr, "qgen: eval: cannot write %s\n", json);

@@ -32,8 +32,9 @@ enum {
 };
 const char *qgen_eval_selector_name(int sel);
 /* The name of a row's selector: that of sel, but the decode path (quest) of a variant
-   with two-stage selection (its spec's sparse.rescore r > 1) is "2stage-r<r>". */
-const char *qgen_eval_row_selector(int sel, int rescore, char *buf, size_t n);
+   with two-stage selection (its spec's sparse.rescore r > 1) is "2stage-r<r>", and a
+   two-stage selector with top_p < 1 (--top-p) is "rescore<R>-p<top_p>". */
+const char *qgen_eval_row_selector(int sel, int rescore, double top_p, char *buf, size_t n);
 
 #define QGEN_EVAL_MAX_LIST 16
 
@@ -61,6 +62,9 @@ typedef struct qgen_eval_cfg {
   int fresh_haystack;     /* a new haystack per trial (default: one per context, re-planted) */
   int proj_dim;           /* meanpool's random projection (32) */
   double v_tau;           /* sparse-V threshold given to every variant (spec sparse.v_tau); < 0: the spec's */
+  double top_p;           /* the rescoreR selectors' mass-adaptive cut (qgen_ref_select_top_p); 1: none */
+  int steps;              /* decode steps per workload, the queries drifting (qgen_wl_drift); 1: one query */
+  int reselect;           /* with steps > 1: select every reselect-th step, reuse the lists between */
   qgen_wl_params wl;
   const char *command;    /* recorded in the JSON */
   FILE *log;              /* progress lines; NULL = quiet */
@@ -92,6 +96,7 @@ typedef struct qgen_eval_row {
                             over trials); Quest's ranking is the reference estimate of the cache;
                             NAN for the two-stage selectors (no single ranking) */
   int rescore;          /* the variant's two-stage candidates per budget page (1: Quest) */
+  double top_p;         /* the selector's top-p cut (1: none) */
 } qgen_eval_row;
 
 typedef struct qgen_eval_threshold {
@@ -102,6 +107,7 @@ typedef struct qgen_eval_threshold {
   double below;     /* the largest swept margin with recall < 1 (NAN: none) */
   double full_from; /* the smallest swept margin above every failing one (NAN: the largest fails) */
   int rescore;      /* as in qgen_eval_row */
+  double top_p;
 } qgen_eval_threshold;
 
 typedef struct qgen_eval_result {

@@ -43,6 +43,7 @@ enum {
   ST_SEGMENT = 5,   /* segment boundaries, index = cell */
   ST_QUERY_C = 10,  /* the group's query */
   ST_QUERY_W = 11,  /* per-head deviations */
+  ST_DRIFT = 12,    /* the fresh query of drift step s: the trial seed of stream_key(seed, ST_DRIFT) + s */
   ST_PLANT = 100,   /* + task */
 };
 
@@ -76,7 +77,7 @@ qgen_wl_params qgen_wl_defaults(void) {
       .active_pairs = 0, .active_std = 1.0, .inactive_std = 0.2, .outlier_pairs = 2, .outlier_mean = 8.0,
       .rope_base = 10000.0, .value_mean = 0.5, .logit_std = 1.5, .head_spread = 0.3, .outlier_logit = 0.5,
       .sink_mass = 0.3, .recent_window = 512, .recent_boost = 3.0, .recent_tau = 128.0, .owners = 0,
-      .multikey = 4, .multivalue = 4, .topic_len = 256, .topic_share = 0.5,
+      .multikey = 4, .multivalue = 4, .topic_len = 256, .topic_share = 0.5, .drift = 0.9,
   };
   return p;
 }
@@ -92,7 +93,7 @@ static const knob KNOBS[] = {
     KI(active_pairs),  KD(active_std),    KD(inactive_std), KI(outlier_pairs), KD(outlier_mean), KD(rope_base),
     KD(value_mean),    KD(logit_std),     KD(head_spread),  KD(outlier_logit), KD(sink_mass),    KI(recent_window),
     KD(recent_boost),  KD(recent_tau),    KI(owners),       KI(multikey),      KI(multivalue),   KI(topic_len),
-    KD(topic_share),
+    KD(topic_share),   KD(drift),
 };
 
 int qgen_wl_params_set(qgen_wl_params *p, const char *a) {
@@ -436,6 +437,44 @@ static void pass_chunk(void *arg, int64_t c) {
   free(scratch);
 }
 
+/* The query of a trial seed: q [n_head][D] (rotated, rounded); mean (if not NULL) receives
+   its deterministic part, the outlier component (rotated, unrounded). */
+static void draw_query(const qgen_wl *w, uint64_t seed, float *qout, float *mean) {
+  const int D = w->s.head_dim, Hkv = w->s.n_head_kv, G = w->group;
+  const qgen_wl_params *p = &w->p;
+  const double scale = w->s.scale;
+  const uint64_t kc = stream_key(seed, ST_QUERY_C), kw = stream_key(seed, ST_QUERY_W);
+  double *c = xcalloc((size_t)D, sizeof *c), *x = xcalloc((size_t)D, sizeof *x);
+  for (int h = 0; h < Hkv; h++) {
+    const float *sd = w->kstd + (size_t)h * D, *mu = w->kmean + (size_t)h * D;
+    const uint8_t *out = w->outlier + (size_t)h * (D / 2);
+    double mu2 = 0;
+    for (int d = 0; d < D; d++) mu2 += (double)mu[d] * mu[d];
+    for (int d = 0; d < D; d++) c[d] = out[d / 2] ? 0.0 : sd[d] * gauss_k(kc, (uint64_t)h * D + d);
+    for (int g = 0; g < G; g++) {
+      float *q = qout + (size_t)(h * G + g) * D;
+      double n2 = 0;
+      for (int d = 0; d < D; d++) {
+        const double wv = out[d / 2] ? 0.0 : sd[d] * gauss_k(kw, (uint64_t)(h * G + g) * D + d);
+        x[d] = c[d] + p->head_spread * wv;
+        n2 += x[d] * x[d] * sd[d] * sd[d];
+      }
+      const double f = n2 > 0 ? p->logit_std / (scale * sqrt(n2)) : 0.0;
+      const double a = mu2 > 0 ? p->outlier_logit * p->logit_std / (scale * sqrt(mu2)) : 0.0;
+      for (int d = 0; d < D; d++) q[d] = (float)(f * x[d] + a * mu[d] / (mu2 > 0 ? sqrt(mu2) : 1.0));
+      rope(w, (double)w->s.n_tokens, q);
+      round_row(w, q, D);
+      if (mean) {
+        float *m = mean + (size_t)(h * G + g) * D;
+        for (int d = 0; d < D; d++) m[d] = (float)(a * mu[d] / (mu2 > 0 ? sqrt(mu2) : 1.0));
+        rope(w, (double)w->s.n_tokens, m);
+      }
+    }
+  }
+  free(c);
+  free(x);
+}
+
 int qgen_wl_trial_init(qgen_wl_trial *T, const qgen_wl *w, uint64_t trial_seed, const qgen_wl_source *src,
                        int threads) {
   memset(T, 0, sizeof *T);
@@ -456,30 +495,9 @@ int qgen_wl_trial_init(qgen_wl_trial *T, const qgen_wl *w, uint64_t trial_seed, 
   T->alpha0 = xcalloc((size_t)Hkv, sizeof *T->alpha0);
 
   /* 1. the query */
-  const uint64_t kc = stream_key(trial_seed, ST_QUERY_C), kw = stream_key(trial_seed, ST_QUERY_W);
+  draw_query(w, trial_seed, T->q, NULL);
   double *c = xcalloc((size_t)D, sizeof *c);
   for (int h = 0; h < Hkv; h++) {
-    const float *sd = w->kstd + (size_t)h * D, *mu = w->kmean + (size_t)h * D;
-    const uint8_t *out = w->outlier + (size_t)h * (D / 2);
-    double mu2 = 0;
-    for (int d = 0; d < D; d++) mu2 += (double)mu[d] * mu[d];
-    for (int d = 0; d < D; d++) c[d] = out[d / 2] ? 0.0 : sd[d] * gauss_k(kc, (uint64_t)h * D + d);
-    for (int g = 0; g < G; g++) {
-      float *q = T->q + (size_t)(h * G + g) * D;
-      double n2 = 0;
-      double *x = xcalloc((size_t)D, sizeof *x);
-      for (int d = 0; d < D; d++) {
-        const double wv = out[d / 2] ? 0.0 : sd[d] * gauss_k(kw, (uint64_t)(h * G + g) * D + d);
-        x[d] = c[d] + p->head_spread * wv;
-        n2 += x[d] * x[d] * sd[d] * sd[d];
-      }
-      const double f = n2 > 0 ? p->logit_std / (scale * sqrt(n2)) : 0.0;
-      const double a = mu2 > 0 ? p->outlier_logit * p->logit_std / (scale * sqrt(mu2)) : 0.0;
-      for (int d = 0; d < D; d++) q[d] = (float)(f * x[d] + a * mu[d] / (mu2 > 0 ? sqrt(mu2) : 1.0));
-      free(x);
-      rope(w, (double)w->s.n_tokens, q);
-      round_row(w, q, D);
-    }
     /* the group's direction */
     double n2 = 0;
     float *u = T->u + (size_t)h * D;
@@ -608,6 +626,47 @@ int64_t qgen_wl_specials(const qgen_wl_trial *T, const qgen_wl_plan *P, int64_t 
   for (int64_t t = w->s.n_tokens - w->window; t < w->s.n_tokens; t++)
     if (t > 0) pos[n++] = t;
   return n;
+}
+
+void qgen_wl_drift(const qgen_wl_trial *T, int step, const float *prev, float *next) {
+  const qgen_wl *w = T->w;
+  const int D = w->s.head_dim, G = w->group, Hq = w->s.n_head;
+  const double rho = w->p.drift < 0 ? 0 : w->p.drift > 1 ? 1 : w->p.drift, nu = sqrt(1 - rho * rho);
+  float *fresh = xcalloc((size_t)Hq * D, sizeof *fresh), *mean = xcalloc((size_t)Hq * D, sizeof *mean);
+  draw_query(w, stream_key(T->seed, ST_DRIFT) + (uint64_t)step, fresh, mean);
+  for (int hq = 0; hq < Hq; hq++) {
+    const size_t o = (size_t)hq * D;
+    const float *u = T->u + (size_t)(hq / G) * D;
+    double x[1024], xu = 0, tu = 0;
+    for (int d = 0; d < D; d++) {
+      x[d] = mean[o + d] + rho * ((double)prev[o + d] - mean[o + d]) + nu * ((double)fresh[o + d] - mean[o + d]);
+      xu += x[d] * u[d];
+      tu += (double)T->q[o + d] * u[d];
+    }
+    for (int d = 0; d < D; d++) next[o + d] = (float)(x[d] + (tu - xu) * u[d]);
+    round_row(w, next + o, D);
+  }
+  free(fresh);
+  free(mean);
+}
+
+typedef struct {
+  qgen_wl_trial Tq;
+  const qgen_wl_plan *P;
+  double *pmax, *plse;
+} qstat_job;
+
+static void qstat_page(void *arg, int64_t p) {
+  qstat_job *j = arg;
+  const size_t Hq = (size_t)j->Tq.w->s.n_head;
+  page_stat(&j->Tq, j->P, p, NULL, 0, j->pmax + (size_t)p * Hq, j->plse + (size_t)p * Hq);
+}
+
+void qgen_wl_query_stats(const qgen_wl_trial *T, const qgen_wl_plan *P, const float *q, double *pmax, double *plse,
+                         int threads) {
+  qstat_job j = {*T, P, pmax, plse};
+  j.Tq.q = (float *)q; /* read only: page_stat computes logits with it */
+  qgen_wl_parallel(T->w->n_pages, threads, qstat_page, &j);
 }
 
 void qgen_wl_page_stats(const qgen_wl_trial *T, const qgen_wl_plan *P, double *pmax, double *plse) {

@@ -138,6 +138,7 @@ typedef struct qgen_wl_params {
   int multivalue;       /* needles in niah_multivalue: 4 */
   int topic_len;        /* mean segment length in tokens: 256 */
   double topic_share;   /* share of the key variance common to a segment: 0.5 */
+  double drift;         /* rho of the drifting queries (qgen_wl_drift): 0.9 */
 } qgen_wl_params;
 
 qgen_wl_params qgen_wl_defaults(void);
@@ -233,6 +234,23 @@ typedef struct qgen_wl_plan {
 int qgen_wl_plant(qgen_wl_plan *P, const qgen_wl_trial *T, qgen_wl_task task, double margin,
                   char *err, size_t errn);
 void qgen_wl_plan_free(qgen_wl_plan *P);
+
+/* Drifting queries (consecutive decode steps over the same cache; `qgen eval --steps`):
+   the query of step + 1 from that of step (prev; step 0's is T->q), per query head
+     x = m + rho (prev - m) + sqrt(1 - rho^2) (f - m),   next = x + (q0·u_h - x·u_h) u_h,
+   rho = the `drift` knob (clamped to [0, 1]), f a fresh query of the trial's distribution (its own seed per
+   step), m that distribution's deterministic part (the outlier component), q0 = T->q: an
+   AR(1) walk that stays in the query distribution, with the component along the group's
+   direction u_h held at the trial's, so the sink, recency and planted keys (all shifted
+   along u_h) keep their boost; the haystack's logits, and so the needles' margins over it,
+   drift. Rounded through round_type. */
+void qgen_wl_drift(const qgen_wl_trial *T, int step, const float *prev, float *next);
+
+/* qgen_wl_page_stats for another query q of the trial (e.g. qgen_wl_drift's): per page and
+   query head the max and log-sum-exp of the logits over the final rows (T, P), by a fresh
+   pass over the whole context on `threads` threads. */
+void qgen_wl_query_stats(const qgen_wl_trial *T, const qgen_wl_plan *P, const float *q, double *pmax,
+                         double *plse, int threads);
 
 /* The final rows of tokens [t0, t1): the haystack with the trial's sink and recency
    tokens and the plan's planted keys (P may be NULL: the trial alone). Thread-safe. */
