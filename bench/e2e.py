@@ -674,14 +674,19 @@ def main():
     env["runtime_s"] = round(time.time() - t0, 1)
     print(f"done in {env['runtime_s']} s")
     doc = {"env": env, "rows": rows}
-    if a.json:
-        with open(a.json, "w") as f:
-            json.dump(doc, f, indent=1)
-    if a.md:
-        with open(a.md, "w") as f:
-            f.write(markdown(doc))
+    save(doc, a.json, a.md, markdown)
     if a.png:
         plot(doc, a.png)
+
+
+def save(doc, json_path, md_path, render):
+    """doc as JSON to json_path and render(doc) as Markdown to md_path, each when given."""
+    if json_path:
+        with open(json_path, "w") as f:
+            json.dump(doc, f, indent=1)
+    if md_path:
+        with open(md_path, "w") as f:
+            f.write(render(doc))
 
 
 def markdown(doc):

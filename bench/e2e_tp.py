@@ -30,7 +30,6 @@ qgen-KV-dense / qgen-KV-P as in e2e.py):
 """
 import argparse
 import gc
-import json
 import os
 import sys
 import time
@@ -252,12 +251,7 @@ def main():
                 rows.append(row)
         doc = {"env": env, "rows": rows}
         print(f"done in {env['runtime_s']} s")
-        if a.json:
-            with open(a.json, "w") as f:
-                json.dump(doc, f, indent=1)
-        if a.md:
-            with open(a.md, "w") as f:
-                f.write(markdown(doc))
+        e2e.save(doc, a.json, a.md, markdown)
     dist.barrier()
     dist.destroy_process_group()
 

@@ -410,6 +410,14 @@ static int64_t required_int(checker *c, int t, const char *field, int64_t lo, in
   return x;
 }
 
+/* The value on the stack top (of Lua type ty) must be a table; else fail naming field. */
+static void require_table(checker *c, int ty, const char *field, const char *what) {
+  if (ty == LUA_TTABLE) return;
+  char v[96];
+  spec_fmt_value(c->L, -1, v, sizeof v);
+  fail(c, "%s = %s is %s; allowed: %s", field, v, spec_a_type(c->L, -1), what);
+}
+
 /* sparse.rescore (the table at index sp, on the stack top when present): s->rescore. */
 static void check_rescore(checker *c, int sp, qgen_spec *s) {
   lua_State *L = c->L;
@@ -420,11 +428,7 @@ static void check_rescore(checker *c, int sp, qgen_spec *s) {
     lua_pop(L, 1);
     return;
   }
-  if (ty != LUA_TTABLE) {
-    char v[96];
-    spec_fmt_value(L, -1, v, sizeof v);
-    fail(c, "sparse.rescore = %s is %s; allowed: %s", v, spec_a_type(L, -1), what);
-  }
+  require_table(c, ty, "sparse.rescore", what);
   const int rt = lua_gettop(L);
   check_keys(c, rt, "sparse.rescore", RESCORE_FIELDS, (int)(sizeof RESCORE_FIELDS / sizeof *RESCORE_FIELDS));
   const char *allowed = "an integer in 1..1024 (candidate pages per budget page; 1 = Quest)";
@@ -471,11 +475,7 @@ static void check_sparse(checker *c, int t, qgen_spec *s) {
     lua_pop(L, 1);
     return;
   }
-  if (ty != LUA_TTABLE) {
-    char v[96];
-    spec_fmt_value(L, -1, v, sizeof v);
-    fail(c, "sparse = %s is %s; allowed: %s", v, spec_a_type(L, -1), what);
-  }
+  require_table(c, ty, "sparse", what);
   int sp = lua_gettop(L);
   check_keys(c, sp, "sparse", SPARSE_FIELDS, N_SPARSE_FIELDS);
 
