@@ -169,6 +169,23 @@ static void parse_ptxas(const char *log, const char *const *kernels, qgen_artifa
   }
 }
 
+/* Drop ptxas' "Compile time = ..." lines from the log in place: the log is stored in cache
+   entries and bundles, which must be the same bytes for the same source and flags. */
+static void drop_timing_lines(char *log) {
+  static const char tag[] = "ptxas info    : Compile time = ";
+  char *w = log;
+  for (const char *l = log; *l;) {
+    const char *nl = strchr(l, '\n');
+    size_t len = nl ? (size_t)(nl - l) + 1 : strlen(l);
+    if (strncmp(l, tag, sizeof tag - 1) != 0) {
+      memmove(w, l, len);
+      w += len;
+    }
+    l += len;
+  }
+  *w = 0;
+}
+
 /* Line `line` of `file` inside the emitted unit: after its `#line 1 "file"` marker, or of
    the unit itself (the generated header) when no marker names it. */
 static const char *unit_line(const char *src, const char *file, size_t flen, long line) {
@@ -259,6 +276,7 @@ int qgen_nvrtc_compile(const char *src, const char *name, int arch, const char *
   if (a->log) {
     nv.nvrtcGetProgramLog(prog, a->log);
     a->log[logn] = 0;
+    drop_timing_lines(a->log);
     a->log_size = strlen(a->log);
   }
   if (r != NVRTC_SUCCESS) {

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # test_cache_cli.sh — the kernel cache as `qgen emit` uses it: concurrent processes on one
-# directory, a corrupted entry rebuilt, an unwritable directory, `qgen cache`.
+# directory, entries reproducible byte for byte, a corrupted entry rebuilt, an unwritable
+# directory, `qgen cache`.
 # Env: QGEN (the binary), QGEN_SOURCE_DIR.
 set -u
 . "$(dirname "$0")/lib.sh"
@@ -16,6 +17,8 @@ ok $([ "$n" = 1 ] && [ "$bad" = 0 ]; echo $?) "one valid entry afterwards ($n en
 ok $([ -z "$(ls "$tmp/cache" | grep -v '\.qgc$')" ]; echo $?) "no temporary files left behind"
 
 entry=$(ls "$tmp/cache"/*.qgc)
+QGEN_CACHE_DIR="$tmp/cache2" "$QGEN" emit --spec $spec --arch sm_90 > /dev/null 2>&1
+ok $(cmp -s "$entry" "$tmp/cache2/${entry##*/}"; echo $?) "a compile into another empty cache gives the same entry, byte for byte"
 size=$(stat -c %s "$entry")
 truncate -s $((size / 2)) "$entry"
 "$QGEN" emit --spec $spec --arch sm_90 > "$tmp/c.txt" 2>&1
