@@ -4,7 +4,7 @@
     import qgen.transformers_paged as qtp        # registers attn_implementation "paged|qgen"
     qtp.configure(coverage=0.25)                 # optional: sparse (default dense); or QGEN_CB_COVERAGE=0.25
     model = AutoModelForCausalLM.from_config(cfg, attn_implementation="paged|qgen", dtype=torch.bfloat16).cuda()
-    out = model.generate_batch(prompts, generation_config)   # CUDA graphs off: see below
+    outs = qtp.generate_batch(model, prompts, max_new_tokens=64)  # generate_batch with the settings below
 
 How a step runs, per layer. transformers' continuous batching calls the attention function
 with its PagedAttentionCache (`cache`), the packed batch (query [1, H, T, D]: the tokens of
@@ -26,13 +26,16 @@ The spec comes from the model config as qgen.transformers derives it, with the h
 of the tensors the layer sees (a tensor-parallel rank's share) and the cache dtype as the KV
 type; unsupported configurations are refused (check_config).
 
-Not supported (refused with an error): CUDA-graph capture of the step (pass a continuous
-batching config with CUDA graphs off), sliding-window / chunked / soft-capped attention,
-attention sinks, dropout in training mode.
+Settings (generate_batch below passes them): transformers' pages of 32 or 64 tokens
+(ContinuousBatchingConfig(block_size=32); qgen attends pages of its spec's block, 64, or
+half of it), CUDA graphs off. Not supported (refused with an error): CUDA-graph capture of
+the step, sliding-window / chunked / soft-capped attention, attention sinks, dropout in
+training mode.
 """
 import math
 import os
 
+from ._views import _paged
 from .transformers import _IO_TYPES, _UNSUPPORTED_KWARGS, check_config, spec_fields
 
 try:
@@ -149,7 +152,7 @@ def _layer_pools(cache, layer_idx):
     bs = int(cache.block_size)
     k, v = cache.key_cache[j], cache.value_cache[j]
     n = (k.shape[0] // bs) * bs
-    return group, k[:n].view(-1, bs, *k.shape[1:]), v[:n].view(-1, bs, *v.shape[1:])
+    return group, _paged(k[:n], bs), _paged(v[:n], bs)
 
 
 class _Step:
@@ -264,7 +267,7 @@ def _write(cache, pools, key, value, layer_idx, write_index, slots):
             cache.update(key, value, layer_idx, empty, write_index)
         return
     ok = (slots >= 0)[:, None, None]
-    dest = torch.where(slots >= 0, slots, 0)
+    dest = torch.where(slots >= 0, slots, 0).long()
     for pages, x in zip(pools, (key, value)):
         rows = pages.reshape(-1, *pages.shape[2:])
         rows.index_copy_(0, dest, torch.where(ok, x[0].transpose(0, 1), rows[dest]))
@@ -309,10 +312,10 @@ def paged_qgen_attention(module, query, key, value, attention_mask, dropout=0.0,
             return out, None
         last, _, dest = decode_rows(cu_q, n_tokens)
         _fill(st, kwargs, g, page_size, n, False, None)
-        att = view.attend(query[0][:, last].transpose(0, 1).contiguous(), seqs=list(range(n)))
+        att = view.attend(query[0][:, last.long()].transpose(0, 1).contiguous(), seqs=list(range(n)))
         flat = out.reshape(n_tokens, *att.shape[1:])
         rows = torch.cat([flat, flat.new_zeros((1,) + tuple(att.shape[1:]))])  # + a spare row
-        rows.index_copy_(0, dest, att.to(rows.dtype))
+        rows.index_copy_(0, dest.long(), att.to(rows.dtype))
         return rows[:n_tokens].reshape(out.shape), None
 
     if n_tokens != n:
@@ -324,6 +327,42 @@ def paged_qgen_attention(module, query, key, value, attention_mask, dropout=0.0,
     if state.sparse:
         view.update(kwargs["write_index"][g] if slots is None else slots)
     return view.attend(query[0].transpose(0, 1).contiguous(), seqs=list(range(n))).unsqueeze(0), None
+
+
+def generate_batch(model, prompts, max_new_tokens, attn_implementation=NAME, block_size=32, record_timestamps=False,
+                   **generation):
+    """model.generate_batch over prompts (lists of token ids) with the continuous batching
+    settings paged|qgen needs: pages of block_size tokens (32 or 64 under qgen's default
+    block-64 spec), CUDA graphs and async batching off; greedy unless generation says
+    otherwise; record_timestamps keeps each token's time (GenerationOutput.timestamps).
+Returns the GenerationOutputs in the order of the prompts. Also runs other
+    implementations ("paged|sdpa") under the same settings, for comparisons."""
+    import inspect
+
+    from transformers import GenerationConfig
+
+    model.set_attn_implementation(attn_implementation)
+    generation.setdefault("do_sample", False)
+    gen = GenerationConfig(max_new_tokens=max_new_tokens, **generation)
+    kw = {}
+    try:
+        from transformers.generation import ContinuousBatchingConfig
+    except ImportError:  # versions before ContinuousBatchingConfig read these from the generation config
+        for name, val in (("block_size", block_size), ("use_cuda_graph", False)):
+            setattr(gen, name, val)
+    else:
+        fields = inspect.signature(ContinuousBatchingConfig).parameters
+        want = dict(block_size=block_size, use_cuda_graph=False, use_async_batching=False)
+        kw["continuous_batching_config"] = ContinuousBatchingConfig(**{k: v for k, v in want.items() if k in fields})
+    params = inspect.signature(model.generate_batch).parameters
+    for name, val in (("warmup", False), ("progress_bar", False), ("record_timestamps", record_timestamps)):
+        if name in params:
+            kw[name] = val
+    outputs = model.generate_batch(inputs=[list(p) for p in prompts], generation_config=gen, **kw)
+    by_prompt = {}
+    for out in outputs.values():
+        by_prompt.setdefault(tuple(out.prompt_ids), []).append(out)
+    return [by_prompt[tuple(p)].pop(0) for p in prompts]
 
 
 def _no_mask(*args, **kwargs):
