@@ -335,7 +335,7 @@ def generate_batch(model, prompts, max_new_tokens, attn_implementation=NAME, blo
     settings paged|qgen needs: pages of block_size tokens (32 or 64 under qgen's default
     block-64 spec), CUDA graphs and async batching off; greedy unless generation says
     otherwise; record_timestamps keeps each token's time (GenerationOutput.timestamps).
-Returns the GenerationOutputs in the order of the prompts. Also runs other
+    Returns the GenerationOutputs in the order of the prompts. Also runs other
     implementations ("paged|sdpa") under the same settings, for comparisons."""
     import inspect
 
@@ -352,7 +352,8 @@ Returns the GenerationOutputs in the order of the prompts. Also runs other
             setattr(gen, name, val)
     else:
         fields = inspect.signature(ContinuousBatchingConfig).parameters
-        want = dict(block_size=block_size, use_cuda_graph=False, use_async_batching=False)
+        want = dict(use_cuda_graph=False, use_async_batching=False)
+        want["page_size" if "page_size" in fields else "block_size"] = block_size  # its newer name
         kw["continuous_batching_config"] = ContinuousBatchingConfig(**{k: v for k, v in want.items() if k in fields})
     params = inspect.signature(model.generate_batch).parameters
     for name, val in (("warmup", False), ("progress_bar", False), ("record_timestamps", record_timestamps)):
