@@ -116,6 +116,15 @@ def decode_slots(table, seq_lens, page_size):
     return xp.where(seq_lens > 0, page * page_size + pos % page_size, -1)
 
 
+def all_slots(table, seq_lens, page_size):
+    """Every token's slot of every request through its block table, request after request
+    [n_requests * max_blocks * page_size]; -1 past a request's length."""
+    xp, dev = _xp(seq_lens)
+    pos = xp.arange(table.shape[1] * page_size, **dev)[None, :]
+    slots = table[:, pos[0] // page_size] * page_size + pos % page_size
+    return xp.where(pos < seq_lens[:, None], slots, -1).reshape(-1)
+
+
 def causal_mask(cu_q, cu_k, n_tokens, n_keys):
     """Whether token t of a packed step may attend key j [n_tokens, n_keys]: both belong to
     the same request, and j is at most t's position (the request's cached keys first, then
@@ -157,8 +166,10 @@ def _layer_pools(cache, layer_idx):
 
 class _Step:
     """Block table and lengths of one layer group, shared by the group's views (qgen reads
-    them when its kernels run; rows and columns grow by doubling, re-opening the views), and
-    the step they were filled for, with its prefill mask."""
+    them when its kernels run), and the step they were filled for, with its prefill mask.
+    The buffers grow by doubling past 64 requests or 1024 pages a request, re-opening the
+    views; a sparse view re-opened rebuilds its page bounds from the step's requests (the
+    pages of a request outside that step keep no bounds: its selection is then wrong)."""
 
     def __init__(self):
         self.table = self.lens = self.mask = None
@@ -188,22 +199,24 @@ class _State:
         self.groups = {}
 
     def view(self, g, k, v, layer_idx, n, blocks):
-        """The step buffers of group g, at least n rows by blocks columns, and this layer's view."""
+        """The step buffers of group g, at least n rows by blocks columns, this layer's view,
+        and whether the view is new (its bounds to be built)."""
         from . import View
 
         st = self.groups.setdefault(g, _Step())
         if st.table is None or st.table.shape[0] < n or st.table.shape[1] < blocks:
-            rows = max(n, 2 * st.table.shape[0] if st.table is not None else 8)
-            cols = max(blocks, 2 * st.table.shape[1] if st.table is not None else 64)
+            rows = max(n, 2 * st.table.shape[0] if st.table is not None else 64)
+            cols = max(blocks, 2 * st.table.shape[1] if st.table is not None else 1024)
             for old in st.views.values():
                 old.close()
             st.views = {}
             st.table = torch.zeros((rows, cols), dtype=torch.int32, device=k.device)
             st.lens = torch.zeros((rows,), dtype=torch.int32, device=k.device)
             st.key = None
-        if layer_idx not in st.views:
+        fresh = layer_idx not in st.views
+        if fresh:
             st.views[layer_idx] = View(self.ctx, k, v, st.table, st.lens)
-        return st, st.views[layer_idx]
+        return st, st.views[layer_idx], fresh
 
 
 def _group_value(x):
@@ -300,14 +313,15 @@ def paged_qgen_attention(module, query, key, value, attention_mask, dropout=0.0,
     page_size = kp.shape[1]
     blocks = table_kw.shape[-1] if table_kw is not None else \
         -(-int(_group_value(kwargs.get("max_seqlen_k", 1))) // page_size)
-    st, view = state.view(g, kp, vp, layer_idx, n, blocks)
+    st, view, fresh = state.view(g, kp, vp, layer_idx, n, blocks)
 
     if not decode_only:
         mask = _prefill_mask(st, kwargs, g, n_tokens, query.dtype)
         out, _ = ALL_ATTENTION_FUNCTIONS[SDPA](module, query, key, value, mask, dropout=dropout, scaling=scaling,
                                                **kwargs)
-        if state.sparse:
-            view.update(kwargs["write_index"][g])
+        if state.sparse:  # a new view: the bounds of every page the step reads
+            read = kwargs["read_index"][g]
+            view.update(read if fresh and read.shape[0] else kwargs["write_index"][g])
         if kwargs["read_index"][g].shape[0] == 0:  # nothing cached yet: no request is decoding
             return out, None
         last, _, dest = decode_rows(cu_q, n_tokens)
@@ -324,8 +338,11 @@ def paged_qgen_attention(module, query, key, value, attention_mask, dropout=0.0,
     _fill(st, kwargs, g, page_size, n, True, table_kw)
     slots = None if table_kw is None else decode_slots(st.table[:n], st.lens[:n], page_size)
     _write(cache, (kp, vp), key, value, layer_idx, kwargs.get("write_index"), slots)
-    if state.sparse:
-        view.update(kwargs["write_index"][g] if slots is None else slots)
+    if state.sparse:  # a new view: the bounds of every page the step reads
+        if fresh:
+            view.update(kwargs["read_index"][g] if slots is None else all_slots(st.table[:n], st.lens[:n], page_size))
+        else:
+            view.update(kwargs["write_index"][g] if slots is None else slots)
     return view.attend(query[0].transpose(0, 1).contiguous(), seqs=list(range(n))).unsqueeze(0), None
 
 

@@ -1,6 +1,7 @@
 """qgen.transformers_paged's index helpers on NumPy (no torch, transformers or GPU needed):
 the decode rows of a packed step, the block table gathered from a read index, the newest
-token's slot, and the causal block-diagonal prefill mask, each against a plain loop."""
+token's slot, every token's slot, and the causal block-diagonal prefill mask, each against
+a plain loop."""
 import numpy as np
 import pytest
 
@@ -57,6 +58,15 @@ def test_decode_slots():
     for i in range(5):
         want = -1 if lens[i] == 0 else read[cu_k[i + 1] - 1]
         assert slots[i] == want
+
+
+def test_all_slots():
+    shape, tables, read, _, cu_k = packed_step()
+    bt = qtp.block_table(read, cu_k, PAGE, 8)
+    lens = (cu_k[1:] - cu_k[:-1]).astype(np.int32)
+    slots = qtp.all_slots(bt, lens, PAGE)
+    assert slots.shape == (5 * 8 * PAGE,)
+    assert slots[slots >= 0].tolist() == read.tolist()  # the read index, request after request
 
 
 def test_causal_mask():
