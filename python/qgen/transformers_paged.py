@@ -51,6 +51,9 @@ NAME = "paged|qgen"
 SDPA = "paged|sdpa"  # transformers' own paged path, for prefill
 
 _settings = {}
+# Layer calls by kind since import ("decode": attended by qgen, "mixed": prefill through SDPA
+# and the decode tokens by qgen, "prefill": SDPA only): how a caller or a test sees that qgen ran.
+calls = {"decode": 0, "mixed": 0, "prefill": 0}
 
 
 def configure(coverage=None, budget=None, block=None, sink=None, recent=None):
@@ -323,7 +326,9 @@ def paged_qgen_attention(module, query, key, value, attention_mask, dropout=0.0,
             read = kwargs["read_index"][g]
             view.update(read if fresh and read.shape[0] else kwargs["write_index"][g])
         if kwargs["read_index"][g].shape[0] == 0:  # nothing cached yet: no request is decoding
+            calls["prefill"] += 1
             return out, None
+        calls["mixed"] += 1
         last, _, dest = decode_rows(cu_q, n_tokens)
         _fill(st, kwargs, g, page_size, n, False, None)
         att = view.attend(query[0][:, last.long()].transpose(0, 1).contiguous(), seqs=list(range(n)))
@@ -335,6 +340,7 @@ def paged_qgen_attention(module, query, key, value, attention_mask, dropout=0.0,
     if n_tokens != n:
         raise NotImplementedError(f"qgen: a decode step of {n_tokens} tokens for {n} requests (padded); "
                                   "turn the continuous batching CUDA graphs off")
+    calls["decode"] += 1
     _fill(st, kwargs, g, page_size, n, True, table_kw)
     slots = None if table_kw is None else decode_slots(st.table[:n], st.lens[:n], page_size)
     _write(cache, (kp, vp), key, value, layer_idx, kwargs.get("write_index"), slots)

@@ -80,7 +80,12 @@ def first_difference(a, b):
 
 def test_dense_matches_paged_sdpa(model, prompts):
     ref = tokens(model, prompts, "paged|sdpa")
+    before = dict(qtp.calls)
     got = tokens(model, prompts, qtp.NAME)
+    ran = {k: qtp.calls[k] - before[k] for k in before}
+    print(f"paged|qgen layer calls: {ran}")
+    layers = model.config.num_hidden_layers
+    assert ran["decode"] + ran["mixed"] >= (NEW_TOKENS - 1) * layers, f"qgen attended too few steps: {ran}"
     equal = 0
     for r, (p, s, q) in enumerate(zip(prompts, ref, got)):
         assert len(q) == len(s) == NEW_TOKENS, f"request {r}: {len(q)} qgen / {len(s)} SDPA tokens"
