@@ -210,8 +210,9 @@ QGEN_API qgen_status qgen_attend(qgen_kv *kv, const int *seq, int n_seq, qgen_pt
  *
  * qgen copies nothing: the caller may change the pool, block_table and seq_lens between
  * steps (on the device, or in a captured graph); an attend reads them when its kernels run.
- * Entries for a sequence's tokens must be pages in [0, n_pages) and seq_lens[s] at most
- * max_blocks * page_size (not checked on the device). A view never writes the caller's
+ * Entries for a sequence's tokens must be pages in [0, n_pages) and seq_lens[s] in
+ * [0, max_blocks * page_size] (not checked on the device; the CPU backend's qgen_attend
+ * refuses them, QGEN_ERR_INVALID_ARG). A view never writes the caller's
  * memory: qgen_append, qgen_append_decode, qgen_reset and qgen_kv_map refuse it,
  * qgen_kv_read gives only its bounds, qgen_seq_len is -1 (the lengths are the caller's).
  *
