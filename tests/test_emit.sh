@@ -42,6 +42,13 @@ done
 
 "$QGEN" emit --spec specs/qwen2.5-0.5b.lua --print --arch sm_90 > "$tmp/print.txt" 2>&1
 grep -q "extern \"C\" __global__ void" "$tmp/print.txt"; ok $? "--print writes the unit to stdout"
+# whole-number floats of a spec (scale = 1, sparse.v_tau = 1) are C++ literals ("1.0f", not "1f")
+cat > "$tmp/whole.lua" <<'EOF2'
+return spec{ name = 'whole', head_dim = 64, n_head = 8, n_head_kv = 2, scale = 1, sparse = { block = 32, v_tau = 1 } }
+EOF2
+"$QGEN" emit --spec "$tmp/whole.lua" --arch sm_90 --print > "$tmp/whole.txt" 2>&1
+ok $([ $? = 0 ] && grep -q "^#define QG_SCALE 1.0f$" "$tmp/whole.txt" && grep -q "^#define QG_V_TAU 1.0f$" "$tmp/whole.txt"; echo $?) \
+  "scale = 1 and sparse.v_tau = 1 compile (QG_SCALE 1.0f, QG_V_TAU 1.0f)"
 "$QGEN" emit > /dev/null 2>&1; ok $([ $? = 1 ]; echo $?) "emit without --spec exits 1"
 "$QGEN" emit --spec specs/qwen3-4b.lua --arch sm_75 > /dev/null 2>"$tmp/err.txt"; rc=$?
 ok $([ $rc = 1 ] && grep -q "sm_80 or newer" "$tmp/err.txt"; echo $?) "--arch sm_75 exits 1 and says why"
