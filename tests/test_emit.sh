@@ -68,6 +68,10 @@ ok $([ $rc = 1 ] && grep -q "\-\-seed 'abc'" "$tmp/err.txt"; echo $?) "check --s
 "$QGEN" bench --spec=specs/qwen3-4b.lua --runs=many > /dev/null 2>"$tmp/err.txt"; rc=$?
 ok $([ $rc = 1 ] && grep -q "\-\-runs 'many'" "$tmp/err.txt"; echo $?) "bench --runs=many exits 1"
 "$QGEN" eval --spec specs/qwen3-4b.lua --ctx 16K,x > /dev/null 2>&1; ok $([ $? = 1 ]; echo $?) "eval --ctx 16K,x exits 1"
+for a in --trials --proj-dim --chunk; do
+  "$QGEN" eval --spec specs/qwen3-4b.lua --backend cpu $a 0 -q > /dev/null 2>"$tmp/err.txt"
+  ok $([ $? = 1 ] && grep -q -- "$a 0" "$tmp/err.txt"; echo $?) "eval $a 0 exits 1 naming $a"
+done
 for a in "--top-p 1.5" "--top-p 0" "--steps 0" "--reselect 0" "--steps 2 --wl drift=2"; do
   "$QGEN" eval --spec specs/qwen3-4b.lua --backend cpu $a -q > /dev/null 2>&1; ok $([ $? = 1 ]; echo $?) "eval $a exits 1"
 done

@@ -1277,10 +1277,11 @@ int qgen_eval_run(const qgen_eval_cfg *cfg, qgen_eval_result *res, char *err, si
   e.d.be = cfg->backend;
   e.R = cfg->proj_dim;
   int rc = 0;
-  if (!cfg->spec || cfg->n_tasks < 1 || cfg->n_margin < 1 || cfg->n_cov < 1 || cfg->n_sel < 1 || cfg->n_ctx < 1 ||
-      cfg->trials < 1 || cfg->proj_dim < 1 || cfg->chunk < 1)
-    rc = fail(&e, 1, "qgen eval: needs a spec and non-empty lists (tasks, contexts, coverages, selectors, margins), "
-                     "trials >= 1");
+  if (!cfg->spec || cfg->n_tasks < 1 || cfg->n_margin < 1 || cfg->n_cov < 1 || cfg->n_sel < 1 || cfg->n_ctx < 1)
+    rc = fail(&e, 1, "qgen eval: needs a spec and non-empty lists (tasks, contexts, coverages, selectors, margins)");
+  if (!rc && (cfg->trials < 1 || cfg->proj_dim < 1 || cfg->chunk < 1))
+    rc = fail(&e, 1, "qgen eval: --trials %d, --proj-dim %d, --chunk %lld: each must be >= 1", cfg->trials, cfg->proj_dim,
+              cfg->chunk);
   if (!rc && !(cfg->top_p > 0 && cfg->top_p <= 1))
     rc = fail(&e, 1, "qgen eval: top-p %g is not in (0, 1]", cfg->top_p);
   if (!rc && (cfg->steps < 1 || cfg->steps > 4096 || cfg->reselect < 1))
