@@ -1613,7 +1613,7 @@ int qgen_eval_main(int argc, char **argv) {
        .help = "tokens per qgen_append (default 64K)"},
       {.name = "--proj-dim", .arg = "R", .kind = QGEN_OPT_INT, .dst = &c.proj_dim,
        .help = "meanpool's projection (default 32)"},
-      {.name = "--v-tau", .arg = "X", .kind = QGEN_OPT_DOUBLE, .dst = &c.v_tau,
+      {.name = "--v-tau", .arg = "X", .kind = QGEN_OPT_DOUBLE, .dst = &c.v_tau, .lo = 0, .hi = 1,
        .help = "sparse-V threshold in [0, 1] for every variant (spec sparse.v_tau;\n"
                "default the spec's): its output error on top of the selection's"},
       {.name = "--top-p", .arg = "P", .kind = QGEN_OPT_DOUBLE, .dst = &c.top_p,
@@ -1642,10 +1642,6 @@ int qgen_eval_main(int argc, char **argv) {
   const int done = qgen_opts_parse(&eval_cmd, argc, argv, NULL, 0, NULL);
   if (done >= 0) return done;
   c.log = quiet ? NULL : stderr;
-  if (c.v_tau != -1 && !(c.v_tau >= 0 && c.v_tau <= 1)) {
-    fprintf(stderr, "qgen: eval: --v-tau %g is out of range; allowed: a number in [0, 1]\n", c.v_tau);
-    return 1;
-  }
   if (!c.spec) {
     fprintf(stderr, "qgen: eval: needs --spec FILE (see qgen eval --help)\n");
     return 1;
