@@ -68,6 +68,11 @@ ok $([ $rc = 1 ] && grep -q "\-\-seed 'abc'" "$tmp/err.txt"; echo $?) "check --s
 "$QGEN" bench --spec=specs/qwen3-4b.lua --runs=many > /dev/null 2>"$tmp/err.txt"; rc=$?
 ok $([ $rc = 1 ] && grep -q "\-\-runs 'many'" "$tmp/err.txt"; echo $?) "bench --runs=many exits 1"
 "$QGEN" eval --spec specs/qwen3-4b.lua --ctx 16K,x > /dev/null 2>&1; ok $([ $? = 1 ]; echo $?) "eval --ctx 16K,x exits 1"
+echo "return spec{ name = 'b', head_dim = 64, n_head = 8, n_head_kv = 2, sparse = { bounds = 'i4' } }" > "$tmp/bounds_i4.lua"
+for cmd in eval bench check; do
+  "$QGEN" $cmd --spec "$tmp/bounds_i4.lua" > /dev/null 2>"$tmp/err.txt"
+  ok $([ $? = 1 ] && grep -q "sparse.bounds" "$tmp/err.txt"; echo $?) "$cmd of a bad spec (sparse.bounds = 'i4') exits 1 naming the field"
+done
 for a in --trials --proj-dim --chunk; do
   "$QGEN" eval --spec specs/qwen3-4b.lua --backend cpu $a 0 -q > /dev/null 2>"$tmp/err.txt"
   ok $([ $? = 1 ] && grep -q -- "$a 0" "$tmp/err.txt"; echo $?) "eval $a 0 exits 1 naming $a"

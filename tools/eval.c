@@ -538,8 +538,7 @@ static int open_variants(ev *e) {
   for (int vi = 0; vi < e->nv; vi++) {
     qgen_open_opts o = {cfg->backend, 0, cfg->n_variants > 0 ? cfg->variants[vi] : NULL, NULL};
     qgen_status st = qgen_opts_open(&e->ctx[vi], cfg->spec, &o, cfg->v_tau);
-    if (st == QGEN_ERR_NO_DRIVER || st == QGEN_ERR_NO_DEVICE) return fail(e, 77, "qgen eval: %s", qgen_error(e->ctx[vi]));
-    if (st != QGEN_OK) return fail(e, 2, "qgen eval: %s", qgen_error(e->ctx[vi]));
+    if (st != QGEN_OK) return fail(e, qgen_opts_open_exit(st), "qgen eval: %s", qgen_error(e->ctx[vi]));
     qgen_info info;
     qgen_get_info(e->ctx[vi], &info);
     const qgen_layout *L = qgen_ext_layout(e->ctx[vi]), *L0 = qgen_ext_layout(e->ctx[0]);
