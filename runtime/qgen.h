@@ -226,8 +226,10 @@ QGEN_API qgen_status qgen_attend(qgen_kv *kv, const int *seq, int n_seq, qgen_pt
  * Supported: page_size a multiple of 16 equal to the spec's block or half of it (two engine
  * pages a selection page: transformers' block 32 under a block-64 spec; SGLang's page 16
  * under a block-32 spec);
- * strides >= 0, multiples of the row's copy granule (16 bytes for 16-bit types, 8 or 4 for
- * quantized rows of such sizes; k and v aligned to it), rows that do not overlap;
+ * strides >= 0, multiples of the row's copy granule (the largest of 16, 8, 4 bytes that
+ * divides the row: 16 for 16-bit and fp8 rows, 8 or 4 for q8_0/q4_0/q5_0 rows; a row of
+ * none, e.g. q8_0 or q5_0 at head_dim 96, is QGEN_ERR_UNSUPPORTED; k and v aligned to it),
+ * rows that do not overlap, a pool spanning less than 2^63 bytes;
  * qgen_view_update needs a 16-bit k_type (f16, bf16); fp8 caches take their scales by
  * qgen_cache_set_scales. Refused (QGEN_ERR_UNSUPPORTED): specs with sparse.bounds = "i8"
  * or sparse.rescore > 1, whose 8-bit bounds or sketch a view does not keep.
