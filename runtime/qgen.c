@@ -316,8 +316,8 @@ qgen_status qgen_view_update(qgen_kv *kv, qgen_ptr slots, long long n, int slot_
   if (!kv) return QGEN_ERR_INVALID_ARG;
   qgen_ctx *c = kv->ctx;
   if (!kv->is_view) return qgen_fail(c, QGEN_ERR_INVALID_ARG, "qgen_view_update: not a view (qgen_append keeps an owned cache's bounds)");
-  if (n < 0 || (n > 0 && !slots) || (slot_bytes != 4 && slot_bytes != 8) || slots % (qgen_ptr)slot_bytes)
-    return qgen_fail(c, QGEN_ERR_INVALID_ARG, "qgen_view_update: n = %lld, slots = 0x%llx, slot_bytes = %d (need n >= 0, slots non-NULL and aligned, 4 or 8 bytes)",
+  if (n < 0 || n > INT32_MAX || (n > 0 && !slots) || (slot_bytes != 4 && slot_bytes != 8) || slots % (qgen_ptr)slot_bytes)
+    return qgen_fail(c, QGEN_ERR_INVALID_ARG, "qgen_view_update: n = %lld, slots = 0x%llx, slot_bytes = %d (need 0 <= n < 2^31, slots non-NULL and aligned, 4 or 8 bytes)",
                      n, slots, slot_bytes);
   if (!c->spec.sparse || n == 0) return QGEN_OK;
   qgen_status st = view_bounds_ok(kv, "qgen_view_update");

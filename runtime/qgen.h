@@ -253,9 +253,9 @@ typedef struct qgen_view_desc {
    memory (bounds, scratch). */
 QGEN_API qgen_status qgen_view_open(qgen_ctx *ctx, const qgen_view_desc *desc, qgen_kv **kv);
 /* The bounds of a sparse view after the engine's own cache write of this step: slots
-   [n] of slot_bytes (4: int32, 8: int64) on the device, slot = page * page_size + offset
-   (vLLM's slot_mapping, SGLang's out_cache_loc); a negative slot (padding) or one past the
-   pool is skipped. A page whose offset-0 slot is listed restarts its bounds, the others
+   [n] (0 <= n < 2^31) of slot_bytes (4: int32, 8: int64) on the device, slot = page *
+   page_size + offset (vLLM's slot_mapping, SGLang's out_cache_loc); a negative slot
+   (padding) or one past the pool is skipped. A page whose offset-0 slot is listed restarts its bounds, the others
    min/max-merge. Kernels only (capturable); a dense spec: nothing to do (QGEN_OK). */
 QGEN_API qgen_status qgen_view_update(qgen_kv *kv, qgen_ptr slots, long long n, int slot_bytes, qgen_stream stream);
 
