@@ -113,10 +113,31 @@ static qgen_status cpu_append_decode(qgen_kv *kv, const int *seq, int n_seq, qge
   return QGEN_OK;
 }
 
+/* A view's lengths and block table entries in range (qgen.h): the GPU kernels cannot check
+   them, but here they are host memory, and outside it the reference would read past the
+   pool or its scratch. */
+static qgen_status check_view(qgen_kv *kv, const int *seq, int n_seq) {
+  const qgen_kvmem *m = &kv->host;
+  for (int i = 0; i < n_seq; i++) {
+    const int64_t len = m->seq_len[seq[i]];
+    if (len < 0 || len > kv->max_tokens)
+      return qgen_fail(kv->ctx, QGEN_ERR_INVALID_ARG, "qgen_attend: seq_lens[%d] = %lld is outside [0, max_blocks * page_size = %lld]",
+                       seq[i], (long long)len, (long long)kv->max_tokens);
+    const int32_t *bt = m->page_table + (int64_t)seq[i] * m->pt_stride;
+    for (int64_t e = 0; e < (len + m->page_size - 1) / m->page_size; e++)
+      if (bt[e] < 0 || bt[e] >= kv->n_pages)
+        return qgen_fail(kv->ctx, QGEN_ERR_INVALID_ARG, "qgen_attend: block_table[%d][%lld] = %d (a page of seq_lens[%d] = %lld tokens) is outside [0, n_pages = %lld)",
+                         seq[i], (long long)e, bt[e], seq[i], (long long)len, (long long)kv->n_pages);
+  }
+  return QGEN_OK;
+}
+
 static qgen_status cpu_attend(qgen_kv *kv, const int *seq, int n_seq, qgen_ptr q, qgen_ptr out, const qgen_budget *b,
                               qgen_stream s) {
   const qgen_layout *L = &kv->ctx->L;
   cpu_kv *ck = kv->impl;
+  qgen_status st = kv->is_view ? check_view(kv, seq, n_seq) : QGEN_OK;
+  if (st != QGEN_OK) return st;
   for (int i = 0; i < n_seq; i++) {
     int32_t *lists = b->mode ? ck->sel_lists + (int64_t)seq[i] * L->n_head_kv * kv->pps : NULL;
     int64_t *counts = b->mode ? ck->sel_counts + (int64_t)seq[i] * L->n_head_kv : NULL;

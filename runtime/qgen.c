@@ -261,6 +261,9 @@ static qgen_status check_pool(qgen_ctx *c, const qgen_view_desc *d, int which) {
     if (st[x] < extent)
       return qgen_fail(c, QGEN_ERR_INVALID_ARG, "qgen_view_open: %s_%s_stride = %lld bytes overlaps the %lld bytes inside it (rows of %zu bytes)",
                        name, dim[x], st[x], extent, row);
+    if (st[x] > (INT64_MAX - extent) / (cnt[x] - 1))
+      return qgen_fail(c, QGEN_ERR_INVALID_ARG, "qgen_view_open: %s_%s_stride = %lld bytes x %lld %ss spans more than 2^63 bytes",
+                       name, dim[x], st[x], cnt[x], dim[x]);
     extent = st[x] * (cnt[x] - 1) + extent;
   }
   return QGEN_OK;
@@ -278,11 +281,11 @@ qgen_status qgen_view_open(qgen_ctx *c, const qgen_view_desc *d, qgen_kv **out) 
     return qgen_fail(c, QGEN_ERR_UNSUPPORTED, "qgen_view_open: this spec has sparse.rescore = %d; a view keeps no q4_0 sketch for two-stage selection (use sparse.rescore = 1)",
                      c->L.rescore);
   /* the kernels are compiled for one or two engine pages a selection page (attend.cu) */
-  if (d->page_size % 16 || (d->page_size != B && 2 * d->page_size != B))
+  if (d->page_size % 16 || (d->page_size != B && d->page_size != B / 2))
     return qgen_fail(c, QGEN_ERR_UNSUPPORTED, "qgen_view_open: page_size = %d; supported: the spec's block %d, or half of it, a multiple of 16",
                      d->page_size, B);
   if (d->n_pages < 1 || d->n_pages > INT32_MAX || d->max_seqs < 1 || d->max_blocks < 1 ||
-      d->max_blocks * d->page_size > INT32_MAX)
+      d->max_blocks > INT32_MAX / d->page_size)
     return qgen_fail(c, QGEN_ERR_INVALID_ARG, "qgen_view_open: n_pages = %lld, max_seqs = %d, max_blocks = %lld (need >= 1, n_pages and max_blocks * page_size < 2^31)",
                      d->n_pages, d->max_seqs, d->max_blocks);
   if (!d->block_table || !d->seq_lens || d->block_table % 4 || d->seq_lens % 4)
@@ -313,8 +316,8 @@ qgen_status qgen_view_update(qgen_kv *kv, qgen_ptr slots, long long n, int slot_
   if (!kv) return QGEN_ERR_INVALID_ARG;
   qgen_ctx *c = kv->ctx;
   if (!kv->is_view) return qgen_fail(c, QGEN_ERR_INVALID_ARG, "qgen_view_update: not a view (qgen_append keeps an owned cache's bounds)");
-  if (n < 0 || (n > 0 && !slots) || (slot_bytes != 4 && slot_bytes != 8) || slots % (qgen_ptr)slot_bytes)
-    return qgen_fail(c, QGEN_ERR_INVALID_ARG, "qgen_view_update: n = %lld, slots = 0x%llx, slot_bytes = %d (need n >= 0, slots non-NULL and aligned, 4 or 8 bytes)",
+  if (n < 0 || n > INT32_MAX || (n > 0 && !slots) || (slot_bytes != 4 && slot_bytes != 8) || slots % (qgen_ptr)slot_bytes)
+    return qgen_fail(c, QGEN_ERR_INVALID_ARG, "qgen_view_update: n = %lld, slots = 0x%llx, slot_bytes = %d (need 0 <= n < 2^31, slots non-NULL and aligned, 4 or 8 bytes)",
                      n, slots, slot_bytes);
   if (!c->spec.sparse || n == 0) return QGEN_OK;
   qgen_status st = view_bounds_ok(kv, "qgen_view_update");

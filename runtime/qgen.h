@@ -210,8 +210,9 @@ QGEN_API qgen_status qgen_attend(qgen_kv *kv, const int *seq, int n_seq, qgen_pt
  *
  * qgen copies nothing: the caller may change the pool, block_table and seq_lens between
  * steps (on the device, or in a captured graph); an attend reads them when its kernels run.
- * Entries for a sequence's tokens must be pages in [0, n_pages) and seq_lens[s] at most
- * max_blocks * page_size (not checked on the device). A view never writes the caller's
+ * Entries for a sequence's tokens must be pages in [0, n_pages) and seq_lens[s] in
+ * [0, max_blocks * page_size] (not checked on the device; the CPU backend's qgen_attend
+ * refuses them, QGEN_ERR_INVALID_ARG). A view never writes the caller's
  * memory: qgen_append, qgen_append_decode, qgen_reset and qgen_kv_map refuse it,
  * qgen_kv_read gives only its bounds, qgen_seq_len is -1 (the lengths are the caller's).
  *
@@ -225,8 +226,10 @@ QGEN_API qgen_status qgen_attend(qgen_kv *kv, const int *seq, int n_seq, qgen_pt
  * Supported: page_size a multiple of 16 equal to the spec's block or half of it (two engine
  * pages a selection page: transformers' block 32 under a block-64 spec; SGLang's page 16
  * under a block-32 spec);
- * strides >= 0, multiples of the row's copy granule (16 bytes for 16-bit types, 8 or 4 for
- * quantized rows of such sizes; k and v aligned to it), rows that do not overlap;
+ * strides >= 0, multiples of the row's copy granule (the largest of 16, 8, 4 bytes that
+ * divides the row: 16 for 16-bit and fp8 rows, 8 or 4 for q8_0/q4_0/q5_0 rows; a row of
+ * none, e.g. q8_0 or q5_0 at head_dim 96, is QGEN_ERR_UNSUPPORTED; k and v aligned to it),
+ * rows that do not overlap, a pool spanning less than 2^63 bytes;
  * qgen_view_update needs a 16-bit k_type (f16, bf16); fp8 caches take their scales by
  * qgen_cache_set_scales. Refused (QGEN_ERR_UNSUPPORTED): specs with sparse.bounds = "i8"
  * or sparse.rescore > 1, whose 8-bit bounds or sketch a view does not keep.
@@ -250,9 +253,9 @@ typedef struct qgen_view_desc {
    memory (bounds, scratch). */
 QGEN_API qgen_status qgen_view_open(qgen_ctx *ctx, const qgen_view_desc *desc, qgen_kv **kv);
 /* The bounds of a sparse view after the engine's own cache write of this step: slots
-   [n] of slot_bytes (4: int32, 8: int64) on the device, slot = page * page_size + offset
-   (vLLM's slot_mapping, SGLang's out_cache_loc); a negative slot (padding) or one past the
-   pool is skipped. A page whose offset-0 slot is listed restarts its bounds, the others
+   [n] (0 <= n < 2^31) of slot_bytes (4: int32, 8: int64) on the device, slot = page *
+   page_size + offset (vLLM's slot_mapping, SGLang's out_cache_loc); a negative slot
+   (padding) or one past the pool is skipped. A page whose offset-0 slot is listed restarts its bounds, the others
    min/max-merge. Kernels only (capturable); a dense spec: nothing to do (QGEN_OK). */
 QGEN_API qgen_status qgen_view_update(qgen_kv *kv, qgen_ptr slots, long long n, int slot_bytes, qgen_stream stream);
 

@@ -42,6 +42,13 @@ done
 
 "$QGEN" emit --spec specs/qwen2.5-0.5b.lua --print --arch sm_90 > "$tmp/print.txt" 2>&1
 grep -q "extern \"C\" __global__ void" "$tmp/print.txt"; ok $? "--print writes the unit to stdout"
+# whole-number floats of a spec (scale = 1, sparse.v_tau = 1) are C++ literals ("1.0f", not "1f")
+cat > "$tmp/whole.lua" <<'EOF2'
+return spec{ name = 'whole', head_dim = 64, n_head = 8, n_head_kv = 2, scale = 1, sparse = { block = 32, v_tau = 1 } }
+EOF2
+"$QGEN" emit --spec "$tmp/whole.lua" --arch sm_90 --print > "$tmp/whole.txt" 2>&1
+ok $([ $? = 0 ] && grep -q "^#define QG_SCALE 1.0f$" "$tmp/whole.txt" && grep -q "^#define QG_V_TAU 1.0f$" "$tmp/whole.txt"; echo $?) \
+  "scale = 1 and sparse.v_tau = 1 compile (QG_SCALE 1.0f, QG_V_TAU 1.0f)"
 "$QGEN" emit > /dev/null 2>&1; ok $([ $? = 1 ]; echo $?) "emit without --spec exits 1"
 "$QGEN" emit --spec specs/qwen3-4b.lua --arch sm_75 > /dev/null 2>"$tmp/err.txt"; rc=$?
 ok $([ $rc = 1 ] && grep -q "sm_80 or newer" "$tmp/err.txt"; echo $?) "--arch sm_75 exits 1 and says why"
@@ -61,7 +68,17 @@ ok $([ $rc = 1 ] && grep -q "\-\-seed 'abc'" "$tmp/err.txt"; echo $?) "check --s
 "$QGEN" bench --spec=specs/qwen3-4b.lua --runs=many > /dev/null 2>"$tmp/err.txt"; rc=$?
 ok $([ $rc = 1 ] && grep -q "\-\-runs 'many'" "$tmp/err.txt"; echo $?) "bench --runs=many exits 1"
 "$QGEN" eval --spec specs/qwen3-4b.lua --ctx 16K,x > /dev/null 2>&1; ok $([ $? = 1 ]; echo $?) "eval --ctx 16K,x exits 1"
-for a in "--top-p 1.5" "--top-p 0" "--steps 0" "--reselect 0" "--steps 2 --wl drift=2"; do
+echo "return spec{ name = 'b', head_dim = 64, n_head = 8, n_head_kv = 2, sparse = { bounds = 'i4' } }" > "$tmp/bounds_i4.lua"
+for cmd in eval bench check; do
+  "$QGEN" $cmd --spec "$tmp/bounds_i4.lua" > /dev/null 2>"$tmp/err.txt"
+  ok $([ $? = 1 ] && grep -q "sparse.bounds" "$tmp/err.txt"; echo $?) "$cmd of a bad spec (sparse.bounds = 'i4') exits 1 naming the field"
+done
+for a in --trials --proj-dim --chunk; do
+  "$QGEN" eval --spec specs/qwen3-4b.lua --backend cpu $a 0 -q > /dev/null 2>"$tmp/err.txt"
+  ok $([ $? = 1 ] && grep -q -- "$a 0" "$tmp/err.txt"; echo $?) "eval $a 0 exits 1 naming $a"
+done
+for a in "--top-p 1.5" "--top-p 0" "--steps 0" "--reselect 0" "--steps 2 --wl drift=2" "--v-tau -1" "--v-tau 2" \
+  "--selector quest,quest" "--task niah_single,niah_single"; do
   "$QGEN" eval --spec specs/qwen3-4b.lua --backend cpu $a -q > /dev/null 2>&1; ok $([ $? = 1 ]; echo $?) "eval $a exits 1"
 done
 "$QGEN" emit --spec=specs/qwen2.5-0.5b.lua --arch=sm_90 --print > "$tmp/print2.txt" 2>&1

@@ -3,7 +3,8 @@
  * the spec's block and of half of it, shuffled page tables) give bit-identical dense
  * output and identical sparse page lists, with bounds kept by qgen_view_update in two
  * chunks of slots; bad descriptions, writes through a view and the specs a view cannot keep
- * (8-bit bounds, two-stage selection) are refused. Prints one line
+ * (8-bit bounds, two-stage selection) are refused, and so are sizes that overflow and (by the
+ * CPU backend's attend) lengths and block table entries out of range. Prints one line
  * per check and "N passed, N failed".
  */
 #include <stdint.h>
@@ -129,6 +130,66 @@ static void refused_spec(const char *sparse_extra, const char *field) {
   qgen_close(ctx);
 }
 
+/* Hostile descriptions and contents: sizes whose products overflow are refused, not
+   wrapped; lengths and block table entries out of range are refused by the CPU backend's
+   attend (its reference would read outside the pool or its scratch), changing nothing. */
+static void hostile(qgen_ctx *ctx) {
+  enum { NP = 8, P = BLOCK, MB = 4 };
+  uint16_t *kp = calloc((size_t)NP * P * HKV * D, 2), *vp = calloc((size_t)NP * P * HKV * D, 2), q[2 * HQ * D] = {0};
+  uint16_t o[2 * HQ * D];
+  int32_t bt[2 * MB] = {0, 1, 2, 3, 4, 5, 6, 7}, lens[2] = {40, 100};
+  const long long row = D * 2, tok = HKV * row, pst = P * tok;
+  const qgen_view_desc g = {(qgen_ptr)(uintptr_t)kp, (qgen_ptr)(uintptr_t)vp, P, NP, pst, tok, row, pst, tok, row,
+                            (qgen_ptr)(uintptr_t)bt, MB, (qgen_ptr)(uintptr_t)lens, 2, MB};
+  qgen_view_desc d = g;
+  qgen_kv *view = NULL;
+  d.page_size = INT32_MIN; /* 2 * page_size would overflow */
+  check(qgen_view_open(ctx, &d, &view) == QGEN_ERR_UNSUPPORTED && !view, "page_size INT_MIN refused: %s", qgen_error(ctx));
+  d = g;
+  d.max_blocks = d.block_table_stride = INT64_MAX; /* max_blocks * page_size wrapped to a small size */
+  check(qgen_view_open(ctx, &d, &view) == QGEN_ERR_INVALID_ARG && !view && strstr(qgen_error(ctx), "max_blocks"),
+        "max_blocks = 2^63 - 1 refused: %s", qgen_error(ctx));
+  d = g;
+  d.k_page_stride = INT64_MAX & ~15LL; /* the pages' extent wrapped */
+  check(qgen_view_open(ctx, &d, &view) == QGEN_ERR_INVALID_ARG && !view && strstr(qgen_error(ctx), "k_page_stride"),
+        "a page stride whose pool spans over 2^63 bytes refused: %s", qgen_error(ctx));
+  d = g;
+  d.v_head_stride = INT64_MAX & ~15LL, d.v_token_stride = 2 * row;
+  check(qgen_view_open(ctx, &d, &view) == QGEN_ERR_INVALID_ARG && !view && strstr(qgen_error(ctx), "v_head_stride"),
+        "a head stride whose pool spans over 2^63 bytes refused: %s", qgen_error(ctx));
+  d = g;
+  if (qgen_view_open(ctx, &d, &view) != QGEN_OK) {
+    check(0, "hostile: the good view opens: %s", qgen_error(ctx));
+    return;
+  }
+  int64_t slot = 0;
+  check(qgen_view_update(view, (qgen_ptr)(uintptr_t)&slot, 1LL << 34, 8, NULL) == QGEN_ERR_INVALID_ARG && strstr(qgen_error(ctx), "n = "),
+        "qgen_view_update of 2^34 slots refused (the GPU grid would wrap): %s", qgen_error(ctx));
+  int seq[2] = {0, 1};
+  const qgen_attend_opts dense = {QGEN_ATTEND_DENSE, 1.0, 0, 0, 0};
+  check(qgen_attend(view, seq, 2, (qgen_ptr)(uintptr_t)q, (qgen_ptr)(uintptr_t)o, &dense, NULL) == QGEN_OK, "hostile: the good view attends");
+  struct { int32_t *at, value; const char *what, *field; } bad[] = {
+      {&lens[1], MB * P + 1, "seq_lens past max_blocks * page_size", "seq_lens[1]"},
+      {&lens[0], -1, "a negative seq_lens", "seq_lens[0]"},
+      {&bt[MB + 3], NP, "a block table entry past n_pages", "block_table[1][3]"},
+      {&bt[1], -1, "a negative block table entry", "block_table[0][1]"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+    const int32_t keep = *bad[i].at;
+    *bad[i].at = bad[i].value;
+    memset(o, 0x55, sizeof o);
+    const qgen_status st = qgen_attend(view, seq, 2, (qgen_ptr)(uintptr_t)q, (qgen_ptr)(uintptr_t)o, &dense, NULL);
+    check(st == QGEN_ERR_INVALID_ARG && strstr(qgen_error(ctx), bad[i].field) && o[0] == 0x5555,
+          "%s: attend refused, nothing written: %s", bad[i].what, qgen_error(ctx));
+    *bad[i].at = keep;
+  }
+  bt[3] = NP; /* past sequence 0's 40 tokens: never read, so no error */
+  check(qgen_attend(view, seq, 2, (qgen_ptr)(uintptr_t)q, (qgen_ptr)(uintptr_t)o, &dense, NULL) == QGEN_OK,
+        "a bad entry past the sequence's pages is not read");
+  qgen_cache_destroy(view);
+  free(kp), free(vp);
+}
+
 int main(void) {
   qgen_open_opts oo = {QGEN_BACKEND_CPU, 0, NULL, NULL};
   qgen_ctx *ctx = NULL;
@@ -151,6 +212,7 @@ int main(void) {
   qgen_append(own, seq, SEQS, len, (qgen_ptr)(uintptr_t)k, (qgen_ptr)(uintptr_t)v, NULL);
   for (int page = BLOCK; page >= BLOCK / 2; page /= 2)
     for (int hnd = 0; hnd < 2; hnd++) run_layout(ctx, own, k, v, len, q, page, hnd);
+  hostile(ctx);
   qgen_cache_destroy(own);
   qgen_close(ctx);
   free(k), free(v);

@@ -145,9 +145,7 @@ static double step_bytes(const qgen_layout *L, int64_t ctx, int batch, double co
 static int open_spec(qgen_ctx **ctx, const char *spec, const qgen_open_opts *o, double v_tau) {
   const qgen_status st = qgen_opts_open(ctx, spec, o, v_tau);
   if (st == QGEN_OK) return 0;
-  const int code = st == QGEN_ERR_NO_DRIVER || st == QGEN_ERR_NO_DEVICE ? 77
-                   : st == QGEN_ERR_SPEC || st == QGEN_ERR_BUNDLE     ? 1
-                                                                      : 2;
+  const int code = qgen_opts_open_exit(st);
   if (code == 77) printf("qgen bench: %s — skipped\n", qgen_error(*ctx));
   else fprintf(stderr, "qgen: bench: %s\n", qgen_error(*ctx));
   qgen_close(*ctx);

@@ -538,8 +538,7 @@ static int open_variants(ev *e) {
   for (int vi = 0; vi < e->nv; vi++) {
     qgen_open_opts o = {cfg->backend, 0, cfg->n_variants > 0 ? cfg->variants[vi] : NULL, NULL};
     qgen_status st = qgen_opts_open(&e->ctx[vi], cfg->spec, &o, cfg->v_tau);
-    if (st == QGEN_ERR_NO_DRIVER || st == QGEN_ERR_NO_DEVICE) return fail(e, 77, "qgen eval: %s", qgen_error(e->ctx[vi]));
-    if (st != QGEN_OK) return fail(e, 2, "qgen eval: %s", qgen_error(e->ctx[vi]));
+    if (st != QGEN_OK) return fail(e, qgen_opts_open_exit(st), "qgen eval: %s", qgen_error(e->ctx[vi]));
     qgen_info info;
     qgen_get_info(e->ctx[vi], &info);
     const qgen_layout *L = qgen_ext_layout(e->ctx[vi]), *L0 = qgen_ext_layout(e->ctx[0]);
@@ -1277,10 +1276,11 @@ int qgen_eval_run(const qgen_eval_cfg *cfg, qgen_eval_result *res, char *err, si
   e.d.be = cfg->backend;
   e.R = cfg->proj_dim;
   int rc = 0;
-  if (!cfg->spec || cfg->n_tasks < 1 || cfg->n_margin < 1 || cfg->n_cov < 1 || cfg->n_sel < 1 || cfg->n_ctx < 1 ||
-      cfg->trials < 1 || cfg->proj_dim < 1 || cfg->chunk < 1)
-    rc = fail(&e, 1, "qgen eval: needs a spec and non-empty lists (tasks, contexts, coverages, selectors, margins), "
-                     "trials >= 1");
+  if (!cfg->spec || cfg->n_tasks < 1 || cfg->n_margin < 1 || cfg->n_cov < 1 || cfg->n_sel < 1 || cfg->n_ctx < 1)
+    rc = fail(&e, 1, "qgen eval: needs a spec and non-empty lists (tasks, contexts, coverages, selectors, margins)");
+  if (!rc && (cfg->trials < 1 || cfg->proj_dim < 1 || cfg->chunk < 1))
+    rc = fail(&e, 1, "qgen eval: --trials %d, --proj-dim %d, --chunk %lld: each must be >= 1", cfg->trials, cfg->proj_dim,
+              cfg->chunk);
   if (!rc && !(cfg->top_p > 0 && cfg->top_p <= 1))
     rc = fail(&e, 1, "qgen eval: top-p %g is not in (0, 1]", cfg->top_p);
   if (!rc && (cfg->steps < 1 || cfg->steps > 4096 || cfg->reselect < 1))
@@ -1495,11 +1495,14 @@ static const char EVAL_SYNOPSIS[] =
     "Lists are comma-separated; contexts take K/M suffixes (16K = 16384).\n"
     "\n";
 
-/* Split a comma-separated list in place. */
+/* Split a comma-separated list in place; -1 for more than max items or one given twice
+   (its rows would be counted twice). */
 static int split(char *s, const char **out, int max) {
   int n = 0;
   for (char *tok = strtok(s, ","); tok; tok = strtok(NULL, ",")) {
     if (n == max) return -1;
+    for (int i = 0; i < n; i++)
+      if (!strcmp(out[i], tok)) return -1;
     out[n++] = tok;
   }
   return n;
@@ -1511,7 +1514,7 @@ static int set_variants(void *dst, const char *v, char *why, size_t n) {
   static char buf[1024]; /* c->variants point into it */
   qgen_fmt(buf, sizeof buf, "%s", v);
   if ((c->n_variants = split(buf, c->variants, QGEN_EVAL_MAX_LIST)) < 1)
-    return qgen_fmt(why, n, "1 to %d names expected", QGEN_EVAL_MAX_LIST), -1;
+    return qgen_fmt(why, n, "1 to %d distinct names expected", QGEN_EVAL_MAX_LIST), -1;
   return 0;
 }
 
@@ -1535,7 +1538,7 @@ static int set_tasks(void *dst, const char *v, char *why, size_t n) {
   }
   qgen_fmt(buf, sizeof buf, "%s", v);
   const int m = split(buf, names, QGEN_WL_TASK_COUNT);
-  if (m < 1) return qgen_fmt(why, n, "1 to %d task names expected", QGEN_WL_TASK_COUNT), -1;
+  if (m < 1) return qgen_fmt(why, n, "1 to %d distinct task names expected", QGEN_WL_TASK_COUNT), -1;
   for (k = 0; k < m; k++) {
     qgen_wl_task t;
     if (qgen_wl_task_from_name(names[k], &t) != 0) return qgen_fmt(why, n, "unknown task '%s'", names[k]), -1;
@@ -1551,7 +1554,7 @@ static int set_selectors(void *dst, const char *v, char *why, size_t n) {
   const char *names[QGEN_SEL_COUNT];
   qgen_fmt(buf, sizeof buf, "%s", v);
   const int m = split(buf, names, QGEN_SEL_COUNT);
-  if (m < 1) return qgen_fmt(why, n, "1 to %d selectors expected", QGEN_SEL_COUNT), -1;
+  if (m < 1) return qgen_fmt(why, n, "1 to %d distinct selectors expected", QGEN_SEL_COUNT), -1;
   for (int k = 0; k < m; k++) {
     int s = -1;
     for (int j = 0; j < QGEN_SEL_COUNT; j++)
@@ -1612,7 +1615,7 @@ int qgen_eval_main(int argc, char **argv) {
        .help = "tokens per qgen_append (default 64K)"},
       {.name = "--proj-dim", .arg = "R", .kind = QGEN_OPT_INT, .dst = &c.proj_dim,
        .help = "meanpool's projection (default 32)"},
-      {.name = "--v-tau", .arg = "X", .kind = QGEN_OPT_DOUBLE, .dst = &c.v_tau,
+      {.name = "--v-tau", .arg = "X", .kind = QGEN_OPT_DOUBLE, .dst = &c.v_tau, .lo = 0, .hi = 1,
        .help = "sparse-V threshold in [0, 1] for every variant (spec sparse.v_tau;\n"
                "default the spec's): its output error on top of the selection's"},
       {.name = "--top-p", .arg = "P", .kind = QGEN_OPT_DOUBLE, .dst = &c.top_p,
@@ -1641,10 +1644,6 @@ int qgen_eval_main(int argc, char **argv) {
   const int done = qgen_opts_parse(&eval_cmd, argc, argv, NULL, 0, NULL);
   if (done >= 0) return done;
   c.log = quiet ? NULL : stderr;
-  if (c.v_tau != -1 && !(c.v_tau >= 0 && c.v_tau <= 1)) {
-    fprintf(stderr, "qgen: eval: --v-tau %g is out of range; allowed: a number in [0, 1]\n", c.v_tau);
-    return 1;
-  }
   if (!c.spec) {
     fprintf(stderr, "qgen: eval: needs --spec FILE (see qgen eval --help)\n");
     return 1;

@@ -206,6 +206,10 @@ qgen_status qgen_opts_open(qgen_ctx **ctx, const char *path, const qgen_open_opt
   return qgen_open_text(ctx, text, path, &one);
 }
 
+int qgen_opts_open_exit(qgen_status st) {
+  return st == QGEN_ERR_NO_DRIVER || st == QGEN_ERR_NO_DEVICE ? 77 : st == QGEN_ERR_SPEC || st == QGEN_ERR_BUNDLE ? 1 : 2;
+}
+
 int qgen_opts_variant(const char *path, const char *variant) {
   static qgen_spec_set set;
   if (!variant || qgen_opts_spec_set(path, &set) != 0) return 0;

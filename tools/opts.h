@@ -72,6 +72,9 @@ int qgen_opts_spec_set(const char *path, qgen_spec_set *set);
 /* qgen_open of path's variant o->variant, with spec sparse.v_tau set to v_tau when v_tau
    >= 0 (the variant written back as Lua with it: --v-tau of eval and bench). */
 qgen_status qgen_opts_open(qgen_ctx **ctx, const char *path, const qgen_open_opts *o, double v_tau);
+/* The exit code of a failed qgen_open (qgen --help): 77 without a GPU, 1 for a bad spec or
+   bundle, 2 otherwise. */
+int qgen_opts_open_exit(qgen_status st);
 
 /* qgen_opts_variant_in for the spec or bundle at path, loaded here (before a command looks for a GPU);
    a file that does not load returns 0: the command reports it as it opens it. */

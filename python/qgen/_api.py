@@ -83,6 +83,14 @@ def _int(x, what):
     return x.__index__()
 
 
+def _tokens(x, what, low):
+    """A token count for a long long field: ctypes would wrap a value past 2^63 silently."""
+    n = _int(x, what)
+    if not low <= n < 2**63:
+        raise invalid(f"{what} = {n} must be {'> 0' if low else '>= 0'} tokens and below 2^63")
+    return n
+
+
 class _Handle:
     """A libqgen object: closed by close(), at the end of a with block, or when collected."""
 
@@ -348,14 +356,15 @@ class Cache(_Handle):
             opts.mode = ATTEND_DENSE
         elif coverage is not None or budget is not None:
             opts.mode = ATTEND_SPARSE
-            opts.coverage = float(coverage) if coverage is not None else 0.0  # one of the two (qgen.h)
-            opts.budget = _int(budget, "attend: budget") if budget is not None else 0
-            if budget is not None and opts.budget <= 0:
-                raise invalid(f"attend: budget = {opts.budget} must be > 0 tokens")
+            cov = float(coverage) if coverage is not None else 0.0  # one of the two (qgen.h)
+            if coverage is not None and not 0.0 < cov <= 1.0:
+                raise invalid(f"attend: coverage = {cov:g} must be in (0, 1]")
+            opts.coverage = cov
+            opts.budget = _tokens(budget, "attend: budget", 1) if budget is not None else 0
         if sink is not None:
-            opts.sink = _int(sink, "attend: sink")
+            opts.sink = _tokens(sink, "attend: sink", 0)
         if recent is not None:
-            opts.recent = _int(recent, "attend: recent")
+            opts.recent = _tokens(recent, "attend: recent", 0)
         return opts
 
     def set_scales(self, k_scale=1.0, v_scale=1.0):

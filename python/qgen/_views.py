@@ -89,6 +89,10 @@ class View(Cache):
             raise invalid(f"View.update: slot_mapping must be a contiguous int32 or int64 [n], got {dtype} {list(shape)}")
         self.ctx._check(lib().qgen_view_update(self._live(), ptr, shape[0], int(dtype[3:]) // 8, self._stream(stream)))
 
+    def seq_len(self, seq):
+        """Refused: a view's lengths are the caller's seq_lens."""
+        raise invalid("View.seq_len: a view's lengths are the caller's seq_lens (read them there)")
+
     # ---- layouts ---------------------------------------------------------------------
 
     @classmethod
@@ -113,14 +117,25 @@ class View(Cache):
     def transformers(cls, ctx, k_cache, v_cache, block_size, block_table, seq_lens):
         """transformers' paged cache of one layer, [num_blocks * block_size + 2, H, D] (the
         two extra rows, padding targets, are not pages)."""
-        n = (k_cache.shape[0] // block_size) * block_size
+        block_size = _int(block_size, "block_size")
+        if block_size <= 0:
+            raise invalid(f"View.transformers: block_size = {block_size} must be > 0")
+        n = (_shape(k_cache, "k_cache")[0] // block_size) * block_size
         return cls(ctx, _paged(k_cache[:n], block_size), _paged(v_cache[:n], block_size), block_table, seq_lens)
+
+
+def _shape(buf, what):
+    """The shape of a [slots, H, D] buffer, which must be an array or tensor."""
+    if len(getattr(buf, "shape", ())) != 3 or not hasattr(buf, "reshape"):
+        raise invalid(f"View: {what} must be a [slots, H, D] torch tensor or NumPy array, got {type(buf).__name__}"
+                      + (f" of shape {list(buf.shape)}" if hasattr(buf, "shape") else ""))
+    return buf.shape
 
 
 def _paged(buf, page_size):
     """[slots, H, D] as [slots // page_size, page_size, H, D] (the same memory)."""
     page_size = _int(page_size, "page_size")
-    if page_size <= 0 or buf.shape[0] % page_size:
+    if page_size <= 0 or _shape(buf, "the buffer")[0] % page_size:
         raise invalid(f"View: {buf.shape[0]} slots are not whole pages of {page_size}")
     return buf.reshape((buf.shape[0] // page_size, page_size) + tuple(buf.shape[1:]))
 
@@ -153,6 +168,7 @@ class DecodeWrapper:
         attend's keywords) and the output buffer out (allocated here when not given: a torch
         CUDA tensor on the GPU backend, a NumPy array on the CPU one)."""
         v = self.view
+        v._live()
         seqs = v._seqs(list(seqs), None, "plan")
         opts = v._opts(coverage, budget, dense, sink, recent)
         n = len(seqs)

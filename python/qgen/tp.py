@@ -19,9 +19,9 @@ the example and the benchmark (engines bring their own).
 
 
 def _count(value, what):
-    if isinstance(value, bool) or not isinstance(value, int):
+    if isinstance(value, bool) or not hasattr(value, "__index__"):  # ints, NumPy and torch integers
         raise ValueError(f"qgen.tp: {what} = {value!r} is not an integer")
-    return value
+    return value.__index__()
 
 
 def rank_fields(fields, world):
@@ -46,6 +46,9 @@ def rank_fields(fields, world):
 
 def head_range(n_heads, world, rank):
     """The heads [start, stop) of rank among n_heads split over world ranks."""
+    n_heads, world, rank = _count(n_heads, "n_heads"), _count(world, "world"), _count(rank, "rank")
+    if world < 1:
+        raise ValueError(f"qgen.tp: the tensor-parallel size is {world}; it must be >= 1")
     if not 0 <= rank < world:
         raise ValueError(f"qgen.tp: rank {rank} is outside [0, {world})")
     if n_heads % world:

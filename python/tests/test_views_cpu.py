@@ -3,11 +3,13 @@ layouts, SGLang's [slots, H, D] with pages of the block and of half of it, and t
 [num_blocks * block_size + 2, H, D], shuffled page tables, a ragged batch of 8 sequences:
 dense output bit-identical to an owned cache holding the same tokens, sparse page lists
 equal; DecodeWrapper.run equal to attend; a tensor-parallel split (two views over halves of
-the KV heads with a per-rank spec) concatenated equal to the full width; refusals."""
+the KV heads with a per-rank spec) concatenated equal to the full width; refusals, and
+hostile arguments (sizes ctypes would wrap, wrong types, lengths past the pool) as qgen.Error."""
 import numpy as np
 import pytest
 
 import qgen
+import qgen.tp
 
 D, HQ, HKV, BLOCK = 64, 8, 2, 32
 SPARSE = {"block": BLOCK, "coverage": 0.3, "sink": 0, "recent": 0}
@@ -157,3 +159,43 @@ def test_refusals():
             qgen.View.sglang(ctx, kp, vp, BLOCK, bt.astype(np.int64), lens)
         with pytest.raises(qgen.Error, match="slot_mapping"):
             view.update(slots.astype(np.float32))
+
+
+def test_hostile_arguments():
+    """Arguments that used to escape as Python errors, pass silently or fail late: each a
+    qgen.Error naming the argument, raised before anything runs."""
+    k, v, q = tokens(7)
+    with spec() as ctx:
+        kp, vp, bt, lens, slots = pool(k, v, BLOCK)
+        view = qgen.View.sglang(ctx, kp, vp, BLOCK, bt, lens)
+        view.update(slots)
+        seqs = list(range(len(LENS)))
+        for bad, field in ((0, "block_size = 0"), (32.0, "block_size = 32.0")):
+            with pytest.raises(qgen.Error, match=field):  # was ZeroDivisionError / TypeError
+                qgen.View.transformers(ctx, kp, vp, bad, bt, lens)
+        with pytest.raises(qgen.Error, match="slots, H, D"):  # was AttributeError
+            qgen.View.sglang(ctx, kp.tolist(), vp, BLOCK, bt, lens)
+        for kw, field in (({"sink": 2**64}, "sink"), ({"recent": 2**70}, "recent"), ({"budget": 2**64 + 64}, "budget")):
+            with pytest.raises(qgen.Error, match=field):  # ctypes wrapped them (2^64 + 64 tokens ran as 64)
+                view.attend(q, seqs, **kw)
+        with pytest.raises(qgen.Error, match="seq_lens"):  # was QGEN_ERR_CUDA
+            view.seq_len(0)
+        w = qgen.DecodeWrapper(view)
+        with pytest.raises(qgen.Error, match="coverage"):  # was refused only at every run()
+            w.plan(seqs, coverage=2.0)
+        lens[1] = 10**6  # past max_blocks * page_size: the CPU backend refuses the step
+        with pytest.raises(qgen.Error, match=r"seq_lens\[1\]"):
+            view.attend(q, seqs, dense=True)
+        lens[1] = LENS[1]
+        w.plan(seqs)
+        view.close()
+        with pytest.raises(qgen.Error, match="closed"):  # plan of a closed view
+            w.plan(seqs)
+
+
+def test_tp_counts():
+    assert qgen.tp.head_range(np.int64(8), 2, np.int32(1)) == (4, 8)
+    assert qgen.tp.rank_fields({"n_head": np.int64(8), "n_head_kv": 2}, 2)["n_head"] == 4
+    for args in ((8, 2, 1.5), (8, 0, 0), (8, -2, 0)):
+        with pytest.raises(ValueError, match="qgen.tp"):  # 1.5 gave (6.0, 10.0)
+            qgen.tp.head_range(*args)
