@@ -1606,7 +1606,8 @@ int qgen_eval_main(int argc, char **argv) {
        .help = "default 1 (haystack seed; trial t uses a seed derived from S and t)"},
       {.name = "--json", .arg = "FILE", .kind = QGEN_OPT_STR, .dst = &json,
        .help = "write {backend, gpu, date, command, ..., rows, thresholds}"},
-      {.name = "--threads", .arg = "N", .kind = QGEN_OPT_INT, .dst = &c.threads, .help = "host threads, default all CPUs"},
+      {.name = "--threads", .arg = "N", .kind = QGEN_OPT_INT, .dst = &c.threads, .lo = 1, .hi = 4096,
+       .help = "host threads (1..4096), default all CPUs"},
       {.name = "--ref-ctx", .arg = "N", .kind = QGEN_OPT_TOKENS, .dst = &c.ref_ctx,
        .help = "fp64 CPU reference up to this context (default 128K); beyond, Quest's\n"
                "error is against the backend's dense output and the others are null;\n"
