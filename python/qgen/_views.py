@@ -6,7 +6,7 @@ graph capture; run graph-safe (no allocation, no host synchronisation).
 A pool is given as two 4-D tensors k, v indexed [page, slot, KV head, element] with any
 strides (the last dimension contiguous): torch CUDA tensors on the GPU backend, NumPy
 arrays (or CPU tensors) on the CPU backend, in the spec's k_type / v_type (uint8 rows of
-k_row_bytes for a quantized type). block_table is int32 [max_seqs, max_blocks] (rows may be
+k_row_bytes for a quantized type; an fp8 type also as torch.float8_e4m3fn / float8_e5m2). block_table is int32 [max_seqs, max_blocks] (rows may be
 strided), seq_lens int32 [max_seqs]; both are read when a step runs, so the engine updates
 them in place between steps. The view keeps references to all four, so they live as long
 as it does.
@@ -15,6 +15,9 @@ import ctypes
 
 from ._api import _NUMPY_DTYPES, _TORCH_DTYPES, Cache, _int, _is_torch
 from ._lib import ViewDesc, invalid, lib
+
+# fp8 pools come as uint8 (vLLM's storage) or as torch's fp8 dtype of the same bytes
+_FP8_TORCH = {"e4m3": "float8_e4m3fn", "e5m2": "float8_e5m2"}
 
 
 def _desc_of(x, what, backend, device):
@@ -48,11 +51,13 @@ class View(Cache):
             ptr, shape, strides, dtype = _desc_of(x, name, ctx.backend, ctx.device)
             quant = tname not in _TORCH_DTYPES
             want = "uint8" if quant else (_TORCH_DTYPES if _is_torch(x) else _NUMPY_DTYPES)[tname]
+            also = _FP8_TORCH.get(tname) if _is_torch(x) else None  # an fp8 pool as its own dtype too
             last = row if quant else hd
             if len(shape) != 4 or shape[2] != hkv or shape[3] != last:
                 raise invalid(f"View: {name} has shape {list(shape)}; expected [pages, page_size, {hkv}, {last}]")
-            if dtype != want:
-                raise invalid(f"View: {name} has dtype {dtype}; the spec's {name}_type {tname} needs {want}")
+            if dtype not in (want, also):
+                raise invalid(f"View: {name} has dtype {dtype}; the spec's {name}_type {tname} needs {want}"
+                              + (f" or {also}" if also else ""))
             if shape[3] > 1 and strides[3] != row // last:
                 raise invalid(f"View: {name}'s last dimension is not contiguous (stride {strides[3]} bytes)")
             pools.append((ptr, shape, strides))

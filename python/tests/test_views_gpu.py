@@ -183,3 +183,27 @@ def test_tensor_parallel_split(ctxs):
     # the split counts of a launch follow its KV heads, so the f32 merge order may differ
     assert ((got.float() - want.float()).norm() / want.float().norm()).item() < 2e-3
     full.close()
+
+
+@pytest.mark.parametrize("kind", ["e4m3", "e5m2"])
+def test_fp8_pool_as_its_torch_dtype(kind):
+    """An fp8 pool given as torch.float8_* (as an engine may allocate it) is the same view as
+    its uint8 bytes: outputs bit for bit equal, and both equal an owned fp8 cache of the tokens."""
+    dt = {"e4m3": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2}[kind]
+    try:
+        ctx = qgen.Context(backend="gpu", head_dim=D, n_head=HQ, n_head_kv=HKV, k_type=kind, v_type=kind)
+    except qgen.Error as e:
+        pytest.skip(f"the GPU backend does not open: {e}")
+    with ctx:
+        k, v, q = tokens(31)
+        k, v = k.to(dt).half(), v.to(dt).half()  # values the fp8 cache holds exactly
+        kp, vp, bt, lens, _ = pool(k, v, 64, 32)
+        cache = torch.stack([kp, vp]).to(dt).reshape(2, -1, 64, HKV, D)
+        seqs = list(range(len(LENS)))
+        got = [qgen.View.vllm(ctx, c, bt, lens).attend(q, seqs=seqs) for c in (cache, cache.view(torch.uint8))]
+        assert torch.equal(got[0], got[1])
+        ref = owned(ctx, k, v).attend(q, seqs=seqs)
+        assert torch.equal(got[0], ref)
+        with pytest.raises(qgen.Error, match="float8"):
+            qgen.View.vllm(ctx, cache.view(torch.int8), bt, lens)
+
