@@ -78,7 +78,8 @@ for a in --trials --proj-dim --chunk; do
   ok $([ $? = 1 ] && grep -q -- "$a 0" "$tmp/err.txt"; echo $?) "eval $a 0 exits 1 naming $a"
 done
 for a in "--threads 0" "--threads -3" "--top-p 1.5" "--top-p 0" "--steps 0" "--reselect 0" "--steps 2 --wl drift=2" "--v-tau -1" "--v-tau 2" \
-  "--selector quest,quest" "--task niah_single,niah_single"; do
+  "--selector quest,quest" "--task niah_single,niah_single" "--selector quest,,oracle" "--task niah_single," \
+  "--variant ,qwen3-4b"; do
   "$QGEN" eval --spec specs/qwen3-4b.lua --backend cpu $a -q > /dev/null 2>&1; ok $([ $? = 1 ]; echo $?) "eval $a exits 1"
 done
 "$QGEN" emit --spec=specs/qwen2.5-0.5b.lua --arch=sm_90 --print > "$tmp/print2.txt" 2>&1

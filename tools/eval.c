@@ -1495,17 +1495,19 @@ static const char EVAL_SYNOPSIS[] =
     "Lists are comma-separated; contexts take K/M suffixes (16K = 16384).\n"
     "\n";
 
-/* Split a comma-separated list in place; -1 for more than max items or one given twice
-   (its rows would be counted twice). */
+/* Split a comma-separated list in place; -1 for an empty item ("a,,b", as the numeric lists
+   refuse it), more than max items or one given twice (its rows would be counted twice). */
 static int split(char *s, const char **out, int max) {
-  int n = 0;
-  for (char *tok = strtok(s, ","); tok; tok = strtok(NULL, ",")) {
-    if (n == max) return -1;
+  for (int n = 0;; n++) {
+    char *comma = strchr(s, ',');
+    if (comma) *comma = 0;
+    if (!*s || n == max) return -1;
     for (int i = 0; i < n; i++)
-      if (!strcmp(out[i], tok)) return -1;
-    out[n++] = tok;
+      if (!strcmp(out[i], s)) return -1;
+    out[n] = s;
+    if (!comma) return n + 1;
+    s = comma + 1;
   }
-  return n;
 }
 
 /* The option setters below take the whole configuration (dst) and return 0, or -1 with why. */
@@ -1514,7 +1516,7 @@ static int set_variants(void *dst, const char *v, char *why, size_t n) {
   static char buf[1024]; /* c->variants point into it */
   qgen_fmt(buf, sizeof buf, "%s", v);
   if ((c->n_variants = split(buf, c->variants, QGEN_EVAL_MAX_LIST)) < 1)
-    return qgen_fmt(why, n, "1 to %d distinct names expected", QGEN_EVAL_MAX_LIST), -1;
+    return qgen_fmt(why, n, "1 to %d distinct, non-empty names expected", QGEN_EVAL_MAX_LIST), -1;
   return 0;
 }
 
@@ -1538,7 +1540,7 @@ static int set_tasks(void *dst, const char *v, char *why, size_t n) {
   }
   qgen_fmt(buf, sizeof buf, "%s", v);
   const int m = split(buf, names, QGEN_WL_TASK_COUNT);
-  if (m < 1) return qgen_fmt(why, n, "1 to %d distinct task names expected", QGEN_WL_TASK_COUNT), -1;
+  if (m < 1) return qgen_fmt(why, n, "1 to %d distinct, non-empty task names expected", QGEN_WL_TASK_COUNT), -1;
   for (k = 0; k < m; k++) {
     qgen_wl_task t;
     if (qgen_wl_task_from_name(names[k], &t) != 0) return qgen_fmt(why, n, "unknown task '%s'", names[k]), -1;
@@ -1554,7 +1556,7 @@ static int set_selectors(void *dst, const char *v, char *why, size_t n) {
   const char *names[QGEN_SEL_COUNT];
   qgen_fmt(buf, sizeof buf, "%s", v);
   const int m = split(buf, names, QGEN_SEL_COUNT);
-  if (m < 1) return qgen_fmt(why, n, "1 to %d distinct selectors expected", QGEN_SEL_COUNT), -1;
+  if (m < 1) return qgen_fmt(why, n, "1 to %d distinct, non-empty selectors expected", QGEN_SEL_COUNT), -1;
   for (int k = 0; k < m; k++) {
     int s = -1;
     for (int j = 0; j < QGEN_SEL_COUNT; j++)
