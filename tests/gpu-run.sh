@@ -7,7 +7,7 @@
 # the cluster path at small sizes) and with attend's earlier quantized operands (olddq=1), on
 # qwen3-4b's and qwen3-4b-fp8's variants from sm_80-only bundles (the driver JITs their PTX,
 # so the sm_80 code paths run too) and, unless quick, on the > 4 GiB sequence for qwen3-4b;
-# the log is OUT_DIR/gpu-check.log. Then, unless quick, compute-sanitizer: memcheck on every
+# qgen eval on the GPU backend with its fp64 reference; the log is OUT_DIR/gpu-check.log. Then, unless quick, compute-sanitizer: memcheck on every
 # kernel of two specs, racecheck (shared-memory hazards of attend, select, estimate) on two
 # more and on the select cluster path, quick sizes.
 set -u -o pipefail
@@ -49,6 +49,11 @@ for b in "$out"/sm80/*.qgb; do
   [ "${PIPESTATUS[0]}" = 0 ] || fail=$((fail + 1))
 done
 rm -rf "$out/sm80"
+# qgen eval on the GPU backend with its fp64 reference on (which reads a host copy of the
+# GPU cache), every selector, an f16 and a q4_0 cache with f16 and 8-bit bounds.
+"$build/qgen" eval --spec tests/gpu/bounds-i8.lua --variant qwen3-4b-f16-bounds-f16,qwen3-4b-f16-bounds-i8,qwen3-4b-q4_0-bounds-f16,qwen3-4b-q4_0-bounds-i8 --ctx 16K --trials 2 \
+  --selector quest,oracle,meanpool,quest-i8,rescore4 2>&1 | tail -n 1 | sed 's/^/eval gpu: /' | tee -a "$log"
+[ "${PIPESTATUS[0]}" = 0 ] || fail=$((fail + 1))
 if [ "$mode" != quick ]; then
   "$build/qgen" check --spec specs/qwen3-4b.lua --big 2>&1 | grep -E "big|checks passed|FAIL" | tee -a "$log" || fail=$((fail + 1))
 fi

@@ -927,9 +927,10 @@ static int host_cache(ev *e, int vi, qgen_kvmem *hm, const qgen_kvmem **m) {
     API(vi, qgen_kv_read(kv, QGEN_KV_V, e->hkv_v, qgen_kv_size(kv, QGEN_KV_V)));
     API(vi, qgen_kv_read(kv, QGEN_KV_PAGE_TABLE, e->ptab, (size_t)np * sizeof(int32_t)));
     API(vi, qgen_kv_read(kv, QGEN_KV_SEQ_LEN, e->hkv_sl, sizeof(int32_t)));
-    hm->k = e->hkv_k, hm->v = e->hkv_v, hm->bounds = NULL, hm->page_table = e->ptab, hm->seq_len = e->hkv_sl;
-    hm->max_seqs = 1, hm->pages_per_seq = np, hm->n_pages = np;
-    hm->k_scale = hm->v_scale = 1.0f; /* eval's caches keep qgen_cache_create's scales */
+    /* every other field zero: an owned layout (page_size 0), no bounds, no sketch */
+    *hm = (qgen_kvmem){.k = e->hkv_k, .v = e->hkv_v, .page_table = e->ptab, .seq_len = e->hkv_sl, .max_seqs = 1,
+                       .pages_per_seq = np, .n_pages = np,
+                       .k_scale = 1.0f, .v_scale = 1.0f}; /* eval's caches keep qgen_cache_create's scales */
     *m = hm;
   }
   return 0;
