@@ -389,6 +389,37 @@ def generate_batch(model, prompts, max_new_tokens, attn_implementation=NAME, blo
     return [by_prompt[tuple(p)].pop(0) for p in prompts]
 
 
+def greedy_difference(model, prompt, ref, got):
+    """Where two greedy continuations of prompt (ref from paged|sdpa, got from paged|qgen
+    dense) first differ, and whether rounding explains it: None when equal, else (step,
+    gap, error) with gap SDPA's top-2 logit gap at that step and error the largest
+    |qgen - SDPA| logit there, teacher-forced on prompt + ref[:step] (SDPA over all of it
+    against an SDPA prefill of all but its last token into a QgenCache and qgen's decode of
+    that token). A difference with gap < error is a near-tie decided by rounding."""
+    from .transformers import QgenCache
+
+    step = next((i for i, (x, y) in enumerate(zip(ref, got)) if x != y), None)
+    if step is None and len(ref) == len(got):
+        return None
+    step = min(len(ref), len(got)) if step is None else step
+    ids = torch.tensor([list(prompt) + list(ref[:step])], device=model.device)
+    kv = {torch.bfloat16: "bf16", torch.float16: "f16", torch.float32: "f32"}[model.dtype]
+    prev = model.config._attn_implementation
+    try:
+        with torch.no_grad():
+            model.set_attn_implementation("sdpa")
+            sdpa = model(ids, logits_to_keep=1).logits[0, -1].float()
+            model.set_attn_implementation("qgen")
+            cache = QgenCache(model.config, max_tokens=ids.shape[1], k_type=kv)
+            model(ids[:, :-1], past_key_values=cache, use_cache=True, logits_to_keep=1)
+            qg = model(ids[:, -1:], past_key_values=cache, use_cache=True).logits[0, -1].float()
+            cache.close()
+    finally:
+        model.set_attn_implementation(prev)
+    top2 = sdpa.topk(2).values
+    return step, float(top2[0] - top2[1]), float((qg - sdpa).abs().max())
+
+
 def _no_mask(*args, **kwargs):
     """The mask function of "paged|qgen": none (the prefill mask is built per step above)."""
     return None
