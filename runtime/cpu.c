@@ -48,7 +48,7 @@ static qgen_status cpu_cache_create(qgen_kv *kv) {
   qgen_ctx *c = kv->ctx;
   const qgen_layout *L = &c->L;
   cpu_kv *ck = calloc(1, sizeof *ck);
-  if (!ck) return qgen_fail(c, QGEN_ERR_OUT_OF_MEMORY, "qgen_cache_create: out of host memory");
+  if (!ck) return qgen_fail(c, QGEN_ERR_OUT_OF_MEMORY, "%s: out of host memory", qgen_kv_api(kv));
   kv->impl = ck;
   const size_t n = (size_t)kv->n_pages, sel = L->sparse ? (size_t)kv->max_seqs * L->n_head_kv : 0;
   if (kv->is_view) { /* the caller's host memory, read in place */
@@ -75,13 +75,14 @@ static qgen_status cpu_cache_create(qgen_kv *kv) {
   ck->dropped = calloc((size_t)kv->max_seqs, sizeof(int32_t));
   if (!kv->host.k || !kv->host.v || !kv->host.seq_len || !ck->dropped || (L->sparse && (!kv->host.bounds || !ck->sel_lists || !ck->sel_counts)) ||
       (L->sketch_page_bytes && !kv->host.sketch))
-    return qgen_fail(c, QGEN_ERR_OUT_OF_MEMORY, "qgen_cache_create: out of host memory for %lld pages (%zu bytes each)",
-                     (long long)kv->n_pages, L->k_page_bytes + L->v_page_bytes + L->bounds_page_bytes + L->sketch_page_bytes);
+    return qgen_fail(c, QGEN_ERR_OUT_OF_MEMORY, "%s: out of host memory for %lld pages (%zu bytes each)",
+                     qgen_kv_api(kv), (long long)kv->n_pages,
+                     (kv->is_view ? 0 : L->k_page_bytes + L->v_page_bytes) + L->bounds_page_bytes + L->sketch_page_bytes);
   size_t bytes = 0;
   if (!(ck->w = qgen_ref_scratch_new(L, kv->max_tokens, &bytes)))
     return qgen_fail(c, QGEN_ERR_OUT_OF_MEMORY,
-                     "qgen_cache_create: out of host memory for the reference's scratch (%zu bytes for sequences of %lld tokens)",
-                     bytes, (long long)kv->max_tokens);
+                     "%s: out of host memory for the reference's scratch (%zu bytes for sequences of %lld tokens)",
+                     qgen_kv_api(kv), bytes, (long long)kv->max_tokens);
   return QGEN_OK;
 }
 

@@ -248,7 +248,8 @@ static qgen_status open_gpu(qgen_ctx *c, const qgen_open_opts *o, const qgen_art
 
 /* ---- the cache ------------------------------------------------------------------------ */
 
-static qgen_status alloc0(qgen_ctx *c, CUdeviceptr *p, size_t bytes) {
+static qgen_status alloc0(qgen_kv *kv, CUdeviceptr *p, size_t bytes) {
+  qgen_ctx *c = kv->ctx;
   const qgen_cudrv *cu = gctx(c)->cu;
   *p = 0;
   if (bytes == 0) return QGEN_OK;
@@ -257,8 +258,8 @@ static qgen_status alloc0(qgen_ctx *c, CUdeviceptr *p, size_t bytes) {
     size_t free_b = 0, total = 0;
     cu->cuMemGetInfo(&free_b, &total);
     *p = 0;
-    return qgen_fail(c, QGEN_ERR_OUT_OF_MEMORY, "qgen_cache_create: out of device memory: an array of %zu bytes does not fit in the %zu bytes free (of %zu)",
-                     bytes, free_b, total);
+    return qgen_fail(c, QGEN_ERR_OUT_OF_MEMORY, "%s: out of device memory: an array of %zu bytes does not fit in the %zu bytes free (of %zu)",
+                     qgen_kv_api(kv), bytes, free_b, total);
   }
   CU(r);
   CU(cu->cuMemsetD8(*p, 0, bytes));
@@ -270,7 +271,7 @@ static qgen_status cache_alloc(qgen_kv *kv) {
   gpu_ctx *g = gctx(c);
   const qgen_layout *L = &c->L;
   gpu_kv *m = calloc(1, sizeof *m);
-  if (!m) return qgen_fail(c, QGEN_ERR_OUT_OF_MEMORY, "qgen_cache_create: out of host memory");
+  if (!m) return qgen_fail(c, QGEN_ERR_OUT_OF_MEMORY, "%s: out of host memory", qgen_kv_api(kv));
   kv->impl = m;
   int rows = 0; /* batch rows x splits of the worst batch size */
   for (int nb = 1; nb <= QGEN_MAX_BATCH; nb++)
@@ -278,22 +279,22 @@ static qgen_status cache_alloc(qgen_kv *kv) {
   const size_t sel = L->sparse ? (size_t)kv->max_seqs * L->n_head_kv * kv->pps : 0;
   const size_t own = kv->is_view ? 0 : 1; /* a view's pools, page table and lengths are the caller's */
   qgen_status st;
-  if ((st = alloc0(c, &m->k, own * kv->n_pages * L->k_page_bytes)) ||
-      (st = alloc0(c, &m->v, own * kv->n_pages * L->v_page_bytes)) ||
-      (st = alloc0(c, &m->bounds, (size_t)kv->n_pages * L->bounds_page_bytes)) ||
-      (st = alloc0(c, &m->page_table, own * kv->n_pages * 4)) ||
-      (st = alloc0(c, &m->seq_len, own * kv->max_seqs * 4)) || (st = alloc0(c, &m->scores, sel * 4)) ||
-      (st = alloc0(c, &m->list, sel * 4)) || (st = alloc0(c, &m->count, (size_t)kv->max_seqs * L->n_head_kv * 4)) ||
-      (st = alloc0(c, &m->part_o, (size_t)rows * L->n_head * L->head_dim * 4)) ||
-      (st = alloc0(c, &m->part_ml, (size_t)rows * L->n_head * 2 * 4)) ||
-      (st = alloc0(c, &m->ticket, (size_t)QGEN_MAX_BATCH * L->n_head_kv * 4)) ||
-      (st = alloc0(c, &m->hist, L->sparse ? (size_t)QGEN_MAX_BATCH * L->n_head_kv * QGEN_SEL_BINS * 4 : 0)) ||
-      (st = alloc0(c, &m->decode, own * kv->max_seqs * 2 * 4)) ||
-      (st = alloc0(c, &m->bounds_i8, (size_t)kv->n_pages * L->bounds_i8_page_bytes)))
+  if ((st = alloc0(kv, &m->k, own * kv->n_pages * L->k_page_bytes)) ||
+      (st = alloc0(kv, &m->v, own * kv->n_pages * L->v_page_bytes)) ||
+      (st = alloc0(kv, &m->bounds, (size_t)kv->n_pages * L->bounds_page_bytes)) ||
+      (st = alloc0(kv, &m->page_table, own * kv->n_pages * 4)) ||
+      (st = alloc0(kv, &m->seq_len, own * kv->max_seqs * 4)) || (st = alloc0(kv, &m->scores, sel * 4)) ||
+      (st = alloc0(kv, &m->list, sel * 4)) || (st = alloc0(kv, &m->count, (size_t)kv->max_seqs * L->n_head_kv * 4)) ||
+      (st = alloc0(kv, &m->part_o, (size_t)rows * L->n_head * L->head_dim * 4)) ||
+      (st = alloc0(kv, &m->part_ml, (size_t)rows * L->n_head * 2 * 4)) ||
+      (st = alloc0(kv, &m->ticket, (size_t)QGEN_MAX_BATCH * L->n_head_kv * 4)) ||
+      (st = alloc0(kv, &m->hist, L->sparse ? (size_t)QGEN_MAX_BATCH * L->n_head_kv * QGEN_SEL_BINS * 4 : 0)) ||
+      (st = alloc0(kv, &m->decode, own * kv->max_seqs * 2 * 4)) ||
+      (st = alloc0(kv, &m->bounds_i8, (size_t)kv->n_pages * L->bounds_i8_page_bytes)))
     return st;
   if (L->rescore > 1 &&
-      ((st = alloc0(c, &m->sketch, (size_t)kv->n_pages * L->sketch_page_bytes)) || (st = alloc0(c, &m->exact, sel * 4)) ||
-       (st = alloc0(c, &m->hist2, (size_t)QGEN_MAX_BATCH * L->n_head_kv * QGEN_SEL_BINS * 4))))
+      ((st = alloc0(kv, &m->sketch, (size_t)kv->n_pages * L->sketch_page_bytes)) || (st = alloc0(kv, &m->exact, sel * 4)) ||
+       (st = alloc0(kv, &m->hist2, (size_t)QGEN_MAX_BATCH * L->n_head_kv * QGEN_SEL_BINS * 4))))
     return st;
   if (own) CU(g->cu->cuMemcpyHtoD(m->page_table, kv->host.page_table, (size_t)kv->n_pages * 4));
   return QGEN_OK;

@@ -57,6 +57,9 @@ struct qgen_kv {
   void *impl;      /* the backend's state (gpu.c: device memory; cpu.c: selections, scratch) */
 };
 
+/* The API call that creates kv, for the backends' messages. */
+static inline const char *qgen_kv_api(const qgen_kv *kv) { return kv->is_view ? "qgen_view_open" : "qgen_cache_create"; }
+
 /* Record a message on ctx (if not NULL) for the calling thread and return st (error.c). */
 qgen_status qgen_fail(qgen_ctx *ctx, qgen_status st, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* The calling thread's message buffer on ctx (QGEN_ERR_MAX bytes), for functions that

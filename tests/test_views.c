@@ -158,6 +158,10 @@ static void hostile(qgen_ctx *ctx) {
   check(qgen_view_open(ctx, &d, &view) == QGEN_ERR_INVALID_ARG && !view && strstr(qgen_error(ctx), "v_head_stride"),
         "a head stride whose pool spans over 2^63 bytes refused: %s", qgen_error(ctx));
   d = g;
+  d.n_pages = INT32_MAX; /* a valid pool whose page bounds (qgen's side data) cannot be allocated */
+  check(qgen_view_open(ctx, &d, &view) == QGEN_ERR_OUT_OF_MEMORY && !view && strstr(qgen_error(ctx), "qgen_view_open: out of"),
+        "a view whose side data does not fit: out of memory, named as qgen_view_open's: %s", qgen_error(ctx));
+  d = g;
   if (qgen_view_open(ctx, &d, &view) != QGEN_OK) {
     check(0, "hostile: the good view opens: %s", qgen_error(ctx));
     return;
