@@ -30,8 +30,10 @@ typedef unsigned long long qgen_dptr; /* a device address (CUdeviceptr) */
 #define QGEN_APPEND_MAX 64 /* sequences per append launch (qg_append_args) */
 #define QGEN_VIEW_SLOTS 4  /* slots of a qg_view CTA, one warp each */
 
-/* Budget modes (qgen_budget.mode, qg_budget.mode): dense ignores the rest of the budget. */
-enum { QGEN_BUDGET_DENSE = 0, QGEN_BUDGET_COVERAGE = 1, QGEN_BUDGET_TOKENS = 2 };
+/* Budget modes (qgen_budget.mode, qg_budget.mode): dense ignores the rest of the budget;
+   reuse attends each sequence's last sparse selection extended by the pages after its last
+   (qgen_ref_extend_list; QGEN_ATTEND_REUSE), running no estimate or select. */
+enum { QGEN_BUDGET_DENSE = 0, QGEN_BUDGET_COVERAGE = 1, QGEN_BUDGET_TOKENS = 2, QGEN_BUDGET_REUSE = 3 };
 
 /* The cache of one layer, as every step kernel sees it. */
 typedef struct qg_cache {
@@ -133,7 +135,8 @@ _Static_assert(offsetof(qg_cache, pages_per_seq) == 40 && offsetof(qg_cache, k_s
    template <name>.cu; units SPARSE: only in the units of sparse specs, RESCORE: of sparse
    specs with two-stage selection (rescore > 1). Under NVRTC each is
    declared here with its whole signature, which its definition must match. */
-#define QGEN_KERNELS(X) X(append, ALL) X(view, SPARSE) X(estimate, SPARSE) X(select, SPARSE) X(rescore, RESCORE) X(attend, ALL)
+#define QGEN_KERNELS(X) \
+  X(append, ALL) X(view, SPARSE) X(estimate, SPARSE) X(select, SPARSE) X(rescore, RESCORE) X(extend, SPARSE) X(attend, ALL)
 #define QGEN_KERNEL_NAME(k) "qg_" #k
 #ifdef __CUDACC__
 extern "C" __global__ void qg_append(qg_cache c, qg_append_args a);
@@ -141,6 +144,7 @@ extern "C" __global__ void qg_view(qg_cache c, const void *slots, qg_i64 n, qg_i
 extern "C" __global__ void qg_estimate(qg_cache c, qg_work wk, qg_batch bt, qg_budget bg, const void *q);
 extern "C" __global__ void qg_select(qg_cache c, qg_work wk, qg_batch bt, qg_budget bg);
 extern "C" __global__ void qg_rescore(qg_cache c, qg_work wk, qg_batch bt, qg_budget bg, const void *q);
+extern "C" __global__ void qg_extend(qg_cache c, qg_work wk, qg_batch bt);
 extern "C" __global__ void qg_attend(qg_cache c, qg_work wk, qg_batch bt, const void *q, void *out, int dense, int bulk);
 #endif
 

@@ -175,7 +175,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const qgen_status su = qgen_view_update(kv, (qgen_ptr)(uintptr_t)slots, n, 8, NULL);
     if (su != QGEN_OK && su != QGEN_ERR_UNSUPPORTED) die("qgen_view_update", qgen_error(c));
     const int seq[4] = {0, 1, 2, 3};
-    for (int mode = 0; mode < 2; mode++) {
+    for (int mode = 0; mode <= QGEN_ATTEND_REUSE; mode++) { /* reuse last: after the sparse one selected */
       qgen_attend_opts o = qgen_attend_defaults(c);
       o.mode = mode;
       const qgen_status sa = qgen_attend(kv, seq, ns, (qgen_ptr)(uintptr_t)q, (qgen_ptr)(uintptr_t)out, &o, NULL);

@@ -761,6 +761,14 @@ void qgen_ref_attend(const qgen_layout *L, const qgen_kvmem *m, int seq, const v
 
 /* ---- step --------------------------------------------------------------------------- */
 
+int64_t qgen_ref_extend_list(int32_t *list, int64_t count, int64_t len, int block, int64_t max_pages) {
+  int64_t n = qgen_pages_of(len, block);
+  if (n > max_pages) n = max_pages;
+  while (count > 0 && list[count - 1] >= n) count--;
+  for (int64_t p = count > 0 ? (int64_t)list[count - 1] + 1 : 0; p < n; p++) list[count++] = (int32_t)p;
+  return count;
+}
+
 void qgen_ref_step_in(qgen_ref_scratch *w, const qgen_layout *L, const qgen_kvmem *m, int seq,
                       const void *q, const qgen_budget *b, void *out, double *out_f64,
                       int32_t *lists_out, int64_t *counts_out) {
@@ -770,6 +778,16 @@ void qgen_ref_step_in(qgen_ref_scratch *w, const qgen_layout *L, const qgen_kvme
   int32_t *lists = w->lists;
   int64_t *counts = w->counts;
   const int32_t **ptrs = w->ptrs;
+
+  if (b && b->mode == QGEN_BUDGET_REUSE) { /* the last selection, extended in place */
+    for (int h = 0; h < Hkv; h++) {
+      int32_t *l = lists_out + (size_t)h * (size_t)m->pages_per_seq;
+      counts_out[h] = counts[h] = qgen_ref_extend_list(l, counts_out[h], len, L->block, m->pages_per_seq);
+      ptrs[h] = l;
+    }
+    attend(w, L, m, seq, q, ptrs, counts, NULL, out, out_f64);
+    return;
+  }
 
   /* Dense when asked, when the layout keeps no bounds, or when K_eff covers every page. */
   int dense = !b || b->mode == QGEN_BUDGET_DENSE || !L->sparse || n == 0;

@@ -129,11 +129,19 @@ void qgen_ref_attend_order(const qgen_layout *L, const qgen_kvmem *m, int seq, c
                            const int32_t *const *lists, const int64_t *counts,
                            const qgen_ref_order *ord, void *out, double *out_f64);
 
+/* A reused selection brought to a sequence of len tokens (QGEN_BUDGET_REUSE): of the
+   ascending list of count logical pages, entries at or past its pages are dropped, then
+   every page after the last entry (from 0 if none is left) is appended, at most max_pages
+   in all. Returns the new count. */
+int64_t qgen_ref_extend_list(int32_t *list, int64_t count, int64_t len, int block, int64_t max_pages);
+
 /* The decode step: estimate (over the 8-bit bounds when L->bounds_i8) + select (sparse
    budgets; two-stage, qgen_ref_select_rescore's list, when the layout's rescore > 1) +
    attend. lists_out, if not NULL,
    receives n_head_kv * pages_per_seq entries (list of head h at h * pages_per_seq) and
-   counts_out n_head_kv lengths. */
+   counts_out n_head_kv lengths. With b->mode QGEN_BUDGET_REUSE they are also the input:
+   the last selection, extended in place (qgen_ref_extend_list) and attended, with no
+   estimate or select. */
 void qgen_ref_step(const qgen_layout *L, const qgen_kvmem *m, int seq, const void *q,
                    const qgen_budget *b, void *out, double *out_f64, int32_t *lists_out,
                    int64_t *counts_out);

@@ -38,7 +38,7 @@ typedef struct gpu_ctx {
   CUdevice dev;
   CUcontext cuctx;
   CUmodule mod;
-  CUfunction f_append, f_view, f_estimate, f_select, f_rescore, f_attend;
+  CUfunction f_append, f_view, f_estimate, f_select, f_rescore, f_extend, f_attend;
   int sm_count, arch, attend_per_sm, est_per_sm, resc_per_sm;
   int code_arch; /* the arch the loaded kernels were compiled for (PTX of an older one runs too) */
   int sel_clusters[9]; /* [n]: clusters of n select CTAs the device holds at once (sm_90 code) */
@@ -110,6 +110,8 @@ static qgen_status load_module(qgen_ctx *c, const qgen_artifact *a) {
     CU(cu->cuModuleGetFunction(&g->f_estimate, g->mod, QGEN_KERNEL_NAME(estimate)));
     CU(cu->cuModuleGetFunction(&g->f_select, g->mod, QGEN_KERNEL_NAME(select)));
     CU(cu->cuFuncSetAttribute(g->f_select, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 4 * c->P.sel_smem_keys));
+    /* (a module from before QGEN_ATTEND_REUSE has none: the other modes still run) */
+    if (cu->cuModuleGetFunction(&g->f_extend, g->mod, QGEN_KERNEL_NAME(extend)) != CUDA_SUCCESS) g->f_extend = NULL;
   }
   if (c->L.sparse && c->L.rescore > 1) CU(cu->cuModuleGetFunction(&g->f_rescore, g->mod, QGEN_KERNEL_NAME(rescore)));
   int smem_max = 0;
@@ -126,7 +128,7 @@ static qgen_status load_module(qgen_ctx *c, const qgen_artifact *a) {
   }
   /* all of L1 as shared memory, for every kernel: attend's occupancy is bounded by it, and
      kernels that agree on the carveout need no SM reconfiguration between them */
-  CUfunction all[] = {g->f_append, g->f_attend, g->f_estimate, g->f_select, g->f_rescore, g->f_view};
+  CUfunction all[] = {g->f_append, g->f_attend, g->f_estimate, g->f_select, g->f_rescore, g->f_view, g->f_extend};
   for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
     if (all[i]) CU(cu->cuFuncSetAttribute(all[i], CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, 100));
   CU(cu->cuOccupancyMaxActiveBlocksPerMultiprocessor(&g->attend_per_sm, g->f_attend, c->P.attend_threads,
@@ -360,7 +362,8 @@ static qgen_status launch(qgen_ctx *c, CUfunction f, unsigned gx, unsigned gy, u
    CTAs may start while that kernel finishes and wait in grid_dep_wait, common.cuh), in
    clusters of `cluster` CTAs along x (1: none; more only with code built for sm_90+).
    Only for select and attend of a sparse step, whose predecessor is our own estimate /
-   select: a kernel before estimate (the caller's, which may write q) is fully ordered. */
+   select / extend: a kernel before estimate or extend (the caller's, which may write q)
+   is fully ordered. */
 static qgen_status launch_ex(qgen_ctx *c, CUfunction f, unsigned gx, unsigned gy, unsigned gz, int threads, int smem,
                              CUstream s, void **args, int cluster) {
   /* not across the benchmark's breakdown events either: an event between two kernels
@@ -462,6 +465,10 @@ static qgen_status attend_in(qgen_kv *kv, const int *seq, int n_seq, qgen_ptr q,
   qg_cache ca = cache_args(kv);
   qg_budget ba = {b->mode, b->coverage, b->tokens, b->sink, b->recent};
   int dense = b->mode == QGEN_BUDGET_DENSE;
+  const int reuse = b->mode == QGEN_BUDGET_REUSE;
+  if (reuse && !g->f_extend)
+    return qgen_fail(c, QGEN_ERR_UNSUPPORTED, "qgen_attend: the module of spec %s has no qg_extend kernel (a bundle "
+                     "built before QGEN_ATTEND_REUSE): rebuild it", c->spec.name);
   for (int i0 = 0; i0 < n_seq; i0 += QGEN_MAX_BATCH) {
     qg_batch bt;
     memset(&bt, 0, sizeof bt);
@@ -471,7 +478,10 @@ static qgen_status attend_in(qgen_kv *kv, const int *seq, int n_seq, qgen_ptr q,
     qg_work wk = {m->scores, m->list, m->count, m->part_o, m->part_ml, m->ticket, m->hist, ms, m->exact, m->hist2, L->rescore};
     qgen_dptr qp = q + (qgen_dptr)i0 * L->q_bytes, op = out + (qgen_dptr)i0 * L->out_bytes;
     qgen_status st;
-    if (!dense) {
+    if (reuse) { /* the last selection, extended; no estimate or select */
+      void *xa[] = {&ca, &wk, &bt};
+      if ((st = launch(c, g->f_extend, (unsigned)L->n_head_kv, (unsigned)bt.n, 1, 32, 0, s, xa))) return st;
+    } else if (!dense) {
       void *ea[] = {&ca, &wk, &bt, &ba, &qp};
       /* the CTAs the capacity needs, at most one wave (each then loops over its share) */
       int64_t ex = (kv->pps + P->est_pages - 1) / P->est_pages;
@@ -480,7 +490,7 @@ static qgen_status attend_in(qgen_kv *kv, const int *seq, int n_seq, qgen_ptr q,
       if ((st = launch(c, g->f_estimate, (unsigned)ex, (unsigned)L->n_head_kv, (unsigned)bt.n, P->est_threads, P->est_smem, s, ea))) return st;
     }
     if (g->marks) CU(g->cu->cuEventRecordWithFlags(g->marks[0], s, CU_EVENT_RECORD_EXTERNAL));
-    if (!dense) {
+    if (!dense && !reuse) {
       void *sa[] = {&ca, &wk, &bt, &ba};
       const int cl = select_cluster(c, kv->pps, bt.n * L->n_head_kv);
       const int smem = 4 * (int)(kv->pps < P->sel_smem_keys ? kv->pps : P->sel_smem_keys);

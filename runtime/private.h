@@ -50,6 +50,7 @@ struct qgen_kv {
      sync_buf: the backend's copy of lengths and drops, [2][max_seqs]. */
   int device_len;
   int64_t *dropped;
+  unsigned char *selected; /* a sequence has a sparse selection since its last reset (QGEN_ATTEND_REUSE) */
   int32_t *sync_buf;
   qgen_kvmem host; /* page_table: the host copy (every backend); the rest: the CPU backend's cache */
   int is_view;          /* qgen_view_open: the pools, page table and lengths are view's */

@@ -160,6 +160,7 @@ static void kv_free(qgen_kv *kv) {
   if (!kv->is_view) free(kv->host.page_table); /* a view's is the caller's block table */
   free(kv->len);
   free(kv->dropped);
+  free(kv->selected);
   free(kv->sync_buf);
   free(kv);
 }
@@ -180,8 +181,9 @@ static qgen_kv *kv_new(qgen_ctx *c, int max_seqs, int64_t max_tokens, int64_t n_
   kv->host.k_scale = kv->host.v_scale = 1.0f;
   kv->len = calloc((size_t)max_seqs, sizeof *kv->len);
   kv->dropped = calloc((size_t)max_seqs, sizeof *kv->dropped);
+  kv->selected = calloc((size_t)max_seqs, sizeof *kv->selected);
   kv->sync_buf = calloc((size_t)max_seqs * 2, sizeof *kv->sync_buf);
-  if (!kv->len || !kv->dropped || !kv->sync_buf) {
+  if (!kv->len || !kv->dropped || !kv->selected || !kv->sync_buf) {
     kv_free(kv);
     return NULL;
   }
@@ -436,7 +438,7 @@ qgen_status qgen_reset(qgen_kv *kv, int seq) {
   qgen_status st = no_view(kv, "qgen_reset");
   if (st != QGEN_OK || (st = check_seqs(kv, "qgen_reset", &seq, 1, 0)) != QGEN_OK) return st;
   st = kv->ctx->be->reset(kv, seq);
-  if (st == QGEN_OK) kv->len[seq] = 0;
+  if (st == QGEN_OK) kv->len[seq] = 0, kv->selected[seq] = 0;
   return st;
 }
 
@@ -476,10 +478,23 @@ qgen_status qgen_attend(qgen_kv *kv, const int *seq, int n_seq, qgen_ptr q, qgen
     b.tokens = o.budget < kv->max_tokens ? o.budget : kv->max_tokens;
     b.sink = o.sink < kv->max_tokens ? o.sink : kv->max_tokens;
     b.recent = o.recent < kv->max_tokens ? o.recent : kv->max_tokens;
+  } else if (o.mode == QGEN_ATTEND_REUSE) {
+    if (!c->spec.sparse)
+      return qgen_fail(c, QGEN_ERR_UNSUPPORTED, "qgen_attend: spec %s is dense; QGEN_ATTEND_REUSE reuses a sparse selection",
+                       c->spec.name);
+    for (int i = 0; i < n_seq; i++)
+      if (!kv->selected[seq[i]])
+        return qgen_fail(c, QGEN_ERR_INVALID_ARG, "qgen_attend: QGEN_ATTEND_REUSE: sequence %d has no sparse selection "
+                         "since it was created or reset; attend it with QGEN_ATTEND_SPARSE first", seq[i]);
+    b.mode = QGEN_BUDGET_REUSE;
   } else if (o.mode != QGEN_ATTEND_DENSE) {
-    return qgen_fail(c, QGEN_ERR_INVALID_ARG, "qgen_attend: mode = %d (QGEN_ATTEND_DENSE or QGEN_ATTEND_SPARSE)", o.mode);
+    return qgen_fail(c, QGEN_ERR_INVALID_ARG, "qgen_attend: mode = %d (QGEN_ATTEND_DENSE, QGEN_ATTEND_SPARSE or "
+                     "QGEN_ATTEND_REUSE)", o.mode);
   }
-  return c->be->attend(kv, seq, n_seq, q, out, &b, stream);
+  st = c->be->attend(kv, seq, n_seq, q, out, &b, stream);
+  if (st == QGEN_OK && o.mode == QGEN_ATTEND_SPARSE)
+    for (int i = 0; i < n_seq; i++) kv->selected[seq[i]] = 1;
+  return st;
 }
 
 /* ---- introspection ------------------------------------------------------------------ */

@@ -178,9 +178,18 @@ QGEN_API qgen_status qgen_reset(qgen_kv *kv, int seq);
    read: see qgen_append_decode; qgen_error says why). */
 QGEN_API long long qgen_seq_len(const qgen_kv *kv, int seq);
 
-enum { QGEN_ATTEND_DENSE = 0, QGEN_ATTEND_SPARSE = 1 };
+/* QGEN_ATTEND_REUSE (sparse specs): attend each sequence over its last sparse selection
+   (qgen_kv_selection's lists) extended to its current length, with no estimate or select:
+   entries at or past its pages are dropped and every page after the list's last entry is
+   added, so the pages begun since are attended (the selection's sink and recent pages
+   stay in it). The budget fields are ignored. Each sequence needs a QGEN_ATTEND_SPARSE
+   attend since it was created or reset (QGEN_ERR_INVALID_ARG otherwise); a view's caller
+   must not reuse a selection across a change of the request in a sequence slot. Selecting
+   every N steps and reusing in between is the caller's schedule (under CUDA graphs: one
+   graph of a sparse step and one of a reuse step). */
+enum { QGEN_ATTEND_DENSE = 0, QGEN_ATTEND_SPARSE = 1, QGEN_ATTEND_REUSE = 2 };
 typedef struct qgen_attend_opts {
-  int mode;                 /* QGEN_ATTEND_DENSE or QGEN_ATTEND_SPARSE (needs a sparse spec) */
+  int mode;                 /* QGEN_ATTEND_DENSE, QGEN_ATTEND_SPARSE or QGEN_ATTEND_REUSE (the last two need a sparse spec) */
   double coverage;          /* fraction of pages in (0, 1], budget 0 ... */
   long long budget;         /* ... or tokens (> 0), coverage 0: a sparse attend with both set
                                (coverage != 0 and budget > 0) is QGEN_ERR_INVALID_ARG */

@@ -966,6 +966,109 @@ static void bounds_i8_step(void) {
   qgen_close(c);
 }
 
+/* QGEN_ATTEND_REUSE on the backend under test: the lists are the backend's own last sparse
+   selection extended as qgen_ref_extend_list does (a page was begun since, so they grow),
+   and the output is attention over exactly them (qgen_ref_attend over a CPU twin holding
+   the same tokens: bit for bit on the CPU backend, within f16 rounding on the GPU). Refused
+   before a selection and after a reset (nothing written), on a dense spec, and a bad mode's
+   message names it. */
+static void reuse_steps(void) {
+  const char *text = "return spec{ name = \"api-reuse\", head_dim = 64, n_head = 6, n_head_kv = 2,\n"
+                     "  sparse = { block = 32, coverage = 0.25, sink = 32, recent = 32 }, archs = { \"sm_90\" } }\n";
+  enum { H = 6, HKV = 2, D = 64, B = 32, CAP = 2048, NS = 2 };
+  qgen_open_opts oo = {backend, 0, NULL, NULL}, oc = {QGEN_BACKEND_CPU, 0, NULL, NULL};
+  qgen_ctx *c = NULL, *cc = NULL;
+  qgen_kv *kv = NULL, *twin = NULL;
+  qgen_status st = qgen_open_text(&c, text, "<reuse>", &oo);
+  if (st == QGEN_OK) st = qgen_open_text(&cc, text, "<reuse>", &oc);
+  if (st != QGEN_OK || qgen_cache_create(c, &kv, NS, CAP) != QGEN_OK || qgen_cache_create(cc, &twin, NS, CAP) != QGEN_OK) {
+    check(0, "reuse: open and caches: %s -- \"%s\"", qgen_status_str(st), qgen_error(c));
+    qgen_cache_destroy(kv), qgen_close(c), qgen_close(cc);
+    return;
+  }
+  const int seqs[NS] = {0, 1}, first[NS] = {700, 77}, more[NS] = {B + 5, 1};
+  const size_t row = (size_t)HKV * D, qn = (size_t)NS * H * D;
+  const int64_t pps = qgen_kv_pages_per_seq(kv);
+  uint16_t *k = f16_rows((size_t)(first[0] + more[0]) * row), *v = f16_rows((size_t)(first[0] + more[0]) * row);
+  uint16_t *q = f16_rows(qn), *out = tmalloc(qn * 2), *want = tmalloc(qn * 2);
+  int *l0 = tmalloc((size_t)NS * HKV * pps * sizeof *l0), *l1 = tmalloc((size_t)NS * HKV * pps * sizeof *l1);
+  int c0[NS * HKV], c1[NS * HKV];
+  for (int i = 0; i < NS && st == QGEN_OK; i++) {
+    st = qgen_append(kv, &seqs[i], 1, &first[i], P(k), P(v), NULL);
+    if (st == QGEN_OK) st = qgen_append(twin, &seqs[i], 1, &first[i], (qgen_ptr)(uintptr_t)k, (qgen_ptr)(uintptr_t)v, NULL);
+  }
+  qgen_attend_opts reuse = qgen_attend_defaults(c), sparse = reuse;
+  reuse.mode = QGEN_ATTEND_REUSE;
+  memset(out, 0x55, qn * 2);
+  qgen_status r0 = qgen_attend(kv, seqs, NS, P(q), P(out), &reuse, NULL);
+  pull(out);
+  check(r0 == QGEN_ERR_INVALID_ARG && strstr(qgen_error(c), "no sparse selection") && out[0] == 0x5555,
+        "reuse before any selection refused, nothing written: %s", qgen_error(c));
+  if (st == QGEN_OK) st = qgen_attend(kv, seqs, NS, P(q), P(out), &sparse, NULL);
+  for (int i = 0; i < NS && st == QGEN_OK; i++) st = qgen_kv_selection(kv, seqs[i], l0 + (size_t)i * HKV * pps, c0 + i * HKV);
+  for (int i = 0; i < NS && st == QGEN_OK; i++) { /* the tokens after the selection: seq 0 begins a page */
+    const uint16_t *kk = k + (size_t)first[0] * row, *vv = v + (size_t)first[0] * row;
+    st = qgen_append(kv, &seqs[i], 1, &more[i], P(kk), P(vv), NULL);
+    if (st == QGEN_OK) st = qgen_append(twin, &seqs[i], 1, &more[i], (qgen_ptr)(uintptr_t)kk, (qgen_ptr)(uintptr_t)vv, NULL);
+  }
+  for (size_t i = 0; i < qn; i++) q[i] = qgen_f32_to_f16(2 * frand()); /* another query: reuse does not look at it to select */
+  memset(out, 0x55, qn * 2);
+  if (st == QGEN_OK) st = qgen_attend(kv, seqs, NS, P(q), P(out), &reuse, NULL);
+  pull(out);
+  for (int i = 0; i < NS && st == QGEN_OK; i++) st = qgen_kv_selection(kv, seqs[i], l1 + (size_t)i * HKV * pps, c1 + i * HKV);
+  check(st == QGEN_OK, "reuse: appends, a sparse attend, appends, a reuse attend: %s -- %s", qgen_status_str(st), qgen_error(c));
+  int lists_ok = st == QGEN_OK, grew = 0, out_ok = st == QGEN_OK;
+  double worst = 0;
+  const qgen_layout *L = qgen_ext_layout(cc);
+  for (int i = 0; i < NS && lists_ok; i++) {
+    const int32_t *ptrs[HKV];
+    int64_t cnt[HKV];
+    for (int h = 0; h < HKV; h++) {
+      int32_t *w = malloc(sizeof(int32_t) * (size_t)pps);
+      int *a = l0 + ((size_t)i * HKV + h) * pps, *b = l1 + ((size_t)i * HKV + h) * pps;
+      for (int64_t j = 0; j < c0[i * HKV + h]; j++) w[j] = a[j];
+      const int64_t n = qgen_ref_extend_list(w, c0[i * HKV + h], first[i] + more[i], B, pps);
+      lists_ok &= n == c1[i * HKV + h] && !memcmp(w, b, (size_t)n * sizeof *w);
+      grew |= n > c0[i * HKV + h];
+      free(w);
+      ptrs[h] = (const int32_t *)b, cnt[h] = c1[i * HKV + h];
+    }
+    qgen_ref_attend(L, qgen_ext_host_cache(twin), seqs[i], q + (size_t)i * H * D, ptrs, cnt, want + (size_t)i * H * D, NULL);
+  }
+  for (size_t i = 0; i < qn && lists_ok; i++) {
+    const double a = qgen_f16_to_f32(out[i]), b = qgen_f16_to_f32(want[i]), e = fabs(a - b) / (1e-2 + fabs(b));
+    worst = e > worst ? e : worst;
+    out_ok &= backend == QGEN_BACKEND_CPU ? out[i] == want[i] : e < 4e-3;
+  }
+  check(lists_ok && grew, "reuse: the lists are the last selection extended to the new length (qgen_ref_extend_list; a "
+        "page was added: %d)", grew);
+  check(lists_ok && out_ok, "reuse: the output is attention over exactly those pages (worst relative difference %.2g)", worst);
+  int s1 = 1;
+  st = qgen_reset(kv, 1);
+  memset(out, 0x55, qn * 2);
+  qgen_status r1 = qgen_attend(kv, &s1, 1, P(q), P(out), &reuse, NULL);
+  pull(out);
+  check(st == QGEN_OK && r1 == QGEN_ERR_INVALID_ARG && strstr(qgen_error(c), "sequence 1") && out[0] == 0x5555,
+        "reuse after qgen_reset refused, nothing written: %s", qgen_error(c));
+  reuse.mode = 7;
+  check(qgen_attend(kv, seqs, 1, P(q), P(out), &reuse, NULL) == QGEN_ERR_INVALID_ARG && strstr(qgen_error(c), "QGEN_ATTEND_REUSE"),
+        "a bad mode's message names the three: %s", qgen_error(c));
+  qgen_ctx *dc = NULL;
+  qgen_kv *dkv = NULL;
+  if (qgen_open_text(&dc, "return spec{ name = \"api-reuse-dense\", head_dim = 64, n_head = 6, n_head_kv = 2 }\n", "<dense>", &oc) ==
+          QGEN_OK && qgen_cache_create(dc, &dkv, 1, 64) == QGEN_OK) {
+    qgen_attend_opts o = qgen_attend_defaults(dc);
+    o.mode = QGEN_ATTEND_REUSE;
+    int s0 = 0;
+    check(qgen_attend(dkv, &s0, 1, (qgen_ptr)(uintptr_t)q, (qgen_ptr)(uintptr_t)out, &o, NULL) == QGEN_ERR_UNSUPPORTED,
+          "reuse on a dense spec refused: %s", qgen_error(dc));
+  }
+  qgen_cache_destroy(dkv), qgen_close(dc);
+  tfree(k), tfree(v), tfree(q), tfree(out), tfree(want), tfree(l0), tfree(l1);
+  qgen_cache_destroy(kv), qgen_cache_destroy(twin);
+  qgen_close(c), qgen_close(cc);
+}
+
 /* GPU backend: a context of the caller's own, current while it calls qgen, is current
    again after every call (qgen works in the primary context, which holds the tensors). */
 static void caller_context(void) {
@@ -1191,6 +1294,8 @@ int main(void) {
   }
   printf("---- 8-bit bounds\n");
   bounds_i8_step();
+  printf("---- selection reuse\n");
+  reuse_steps();
   run_fixture(QGEN_SOURCE_DIR "/specs/qwen3-4b.lua", "sparse");
   run_fixture(dense, "dense");
   if (backend == QGEN_BACKEND_GPU) {

@@ -477,6 +477,77 @@ static void check_attend(env *e, qgen_ctx *gc, qgen_ctx *cc, int nb, const int64
   free_pair(&pr);
 }
 
+/* reuse (QGEN_ATTEND_REUSE): after a sparse step and more appended tokens (pages begun in
+   some sequences, none in others), each GPU list is its last selection extended as
+   qgen_ref_extend_list does, and the output is the reference's over those lists. */
+static void check_reuse(env *e, qgen_ctx *gc, qgen_ctx *cc, uint64_t seed) {
+  const qgen_layout *L = qgen_ext_layout(gc);
+  enum { NB = 3 };
+  const int64_t lens[NB] = {700, 77, 1500};
+  const int more[NB] = {L->block + 5, 1, 2 * L->block};
+  int64_t cap[NB];
+  for (int i = 0; i < NB; i++) cap[i] = lens[i] + more[i];
+  pair pr;
+  make_pair(e, gc, cc, &pr, NB, cap, seed, 1); /* room for the later tokens: filled to cap, then reset and refilled */
+  for (int i = 0; i < NB; i++) {
+    API(qgen_reset(pr.g, i));
+    API(qgen_reset(pr.c, i));
+  }
+  const size_t rowb = (size_t)L->n_head_kv * L->in_row_bytes, qb = NB * L->q_bytes, ob = NB * L->out_bytes;
+  const int64_t nout = (int64_t)NB * L->n_head * L->head_dim, pps = qgen_kv_pages_per_seq(pr.g);
+  int64_t total = 0;
+  for (int i = 0; i < NB; i++) total += cap[i];
+  uint8_t *k = malloc((size_t)total * rowb), *v = malloc((size_t)total * rowb), *q = malloc(qb), *out = malloc(ob);
+  fill(L, seed * 5 + 1, k, total * L->n_head_kv, 1.0f);
+  fill(L, seed * 5 + 2, v, total * L->n_head_kv, 1.0f);
+  fill(L, seed * 5 + 3, q, (int64_t)NB * L->n_head, 1.5f);
+  CUdeviceptr dk = dalloc(e, (size_t)total * rowb), dv = dalloc(e, (size_t)total * rowb), dq = dalloc(e, qb), dout = dalloc(e, ob);
+  upload(e, dk, k, (size_t)total * rowb);
+  upload(e, dv, v, (size_t)total * rowb);
+  upload(e, dq, q, qb);
+  int first[NB];
+  for (int i = 0; i < NB; i++) first[i] = (int)lens[i];
+  API(qgen_append(pr.g, pr.seq, NB, first, dk, dv, NULL));
+  API(qgen_append(pr.c, pr.seq, NB, first, (qgen_ptr)(uintptr_t)k, (qgen_ptr)(uintptr_t)v, NULL));
+  qgen_attend_opts os = qgen_attend_defaults(gc), orr = os;
+  orr.mode = QGEN_ATTEND_REUSE;
+  API(qgen_attend(pr.g, pr.seq, NB, dq, dout, &os, NULL));
+  int *l0 = malloc(sizeof(int) * (size_t)(NB * L->n_head_kv * pps)), *c0 = malloc(sizeof(int) * NB * L->n_head_kv);
+  int *l1 = malloc(sizeof(int) * (size_t)(L->n_head_kv * pps)), *c1 = malloc(sizeof(int) * L->n_head_kv);
+  for (int i = 0; i < NB; i++) API(qgen_kv_selection(pr.g, i, l0 + (size_t)i * L->n_head_kv * pps, c0 + i * L->n_head_kv));
+  const size_t off = (size_t)(lens[0] + lens[1] + lens[2]) * rowb;
+  API(qgen_append(pr.g, pr.seq, NB, more, dk + off, dv + off, NULL));
+  API(qgen_append(pr.c, pr.seq, NB, more, (qgen_ptr)(uintptr_t)(k + off), (qgen_ptr)(uintptr_t)(v + off), NULL));
+  poison(e, dout, ob);
+  API(qgen_attend(pr.g, pr.seq, NB, dq, dout, &orr, NULL));
+  download(e, out, dout, ob);
+  double *ref = malloc(sizeof(double) * (size_t)nout);
+  const int32_t **lp = malloc(sizeof(int32_t *) * L->n_head_kv);
+  int64_t *cn = malloc(sizeof(int64_t) * L->n_head_kv);
+  int32_t *want = malloc(sizeof(int32_t) * (size_t)pps);
+  qgen_ref_order ord;
+  qgen_ext_attend_order(gc, NB, &ord);
+  int lists_ok = 1, grew = 0;
+  for (int i = 0; i < NB; i++) {
+    API(qgen_kv_selection(pr.g, i, l1, c1));
+    for (int h = 0; h < L->n_head_kv; h++) {
+      const int *a = l0 + ((size_t)i * L->n_head_kv + h) * pps;
+      for (int j = 0; j < c0[i * L->n_head_kv + h]; j++) want[j] = a[j];
+      const int64_t n = qgen_ref_extend_list(want, c0[i * L->n_head_kv + h], cap[i], L->block, pps);
+      lists_ok &= n == c1[h] && !memcmp(want, l1 + h * pps, (size_t)n * sizeof *want);
+      grew |= n > c0[i * L->n_head_kv + h];
+      lp[h] = l1 + h * pps, cn[h] = c1[h];
+    }
+    qgen_ref_attend_order(L, qgen_ext_host_cache(pr.c), i, q + i * L->q_bytes, lp, cn, &ord, NULL, ref + (int64_t)i * L->n_head * L->head_dim);
+  }
+  const double r = rel_err(L, out, ref, nout);
+  verdict(e, lists_ok && grew && r <= tolerance(L), "reuse    sparse  ctx 700/77/1500 + %d/1/%d          rel err %.2e, lists "
+          "%s the last selection extended%s", more[0], more[2], r, lists_ok ? "are" : "ARE NOT", grew ? "" : " (none grew)");
+  e->cu->cuMemFree(dk), e->cu->cuMemFree(dv), e->cu->cuMemFree(dq), e->cu->cuMemFree(dout);
+  free(k), free(v), free(q), free(out), free(l0), free(c0), free(l1), free(c1), free(ref), free(lp), free(cn), free(want);
+  free_pair(&pr);
+}
+
 /* bits: determinism, sparse-with-full-budget == dense, graph replay == eager. */
 static void check_bits(env *e, qgen_ctx *gc, qgen_ctx *cc, uint64_t seed, int quick) {
   const qgen_layout *L = qgen_ext_layout(gc);
@@ -1056,6 +1127,7 @@ static int check_variant(const char *path, const char *variant, const qgen_check
   const int64_t b8[8] = {1, 2047, 64, 9000, o->quick ? 1500 : 15000, 333, 4096, o->quick ? 2000 : 20000};
   check_attend(&e, gc, cc, 8, b8, seed + 300);
   check_bits(&e, gc, cc, seed + 400, o->quick);
+  if (L->sparse) check_reuse(&e, gc, cc, seed + 420);
   check_decode_graph(&e, gc, cc, seed + 450);
   check_views(&e, gc, cc, seed + 470);
   if (o->big) check_big(&e, gc, seed + 500);
@@ -1091,9 +1163,10 @@ static const char CHECK_SYNOPSIS[] =
     "Runs the GPU decode path of every variant of FILE against the CPU reference on fresh\n"
     "random data and prints a PASS/FAIL line per check: append bytes, dense and sparse\n"
     "attention at contexts 1..300K and batches of 3 and 8, selected page lists, determinism,\n"
-    "sparse-with-full-budget == dense, CUDA graph replay, views over a caller's pool (NHD,\n"
-    "pages of the block and of half of it) == the owned cache. FILE may be a bundle: its\n"
-    "kernels run as qgen_open loads them (on a GPU newer than its archs, the older arch's PTX).\n"
+    "sparse-with-full-budget == dense, a reused selection (QGEN_ATTEND_REUSE), CUDA graph\n"
+    "replay, views over a caller's pool (NHD, pages of the block and of half of it) == the\n"
+    "owned cache. FILE may be a bundle: its kernels run as qgen_open loads them (on a GPU\n"
+    "newer than its archs, the older arch's PTX).\n"
     "\n";
 
 int qgen_check_main(int argc, char **argv) {

@@ -12,7 +12,7 @@ import math
 import re
 import weakref
 
-from ._lib import ATTEND_DENSE, ATTEND_SPARSE, BACKENDS, CUDA, KV_ARRAYS, AttendOpts, Error, Info, OpenOpts, invalid, lib
+from ._lib import ATTEND_DENSE, ATTEND_REUSE, ATTEND_SPARSE, BACKENDS, CUDA, KV_ARRAYS, AttendOpts, Error, Info, OpenOpts, invalid, lib
 
 # KV cache types may also be named by their torch dtype or vLLM's kv_cache_dtype spelling;
 # an fp8 cache's bytes are the codes a torch.float8_e4m3fn / float8_e5m2 tensor holds.
@@ -315,11 +315,13 @@ class Cache(_Handle):
         self.ctx._check(lib().qgen_sync(self._live()))
 
     def attend(self, q, seqs=None, out=None, coverage=None, budget=None, dense=False, sink=None, recent=None,
-               stream=None):
+               stream=None, reuse=False):
         """One decode step: q [n_seq, n_head, head_dim], one row per sequence of seqs
         (default 0..n_seq-1); returns out (allocated when not given). Sparse with the spec's
         budget by default (a sparse spec), dense=True for dense, or coverage= / budget= (tokens)
-        for another budget; sink= and recent= override the spec's."""
+        for another budget; sink= and recent= override the spec's. reuse=True attends each
+        sequence over its last sparse selection extended to its current length, selecting
+        nothing (QGEN_ATTEND_REUSE: a sparse attend since the sequence's last reset first)."""
         kv = self._live()
         if len(getattr(q, "shape", ())) != 3:
             raise invalid(f"attend: q must be [n_seq, {self._q_shape[0]}, {self._q_shape[1]}], "
@@ -328,7 +330,7 @@ class Cache(_Handle):
         seqs = self._seqs(seqs, list(range(n)), "attend")
         if len(seqs) != n:
             raise invalid(f"attend: q has {n} rows for {len(seqs)} sequences")
-        opts = self._opts(coverage, budget, dense, sink, recent)
+        opts = self._opts(coverage, budget, dense, sink, recent, reuse)
         shape = (n,) + self._q_shape
         qp = self._tensor(q, "attend", "q", shape, self.ctx.info["in_type"])
         out_type = self.ctx.info["out_type"]
@@ -345,9 +347,14 @@ class Cache(_Handle):
                                           self._stream(stream)))
         return out
 
-    def _opts(self, coverage, budget, dense, sink, recent):
+    def _opts(self, coverage, budget, dense, sink, recent, reuse=False):
         """The qgen_attend_opts of attend's keywords."""
         opts = lib().qgen_attend_defaults(self.ctx._ptr)
+        if reuse:
+            if dense or any(x is not None for x in (coverage, budget, sink, recent)):
+                raise invalid("attend: reuse=True takes no dense, coverage, budget, sink or recent (it selects nothing)")
+            opts.mode = ATTEND_REUSE
+            return opts
         if coverage is not None and budget is not None:
             raise invalid("attend: give coverage or budget, not both")
         if dense and (coverage is not None or budget is not None):

@@ -21,7 +21,7 @@ STATUS_NAMES = (
 INVALID_ARG = 1
 CUDA = STATUS_NAMES.index("QGEN_ERR_CUDA")
 BACKENDS = {"gpu": 0, "cpu": 1}
-ATTEND_DENSE, ATTEND_SPARSE = 0, 1
+ATTEND_DENSE, ATTEND_SPARSE, ATTEND_REUSE = 0, 1, 2
 KV_ARRAYS = {"k": 0, "v": 1, "bounds": 2, "page_table": 3, "seq_len": 4}
 
 

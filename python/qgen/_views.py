@@ -168,14 +168,14 @@ class DecodeWrapper:
         self.view = view
         self._plan = None
 
-    def plan(self, seqs, out=None, coverage=None, budget=None, dense=False, sink=None, recent=None):
+    def plan(self, seqs, out=None, coverage=None, budget=None, dense=False, sink=None, recent=None, reuse=False):
         """Fix the batch (seqs: the view's sequence ids, one query row each), the budget (as
-        attend's keywords) and the output buffer out (allocated here when not given: a torch
-        CUDA tensor on the GPU backend, a NumPy array on the CPU one)."""
+        attend's keywords, reuse included) and the output buffer out (allocated here when not
+        given: a torch CUDA tensor on the GPU backend, a NumPy array on the CPU one)."""
         v = self.view
         v._live()
         seqs = v._seqs(list(seqs), None, "plan")
-        opts = v._opts(coverage, budget, dense, sink, recent)
+        opts = v._opts(coverage, budget, dense, sink, recent, reuse)
         n = len(seqs)
         shape = (n,) + v._q_shape
         out_type = v.ctx.info["out_type"]

@@ -120,6 +120,47 @@ def test_selection_matches_the_sparse_output(ctx):
     np.testing.assert_allclose(out, ref, rtol=0, atol=2e-5)
 
 
+def test_reuse_extends_the_last_selection(ctx):
+    """attend(reuse=True): the last sparse selection plus the pages begun since, attended
+    exactly (fp64 over those pages); refused before a selection, after a reset, with a budget."""
+    lens = [700, 77]
+    kv, q, k, v = filled(ctx, lens, seed=5)
+    with pytest.raises(qgen.Error, match="no sparse selection"):
+        kv.attend(q, reuse=True)
+    kv.attend(q)
+    before = [kv.selection(s) for s in range(2)]
+    rng = np.random.default_rng(6)
+    more = [37, 1]  # sequence 0 (700 tokens: 22 pages) begins two pages, sequence 1 none
+    k2, v2 = rand(rng, (sum(more), 2, 64), np.float32), rand(rng, (sum(more), 2, 64), np.float32)
+    kv.append(k2, v2, seqs=[0, 1], n_new=more)
+    q2 = rand(rng, q.shape, np.float32)
+    out = kv.attend(q2, reuse=True)
+    pages, kk, vv, start = [], [], [], 0
+    for s in range(2):
+        lists, counts = kv.selection(s)
+        old_l, old_c = before[s]
+        n = -(-(lens[s] + more[s]) // 32)
+        sel = []
+        for h in range(2):
+            want = list(old_l[h, :old_c[h]]) + list(range(old_l[h, old_c[h] - 1] + 1, n))
+            assert list(lists[h, :counts[h]]) == want
+            sel.append(lists[h, :counts[h]])
+        pages.append(sel)
+        kk.append(np.concatenate([k[start:start + lens[s]], k2[sum(more[:s]):sum(more[:s + 1])]]))
+        vv.append(np.concatenate([v[start:start + lens[s]], v2[sum(more[:s]):sum(more[:s + 1])]]))
+        start += lens[s]
+    assert kv.selection(0)[1][0] == before[0][1][0] + 2  # sequence 0's pages 22 and 23 begun since
+    full = [x + y for x, y in zip(lens, more)]
+    ref = reference(q2, np.concatenate(kk).astype(np.float16), np.concatenate(vv).astype(np.float16), ctx.info["scale"],
+                    full, pages, 32)
+    np.testing.assert_allclose(out, ref, rtol=0, atol=2e-5)
+    with pytest.raises(qgen.Error, match="reuse=True takes no"):
+        kv.attend(q2, reuse=True, coverage=0.5)
+    kv.reset(1)
+    with pytest.raises(qgen.Error, match="sequence 1 has no sparse selection"):
+        kv.attend(q2[1:], seqs=[1], reuse=True)
+
+
 def test_budget_in_tokens_and_reset(ctx):
     kv, q, _, _ = filled(ctx, [640])
     kv.attend(q, budget=128, sink=0, recent=0)
