@@ -6,7 +6,9 @@
  * cells are not served from L2. Each coverage is timed as a whole step captured in a CUDA
  * graph per cache and replayed (events around each replay after warm-up; the median of
  * --runs; also eagerly, host launch latency included), then again with events between the
- * kernels for the breakdown: estimate, select, attend (with its fused combine). In the same cell a plain
+ * kernels for the breakdown: estimate, select, attend (with its fused combine); a sparse
+ * coverage also as a reuse step (QGEN_ATTEND_REUSE over the last selection), captured and
+ * replayed the same way, on its own line and as reuse_us in the JSON. In the same cell a plain
  * streaming read (16-byte loads, 4 in flight per thread, grid sized to the SMs) of exactly
  * the bytes the step must read gives the practical floor at that size.
  *
@@ -48,7 +50,8 @@ static const char BENCH_SYNOPSIS[] =
     "\n"
     "Times one decode step (estimate + select + attend, or attend alone when dense; attend\n"
     "merges its splits itself) per layer on the GPU, for every context x batch x coverage;\n"
-    "coverage 1 = dense.\n"
+    "coverage 1 = dense. A sparse coverage is also timed as a reuse step (QGEN_ATTEND_REUSE:\n"
+    "the last selection, no estimate or select), printed on a line of its own.\n"
     "Lists are comma-separated; contexts take K/M suffixes (16K = 16384).\n"
     "\n";
 
@@ -383,6 +386,32 @@ int qgen_bench_main(int argc, char **argv) {
           CK(b.cu->cuEventElapsedTime(&tc[i], marks[1], e1));
         }
         for (int r = 0; r < 2 * R; r++) CK(b.cu->cuGraphExecDestroy(ex[r]));
+        /* a reuse step (QGEN_ATTEND_REUSE: the last selection extended, no estimate or
+           select) of each cache, captured and replayed the same way */
+        double reuse = NAN;
+        if (covs[vi] < 1.0) {
+          qgen_attend_opts ro = ao;
+          ro.mode = QGEN_ATTEND_REUSE;
+          for (int r = 0; r < R; r++) API(qgen_attend(kv[r], seq, B, dq, dout, &ao, cs)); /* each cache's selection */
+          for (int r = 0; r < R; r++) {
+            CUgraph gr;
+            CK(b.cu->cuStreamBeginCapture(cs, CU_STREAM_CAPTURE_MODE_GLOBAL));
+            API(qgen_attend(kv[r], seq, B, dq, dout, &ro, cs));
+            CK(b.cu->cuStreamEndCapture(cs, &gr));
+            CK(b.cu->cuGraphInstantiate(&ex[r], gr, 0));
+            CK(b.cu->cuGraphDestroy(gr));
+          }
+          for (int i = 0; i < warmup; i++) CK(b.cu->cuGraphLaunch(ex[i % R], cs));
+          for (int i = 0; i < runs; i++) {
+            CK(b.cu->cuEventRecord(e0, cs));
+            CK(b.cu->cuGraphLaunch(ex[i % R], cs));
+            CK(b.cu->cuEventRecord(e1, cs));
+            CK(b.cu->cuEventSynchronize(e1));
+            CK(b.cu->cuEventElapsedTime(&t[i], e0, e1));
+          }
+          reuse = 1e3 * median(t, runs);
+          for (int r = 0; r < R; r++) CK(b.cu->cuGraphExecDestroy(ex[r]));
+        }
         free(ex);
         const double est = 1e3 * median(ts, runs), sel = 1e3 * median(ta, runs), att = 1e3 * median(tc, runs);
         const double bytes = step_bytes(L, C, B, covs[vi]);
@@ -390,18 +419,21 @@ int qgen_bench_main(int argc, char **argv) {
         if (covs[vi] >= 1.0) dense_us = step;
         printf("%-22s %4d %8lld %6.4g | %9.1f %9.1f %9.1f %9.1f %9.1f | %9.1f %9.1f %8.0f %8.2f\n", info.name, B,
                (long long)C, covs[vi], step, est, sel, att, eager, sus, floor_us, bytes / step / 1e3, step / sus);
+        if (covs[vi] < 1.0)
+          printf("%-22s %4d %8lld %6.4g   reuse: %.1f us a step over the last selection (no estimate or select)\n", info.name,
+                 B, (long long)C, covs[vi], reuse);
         fflush(stdout);
-        char selj[32] = "null";
-        if (covs[vi] < 1.0) snprintf(selj, sizeof selj, "%.2f", est + sel);
+        char selj[32] = "null", reusej[32] = "null";
+        if (covs[vi] < 1.0) snprintf(selj, sizeof selj, "%.2f", est + sel), snprintf(reusej, sizeof reusej, "%.2f", reuse);
         if (jf)
           fprintf(jf,
                   "%s  {\"spec\": \"%s\", \"n_head\": %d, \"k_type\": \"%s\", \"v_type\": \"%s\", \"batch\": %d, \"ctx\": %lld, "
                   "\"coverage\": %g, \"qgen_us\": %.2f, \"select_us\": %s, \"estimate_us\": %.2f, \"attend_us\": %.2f, "
                   "\"eager_us\": %.2f, \"dense_us\": %.2f, \"stream_us\": %.2f, \"floor_us\": %.2f, \"bytes\": %.0f, \"gbps\": %.1f, "
-                  "\"splits\": %d, \"append_tok_s\": %.4g, \"tune\": \"%s\"}",
+                  "\"splits\": %d, \"append_tok_s\": %.4g, \"reuse_us\": %s, \"tune\": \"%s\"}",
                   rows ? ",\n" : "", info.name, L->n_head, info.k_type, info.v_type, B, (long long)C, covs[vi], step,
                   selj, est, att, eager, isnan(dense_us) ? step : dense_us, sus, floor_us,
-                  bytes, bytes / step / 1e3, qgen_ext_max_splits(ctx, B), (double)C * B / (fill_ms * 1e-3), tune);
+                  bytes, bytes / step / 1e3, qgen_ext_max_splits(ctx, B), (double)C * B / (fill_ms * 1e-3), reusej, tune);
         rows++;
       }
       for (int r = 0; r < R; r++) qgen_cache_destroy(kv[r]);
