@@ -133,6 +133,8 @@ class QgenLayer(CacheLayerMixin):
         self.length = 0         # tokens per sequence (all sequences have equal lengths)
         self.seqs = []
         self.prefill = False    # the last update was a prompt: attention goes to SDPA
+        self.steps = 0          # decode attends since the prompt (QgenCache reselect)
+        self.reused = 0         # of them, those over a reused selection
 
     def lazy_initialization(self, key_states, *args, **kwargs):
         ctx = self.owner.context(key_states.dtype, key_states.device)
@@ -161,6 +163,8 @@ class QgenLayer(CacheLayerMixin):
         self.kv.append(k, v, seqs=self.seqs, n_new=[n_new] * batch)
         self.length += n_new
         self.prefill = n_new > 1
+        if self.prefill:
+            self.steps = 0
         key_states._qgen_layer = self
         return key_states, value_states
 
@@ -168,7 +172,10 @@ class QgenLayer(CacheLayerMixin):
         """query [B, H, 1, D] -> out [B, H, D] over this layer's cached tokens."""
         batch, n_head, _, head_dim = query.shape
         q = query.reshape(batch, n_head, head_dim).contiguous()
-        return self.kv.attend(q, seqs=self.seqs)
+        reuse = self.steps % self.owner.reselect != 0  # every sequence selected at the same steps
+        self.steps += 1
+        self.reused += reuse
+        return self.kv.attend(q, seqs=self.seqs, reuse=reuse)
 
     def get_seq_length(self, *args, **kwargs):
         return self.length
@@ -190,6 +197,7 @@ class QgenLayer(CacheLayerMixin):
             self.kv.reset(s)
         self.length = 0
         self.prefill = False
+        self.steps = 0
 
     def reorder_cache(self, *args, **kwargs):
         _refused("beam search (reorder_cache)")
@@ -248,15 +256,23 @@ class QgenCache(Cache):
     cache_dir     qgen's kernel cache (default: qgen's)
     tp_size       the tensor-parallel size: this rank holds n_head/tp_size query and
                   n_head_kv/tp_size KV heads of every layer (qgen.tp)
+    reselect      sparse: select pages every reselect decode steps and attend over the last
+                  selection, extended by the pages begun since, in between (qgen attend
+                  reuse=True); 1 (default) selects every step
     """
 
     def __init__(self, config, max_tokens, *, k_type="f16", v_type=None, coverage=None, budget=None,
-                 block=None, sink=None, recent=None, dtype=None, cache_dir=None, tp_size=1):
+                 block=None, sink=None, recent=None, dtype=None, cache_dir=None, tp_size=1, reselect=1):
         if _IMPORT_ERROR is not None:
             raise ImportError(f"qgen.transformers needs torch and transformers: {_IMPORT_ERROR}")
         check_config(config)
         if int(max_tokens) < 1:
             raise ValueError(f"qgen: max_tokens = {max_tokens}; it must be >= 1")
+        if isinstance(reselect, bool) or not isinstance(reselect, int) or reselect < 1:
+            raise ValueError(f"qgen: reselect = {reselect!r}; it must be an integer >= 1")
+        if reselect > 1 and coverage is None and budget is None:
+            raise ValueError("qgen: reselect > 1 reuses a sparse selection; give coverage or budget too")
+        self.reselect = reselect
         self.config = text_config(config)
         self.max_tokens = int(max_tokens)
         self.spec_args = dict(k_type=k_type, v_type=v_type, coverage=coverage, budget=budget, block=block,

@@ -172,6 +172,22 @@ def test_quantized_cache_runs(model):
 
 
 @gpu
+def test_reselect_reuses_selections(model):
+    """QgenCache(reselect=4): decode steps 1-3 of every 4 attend over the last selection
+    (reuse), and generation completes with finite logits; its token agreement with selecting
+    every step is printed (random weights: a smoke number)."""
+    ids = prompt(1, 4096)
+    cache = qgen_cache(model, ids, k_type="bf16", coverage=0.25, reselect=4)
+    tok, log = generate(model, ids, "qgen", cache)
+    steps = NEW_TOKENS - 1  # the first new token comes from the prompt's pass
+    assert all(layer.steps == steps and layer.reused == steps - -(-steps // 4) for layer in cache.layers)
+    assert tok.shape == (1, NEW_TOKENS) and torch.isfinite(log).all()
+    tok_1, _ = generate(model, ids, "qgen", qgen_cache(model, ids, k_type="bf16", coverage=0.25))
+    print(f"{model.config.model_type} 4096: sparse 25 % reselect=4 per-step token agreement with reselect=1 "
+          f"{float((tok == tok_1).float().mean()):.3f} (smoke number)")
+
+
+@gpu
 def test_refusals(model):
     ids = prompt(2, 256)
     pad = torch.ones_like(ids)
@@ -200,3 +216,12 @@ def test_sliding_config_refused():
                                       max_window_layers=0, layer_types=["sliding_attention"] * 2)
     with pytest.raises(NotImplementedError, match="sliding"):
         qt.QgenCache(config, max_tokens=1024)
+
+
+@needs_transformers
+@pytest.mark.parametrize("kw, err", [(dict(reselect=0), "integer >= 1"), (dict(reselect=2.5), "integer >= 1"),
+                                     (dict(reselect=4), "give coverage or budget")])
+def test_reselect_refused(kw, err):
+    config = transformers.Qwen3Config(num_hidden_layers=2, num_attention_heads=8, num_key_value_heads=2, head_dim=64)
+    with pytest.raises(ValueError, match=err):
+        qt.QgenCache(config, max_tokens=1024, **kw)
