@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # test_spec_grid.sh — every spec of the shape grid compiles for sm_80 and sm_90 without
 # spills: head_dim 32..256 (step 32) x group {1,2,3,4,5,7,8,16,32,64} x in_type
-# {f16,f32,bf16} x K/V type {f16,bf16,q8_0,q4_0,q5_0}, sparse (so all five kernels are built),
+# {f16,f32,bf16} x K/V type {f16,bf16,q8_0,q4_0,q5_0}, sparse (so all six kernels are built),
 # with f16 page bounds and, in the corner and every other sampled one, 8-bit bounds
 # (sparse.bounds = "i8": another estimate and append).
 #
@@ -9,7 +9,7 @@
 # estimate is largest (head_dim 256, group 64: every in_type x K/V type) and a fixed sample
 # of 40 others; QGEN_GRID=all runs every one. Each combination is a variant of a generated multi-variant spec, emitted
 # by `qgen emit` into a fresh cache; it must exit 0 and its report show, for each variant
-# and arch, the five kernels, view, estimate and select with 0/0 spill stores/loads and a stack
+# and arch, the six kernels, view, estimate, select and extend with 0/0 spill stores/loads and a stack
 # of 0 (a spill in append or attend is printed as a note: ptxas spills a few bytes of
 # attend on sm_90 for some small quantized shapes).
 #
@@ -54,17 +54,17 @@ for part in "$tmp"/part.*; do
   } >"$spec"
   "$QGEN" emit --spec "$spec" >"$part.out" 2>&1
   ok $? "emit $(wc -l <"$part") variants ($(head -n 1 "$part" | tr ' ' /) .. $(tail -n 1 "$part" | tr ' ' /))"
-  # every variant: 2 archs x 5 kernels, each spill 0/0 and stack 0
+  # every variant: 2 archs x 6 kernels, each spill 0/0 and stack 0
   awk -v want="$(wc -l <"$part")" '
     /^d[0-9]+-g[0-9]+-[a-z0-9_-]+ \(/ { v = $1; n++ }
     /^  sm_(80|90)  qg_[a-z]+ +regs/ {
       k[v]++
       if ($6 == "0/0" && $8 == 0) next
-      if ($2 == "qg_estimate" || $2 == "qg_select" || $2 == "qg_view") { printf "FAIL %s %s %s: regs %s spill %s stack %s\n", v, $1, $2, $4, $6, $8; bad++ }
+      if ($2 == "qg_estimate" || $2 == "qg_select" || $2 == "qg_view" || $2 == "qg_extend") { printf "FAIL %s %s %s: regs %s spill %s stack %s\n", v, $1, $2, $4, $6, $8; bad++ }
       else printf "note %s %s %s: regs %s spill %s stack %s\n", v, $1, $2, $4, $6, $8
     }
     END {
-      for (x in k) if (k[x] != 10) { printf "FAIL %s: %d kernel lines, want 10\n", x, k[x]; bad++ }
+      for (x in k) if (k[x] != 12) { printf "FAIL %s: %d kernel lines, want 12\n", x, k[x]; bad++ }
       if (n != want) { printf "FAIL %d variants reported, want %d\n", n, want; bad++ }
       exit bad > 0
     }' "$part.out"
