@@ -82,6 +82,33 @@ static float median(float *v, int n) {
   } while (0)
 #define API(call) QGEN_API_CHECK(ctx, call, QGEN_API_FATAL("bench"))
 
+/* ex[r] = the step (attend with o) of cache kv[r], captured on cs, for each of R caches. */
+static void capture_steps(benv *b, qgen_ctx *ctx, qgen_kv **kv, int R, const int *seq, int B, CUdeviceptr dq,
+                          CUdeviceptr dout, const qgen_attend_opts *o, CUstream cs, CUgraphExec *ex) {
+  for (int r = 0; r < R; r++) {
+    CUgraph gr;
+    CK(b->cu->cuStreamBeginCapture(cs, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    API(qgen_attend(kv[r], seq, B, dq, dout, o, cs));
+    CK(b->cu->cuStreamEndCapture(cs, &gr));
+    CK(b->cu->cuGraphInstantiate(&ex[r], gr, 0));
+    CK(b->cu->cuGraphDestroy(gr));
+  }
+}
+
+/* The median µs of runs replays of ex[i % R] on cs (events around each), after warmup. */
+static double replay_us(benv *b, CUgraphExec *ex, int R, CUstream cs, CUevent e0, CUevent e1, float *t, int warmup,
+                        int runs) {
+  for (int i = 0; i < warmup; i++) CK(b->cu->cuGraphLaunch(ex[i % R], cs));
+  for (int i = 0; i < runs; i++) {
+    CK(b->cu->cuEventRecord(e0, cs));
+    CK(b->cu->cuGraphLaunch(ex[i % R], cs));
+    CK(b->cu->cuEventRecord(e1, cs));
+    CK(b->cu->cuEventSynchronize(e1));
+    CK(b->cu->cuEventElapsedTime(&t[i], e0, e1));
+  }
+  return 1e3 * median(t, runs);
+}
+
 /* Median time in us of a streaming read of `bytes`, at rotating offsets of a buffer of at
    least 4x the L2 (and at least bytes). */
 static double stream_us(benv *b, size_t bytes, int runs) {
@@ -355,26 +382,12 @@ int qgen_bench_main(int argc, char **argv) {
         /* the step as an engine runs it: captured once per cache, replayed (with and
            without events between the kernels for the breakdown) */
         CUgraphExec *ex = calloc(2 * (size_t)R, sizeof *ex);
-        for (int m = 0; m < 2; m++)
-          for (int r = 0; r < R; r++) {
-            CUgraph gr;
-            qgen_ext_set_marks(ctx, m ? marks : NULL);
-            CK(b.cu->cuStreamBeginCapture(cs, CU_STREAM_CAPTURE_MODE_GLOBAL));
-            API(qgen_attend(kv[r], seq, B, dq, dout, &ao, cs));
-            CK(b.cu->cuStreamEndCapture(cs, &gr));
-            CK(b.cu->cuGraphInstantiate(&ex[m * R + r], gr, 0));
-            CK(b.cu->cuGraphDestroy(gr));
-          }
-        qgen_ext_set_marks(ctx, NULL);
-        for (int i = 0; i < warmup; i++) CK(b.cu->cuGraphLaunch(ex[i % R], cs));
-        for (int i = 0; i < runs; i++) {
-          CK(b.cu->cuEventRecord(e0, cs));
-          CK(b.cu->cuGraphLaunch(ex[i % R], cs));
-          CK(b.cu->cuEventRecord(e1, cs));
-          CK(b.cu->cuEventSynchronize(e1));
-          CK(b.cu->cuEventElapsedTime(&t[i], e0, e1));
+        for (int m = 0; m < 2; m++) {
+          qgen_ext_set_marks(ctx, m ? marks : NULL);
+          capture_steps(&b, ctx, kv, R, seq, B, dq, dout, &ao, cs, ex + m * R);
         }
-        const double step = 1e3 * median(t, runs);
+        qgen_ext_set_marks(ctx, NULL);
+        const double step = replay_us(&b, ex, R, cs, e0, e1, t, warmup, runs);
         float *ts = t + runs, *ta = t + 2 * runs, *tc = t + 3 * runs;
         for (int i = 0; i < runs; i++) {
           CK(b.cu->cuEventRecord(e0, cs));
@@ -393,23 +406,8 @@ int qgen_bench_main(int argc, char **argv) {
           qgen_attend_opts ro = ao;
           ro.mode = QGEN_ATTEND_REUSE;
           for (int r = 0; r < R; r++) API(qgen_attend(kv[r], seq, B, dq, dout, &ao, cs)); /* each cache's selection */
-          for (int r = 0; r < R; r++) {
-            CUgraph gr;
-            CK(b.cu->cuStreamBeginCapture(cs, CU_STREAM_CAPTURE_MODE_GLOBAL));
-            API(qgen_attend(kv[r], seq, B, dq, dout, &ro, cs));
-            CK(b.cu->cuStreamEndCapture(cs, &gr));
-            CK(b.cu->cuGraphInstantiate(&ex[r], gr, 0));
-            CK(b.cu->cuGraphDestroy(gr));
-          }
-          for (int i = 0; i < warmup; i++) CK(b.cu->cuGraphLaunch(ex[i % R], cs));
-          for (int i = 0; i < runs; i++) {
-            CK(b.cu->cuEventRecord(e0, cs));
-            CK(b.cu->cuGraphLaunch(ex[i % R], cs));
-            CK(b.cu->cuEventRecord(e1, cs));
-            CK(b.cu->cuEventSynchronize(e1));
-            CK(b.cu->cuEventElapsedTime(&t[i], e0, e1));
-          }
-          reuse = 1e3 * median(t, runs);
+          capture_steps(&b, ctx, kv, R, seq, B, dq, dout, &ro, cs, ex);
+          reuse = replay_us(&b, ex, R, cs, e0, e1, t, warmup, runs);
           for (int r = 0; r < R; r++) CK(b.cu->cuGraphExecDestroy(ex[r]));
         }
         free(ex);
