@@ -430,12 +430,18 @@ def qgen_mask(*args, **kwargs):
     return ALL_MASK_ATTENTION_FUNCTIONS["sdpa"](*args, **kwargs)
 
 
+def register_functions(name, attention, mask, module, import_error):
+    """Register attention and its mask function as attn_implementation=name with transformers
+    (for this module and qgen.transformers_paged); import_error: why module cannot."""
+    if import_error is not None:
+        raise ImportError(f"{module} needs torch and transformers: {import_error}")
+    AttentionInterface.register(name, attention)
+    AttentionMaskInterface.register(name, mask)
+
+
 def register(name=NAME):
     """Make attn_implementation=name use qgen (done on import for "qgen")."""
-    if _IMPORT_ERROR is not None:
-        raise ImportError(f"qgen.transformers needs torch and transformers: {_IMPORT_ERROR}")
-    AttentionInterface.register(name, qgen_attention)
-    AttentionMaskInterface.register(name, qgen_mask)
+    register_functions(name, qgen_attention, qgen_mask, "qgen.transformers", _IMPORT_ERROR)
 
 
 if _IMPORT_ERROR is None:

@@ -36,12 +36,10 @@ import math
 import os
 
 from ._views import _paged
-from .transformers import _IO_TYPES, _UNSUPPORTED_KWARGS, check_config, spec_fields
+from .transformers import _IO_TYPES, _UNSUPPORTED_KWARGS, check_config, register_functions, spec_fields
 
 try:
     import torch
-    from transformers import AttentionInterface
-    from transformers.masking_utils import AttentionMaskInterface
     from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
     _IMPORT_ERROR = None
 except ImportError as e:  # the index helpers below still work (and are tested) without them
@@ -427,10 +425,7 @@ def _no_mask(*args, **kwargs):
 
 def register(name=NAME):
     """Make attn_implementation=name use qgen under continuous batching (done on import)."""
-    if _IMPORT_ERROR is not None:
-        raise ImportError(f"qgen.transformers_paged needs torch and transformers: {_IMPORT_ERROR}")
-    AttentionInterface.register(name, paged_qgen_attention)
-    AttentionMaskInterface.register(name, _no_mask)
+    register_functions(name, paged_qgen_attention, _no_mask, "qgen.transformers_paged", _IMPORT_ERROR)
 
 
 if _IMPORT_ERROR is None:
