@@ -3,7 +3,7 @@
 recall and attention mass, per mode (Quest and two-stage r = 4, 8, 16 at 25 % and 6.25 %),
 from two committed measurements of tests/gpu/rescore.lua's f16 variants:
 
-  python3 bench/frontier.py --eval bench/results/rescore-eval-h200.json \\
+  python3 bench/frontier.py --eval bench/results/rescore-grid-h200/rescore-256K-f16.json \\
       --bench bench/results/rescore-bench-h200.txt --out bench/results/frontier-h200
 
   --eval   `qgen eval --json` (needle recall, mass, the oracle's mass) at --eval-ctx, --margin
