@@ -37,10 +37,9 @@ def rank_fields(fields, world):
         raise ValueError(f"qgen.tp: {n_head} query and {n_kv} KV heads do not split over {world} ranks; both "
                          "head counts must be divisible by the tensor-parallel size (replicated KV heads, "
                          "as when the size exceeds the KV heads, are not supported)")
-    if world > 1:
-        out.update(n_head=n_head // world, n_head_kv=n_kv // world)
-        if "name" in out:
-            out["name"] = f"{out['name']}-tp{world}"
+    out.update(n_head=n_head // world, n_head_kv=n_kv // world)  # plain ints, whatever the caller's type
+    if world > 1 and "name" in out:
+        out["name"] = f"{out['name']}-tp{world}"
     return out
 
 

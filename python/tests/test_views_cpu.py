@@ -196,6 +196,8 @@ def test_hostile_arguments():
 def test_tp_counts():
     assert qgen.tp.head_range(np.int64(8), 2, np.int32(1)) == (4, 8)
     assert qgen.tp.rank_fields({"n_head": np.int64(8), "n_head_kv": 2}, 2)["n_head"] == 4
+    one = qgen.tp.rank_fields({"n_head": np.int64(8)}, 1)  # world 1 too gives plain ints
+    assert one == {"n_head": 8, "n_head_kv": 8} and all(type(v) is int for v in one.values())
     for args in ((8, 2, 1.5), (8, 0, 0), (8, -2, 0)):
         with pytest.raises(ValueError, match="qgen.tp"):  # 1.5 gave (6.0, 10.0)
             qgen.tp.head_range(*args)
