@@ -192,6 +192,13 @@ static int dget(dev *d, void *dst, qgen_ptr src, size_t n) {
 
 /* ---- accumulators ------------------------------------------------------------------------- */
 
+/* A copy of the inputs some scores were computed from (qs_memo_hit). */
+typedef struct {
+  uint8_t *b;
+  size_t n, cap;
+  int i8, valid;
+} qs_memo;
+
 typedef struct {
   int trials, all_found, err_n, err_fp64, errt_n;
   long long pairs, found;
@@ -294,6 +301,7 @@ typedef struct {
   int32_t *ptab;
   uint8_t *hkv_k, *hkv_v;
   int32_t *hkv_sl;
+  qs_memo qmemo[2];      /* the inputs of e->score's quest and quest-i8 scores (qs_memo_hit) */
 } ev;
 
 #define CELL(e, v, ti, mi, covi, si)                                                                         \
@@ -420,8 +428,8 @@ static void ref_item(void *arg, int64_t i) {
   free(o);
 }
 
-/* Quest's page scores (layout.h) from the cache's bounds: the reference estimate, one KV
-   head per item. */
+/* Quest's page scores (layout.h) from the cache's bounds: the reference estimate, one (KV
+   head, run of pages) per item, so more threads than KV heads share the work. */
 typedef struct {
   ev *e;
   const uint16_t *bounds;
@@ -429,15 +437,17 @@ typedef struct {
   const float *q;
   int sel; /* quest, or quest-i8 */
   int i8;  /* over the 8-bit form of the bounds: quest-i8, and quest on a spec with bounds = "i8" */
+  int64_t runs; /* runs of pages a head */
 } qs_job;
 
-static void quest_head(void *arg, int64_t h) {
+static void quest_head(void *arg, int64_t item) {
   qs_job *j = arg;
   ev *e = j->e;
   const int D = e->D;
+  const int64_t h = item / j->runs, r = item % j->runs, p0 = e->np * r / j->runs, p1 = e->np * (r + 1) / j->runs;
   double *lo = xcalloc((size_t)D, sizeof *lo), *hi = xcalloc((size_t)D, sizeof *hi);
   uint8_t *codes = xcalloc((size_t)D, 2);
-  for (int64_t p = 0; p < e->np; p++) {
+  for (int64_t p = p0; p < p1; p++) {
     const uint16_t *b = j->bounds + ((size_t)j->pt[p] * e->Hkv + (size_t)h) * 2 * D;
     uint16_t so[2];
     if (!j->i8)
@@ -588,6 +598,7 @@ static void ctx_end(ev *e) {
                 (void **)&e->sketch};
   for (size_t i = 0; i < sizeof p / sizeof p[0]; i++) free(*p[i]), *p[i] = NULL;
   for (int s = 0; s < QGEN_SEL_COUNT; s++) free(e->score[s]), free(e->order[s]), e->score[s] = NULL, e->order[s] = NULL;
+  for (int s = 0; s < 2; s++) free(e->qmemo[s].b), e->qmemo[s] = (qs_memo){0};
 }
 
 /* Buffers and caches of context ci. */
@@ -980,6 +991,22 @@ static int reference(ev *e, int vi) {
    decode path's rule: the coverage-needed diagnostic and the two-stage
    selectors' first stage), quest-i8's and its ranking, and the two-stage selectors' exact
    page scores; each only when a selector asks for it, one KV head per item. */
+/* Quest's host scores are a function of the bounds, the page table and the query alone:
+   the variants of one workload over the same keys (r = 1 .. 16 of one cache type) share
+   them. Returns 1 when m holds exactly j's inputs (the scores in e->score are theirs);
+   otherwise records j's inputs (the caller computes the scores) and returns 0. */
+static int qs_memo_hit(qs_memo *m, const qs_job *j, size_t nbounds, int64_t np, size_t nq) {
+  const void *part[3] = {j->bounds, j->pt, j->q};
+  const size_t len[3] = {nbounds, (size_t)np * sizeof(int32_t), nq * sizeof(float)}, n = len[0] + len[1] + len[2];
+  int hit = m->valid && m->i8 == j->i8 && m->n == n;
+  for (size_t i = 0, off = 0; i < 3 && hit; off += len[i++]) hit = memcmp(m->b + off, part[i], len[i]) == 0;
+  if (hit) return 1;
+  if (n > m->cap) free(m->b), m->b = xcalloc(n, 1), m->cap = n;
+  for (size_t i = 0, off = 0; i < 3; off += len[i++]) memcpy(m->b + off, part[i], len[i]);
+  m->n = n, m->i8 = j->i8, m->valid = 1;
+  return 0;
+}
+
 static int variant_scores(ev *e, int vi, const qgen_wl_trial *T) {
   int want_q = 0, want_i8 = 0, want_sk = 0;
   for (int si = 0; si < e->cfg->n_sel; si++) {
@@ -990,18 +1017,23 @@ static int variant_scores(ev *e, int vi, const qgen_wl_trial *T) {
   }
   qgen_kv *kv = e->kv[vi];
   const qgen_kvmem *hc = qgen_ext_host_cache(kv); /* NULL on the GPU: read back below */
-  qs_job qj = {e, hc ? hc->bounds : NULL, hc ? hc->page_table : NULL, T->q, QGEN_SEL_QUEST, qgen_ext_layout(e->ctx[vi])->bounds_i8};
+  qs_job qj = {e, hc ? hc->bounds : NULL, hc ? hc->page_table : NULL, T->q, QGEN_SEL_QUEST, qgen_ext_layout(e->ctx[vi])->bounds_i8, 1};
   if ((want_q || want_i8) && e->cfg->backend == QGEN_BACKEND_GPU) {
     API(vi, qgen_kv_read(kv, QGEN_KV_BOUNDS, e->bounds, qgen_kv_size(kv, QGEN_KV_BOUNDS)));
     API(vi, qgen_kv_read(kv, QGEN_KV_PAGE_TABLE, e->ptab, (size_t)e->np * sizeof(int32_t)));
     qj.bounds = e->bounds, qj.pt = e->ptab;
   }
-  if (want_q) qgen_wl_parallel(e->Hkv, e->threads, quest_head, &qj);
+  const size_t nb = qgen_kv_size(kv, QGEN_KV_BOUNDS);
+  qj.runs = (2 * e->threads + e->Hkv - 1) / e->Hkv;
+  if (want_q && !qs_memo_hit(&e->qmemo[0], &qj, nb, e->np, (size_t)e->Hq * e->D))
+    qgen_wl_parallel(e->Hkv * qj.runs, e->threads, quest_head, &qj);
   if (want_i8) {
     qj.sel = QGEN_SEL_QUEST_I8, qj.i8 = 1;
-    qgen_wl_parallel(e->Hkv, e->threads, quest_head, &qj);
-    rank_job rj = {e, QGEN_SEL_QUEST_I8};
-    qgen_wl_parallel(e->Hkv, e->threads, rank_head, &rj);
+    if (!qs_memo_hit(&e->qmemo[1], &qj, nb, e->np, (size_t)e->Hq * e->D)) {
+      qgen_wl_parallel(e->Hkv * qj.runs, e->threads, quest_head, &qj);
+      rank_job rj = {e, QGEN_SEL_QUEST_I8};
+      qgen_wl_parallel(e->Hkv, e->threads, rank_head, &rj);
+    }
   }
   if (want_sk) {
     qgen_kvmem hm;
