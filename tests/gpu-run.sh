@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # gpu-run.sh — the GPU test run on a GPU machine, from a build folder made elsewhere:
-#   bash tests/gpu-run.sh BUILD_DIR [OUT_DIR] [quick]
+#   bash tests/gpu-run.sh BUILD_DIR [OUT_DIR] [quick|full] [PART]
 # Prints the machine (GPU, driver), runs `qgen check` on every spec in specs/ and tests/gpu/,
 # on qwen3-4b with select's short path off (QGEN_TUNE=selreg=0: the general path at small
 # sizes) and with 128-thread select CTAs of one key a thread (QGEN_TUNE=sel=128,selreg=1:
@@ -10,12 +10,21 @@
 # qgen eval on the GPU backend with its fp64 reference; the log is OUT_DIR/gpu-check.log. Then, unless quick, compute-sanitizer: memcheck on every
 # kernel of two specs, racecheck (shared-memory hazards of attend, select, estimate) on two
 # more and on the select cluster path, quick sizes.
+# PART runs one share of it, so a run fits calls of a few minutes each, logs apart
+# (OUT_DIR/gpu-check-PART.log): specs (specs/*.lua), gpu-specs (tests/gpu/*.lua), paths
+# (select's paths, the earlier quantized operands, the sm_80 PTX bundles, eval, the big
+# sequence), sanitizers; all (the default) is every part in one log.
 set -u -o pipefail
 build=${1:?build dir}
 out=${2:-.}
 mode=${3:-full}
+part=${4:-all}
+case $mode in quick | full) ;; *) echo "gpu-run.sh: mode '$mode' is not quick or full" >&2; exit 2 ;; esac
+case $part in all | specs | gpu-specs | paths | sanitizers) ;; *) echo "gpu-run.sh: unknown part '$part' (all, specs, gpu-specs, paths, sanitizers)" >&2; exit 2 ;; esac
+want() { [ "$part" = all ] || [ "$part" = "$1" ]; }
 mkdir -p "$out"
 log="$out/gpu-check.log"
+[ "$part" = all ] || log="$out/gpu-check-$part.log"
 {
   echo "# qgen GPU check — $(date -u +%Y-%m-%dT%H:%M:%SZ)"
   echo "# command: bash tests/gpu-run.sh $*"
@@ -26,38 +35,43 @@ export QGEN_CACHE_DIR=${QGEN_CACHE_DIR:-/tmp/qgen-cache}
 quick=""
 [ "$mode" = quick ] && quick=--quick
 fail=0
-for s in specs/*.lua tests/gpu/*.lua; do
+specs=""
+want specs && specs="specs/*.lua"
+want gpu-specs && specs="$specs tests/gpu/*.lua"
+for s in $specs; do
   "$build/qgen" check --spec "$s" $quick 2>&1 | tee -a "$log" || fail=$((fail + 1))
 done
-# select's general path (lists longer than its short path holds), at quick sizes.
-QGEN_TUNE=selreg=0 "$build/qgen" check --spec specs/qwen3-4b.lua $quick 2>&1 | sed 's/^/selreg=0: /' | tee -a "$log"
-[ "${PIPESTATUS[0]}" = 0 ] || fail=$((fail + 1))
-# select's cluster path (sm_90: a list longer than one CTA's registers), at quick sizes:
-# 128-thread CTAs of one key a thread make the 9000-token sequence (141 pages) a cluster's.
-QGEN_TUNE=sel=128,selreg=1 "$build/qgen" check --spec specs/qwen3-4b.lua $quick 2>&1 | sed 's/^/sel=128,selreg=1: /' | tee -a "$log"
-[ "${PIPESTATUS[0]}" = 0 ] || fail=$((fail + 1))
-# attend's earlier quantized operands (QGEN_TUNE olddq=1: the default of q8_0/q8_0 only; the others A/B it).
-QGEN_TUNE=olddq=1 "$build/qgen" check --spec specs/qwen3-4b.lua $quick 2>&1 | sed 's/^/olddq=1: /' | tee -a "$log"
-[ "${PIPESTATUS[0]}" = 0 ] || fail=$((fail + 1))
-# The sm_80 code paths (cp.async producer) run here as sm_80 PTX, from sm_80-only bundles.
-mkdir -p "$out/sm80"
-for s in specs/qwen3-4b.lua specs/qwen3-4b-fp8.lua; do # fp8: the software conversions of sm_80
-  "$build/qgen" bundle --spec "$s" --arch sm_80 -o "$out/sm80/" > /dev/null 2>&1 || fail=$((fail + 1))
-done
-for b in "$out"/sm80/*.qgb; do
-  "$build/qgen" check --spec "$b" $quick 2>&1 | sed 's/^/sm_80 PTX: /' | tee -a "$log"
+if want paths; then
+  # select's general path (lists longer than its short path holds), at quick sizes.
+  QGEN_TUNE=selreg=0 "$build/qgen" check --spec specs/qwen3-4b.lua $quick 2>&1 | sed 's/^/selreg=0: /' | tee -a "$log"
   [ "${PIPESTATUS[0]}" = 0 ] || fail=$((fail + 1))
-done
-rm -rf "$out/sm80"
-# qgen eval on the GPU backend with its fp64 reference on (which reads a host copy of the
-# GPU cache), every selector, an f16 and a q4_0 cache with f16 and 8-bit bounds.
-"$build/qgen" eval --spec tests/gpu/bounds-i8.lua --variant qwen3-4b-f16-bounds-f16,qwen3-4b-f16-bounds-i8,qwen3-4b-q4_0-bounds-f16,qwen3-4b-q4_0-bounds-i8 --ctx 16K --trials 2 \
-  --selector quest,oracle,meanpool,quest-i8,rescore4 2>&1 | tail -n 1 | sed 's/^/eval gpu: /' | tee -a "$log"
-[ "${PIPESTATUS[0]}" = 0 ] || fail=$((fail + 1))
-if [ "$mode" != quick ]; then
-  "$build/qgen" check --spec specs/qwen3-4b.lua --big 2>&1 | grep -E "big|checks passed|FAIL" | tee -a "$log" || fail=$((fail + 1))
+  # select's cluster path (sm_90: a list longer than one CTA's registers), at quick sizes:
+  # 128-thread CTAs of one key a thread make the 9000-token sequence (141 pages) a cluster's.
+  QGEN_TUNE=sel=128,selreg=1 "$build/qgen" check --spec specs/qwen3-4b.lua $quick 2>&1 | sed 's/^/sel=128,selreg=1: /' | tee -a "$log"
+  [ "${PIPESTATUS[0]}" = 0 ] || fail=$((fail + 1))
+  # attend's earlier quantized operands (QGEN_TUNE olddq=1: the default of q8_0/q8_0 only; the others A/B it).
+  QGEN_TUNE=olddq=1 "$build/qgen" check --spec specs/qwen3-4b.lua $quick 2>&1 | sed 's/^/olddq=1: /' | tee -a "$log"
+  [ "${PIPESTATUS[0]}" = 0 ] || fail=$((fail + 1))
+  # The sm_80 code paths (cp.async producer) run here as sm_80 PTX, from sm_80-only bundles.
+  mkdir -p "$out/sm80"
+  for s in specs/qwen3-4b.lua specs/qwen3-4b-fp8.lua; do # fp8: the software conversions of sm_80
+    "$build/qgen" bundle --spec "$s" --arch sm_80 -o "$out/sm80/" > /dev/null 2>&1 || fail=$((fail + 1))
+  done
+  for b in "$out"/sm80/*.qgb; do
+    "$build/qgen" check --spec "$b" $quick 2>&1 | sed 's/^/sm_80 PTX: /' | tee -a "$log"
+    [ "${PIPESTATUS[0]}" = 0 ] || fail=$((fail + 1))
+  done
+  rm -rf "$out/sm80"
+  # qgen eval on the GPU backend with its fp64 reference on (which reads a host copy of the
+  # GPU cache), every selector, an f16 and a q4_0 cache with f16 and 8-bit bounds.
+  "$build/qgen" eval --spec tests/gpu/bounds-i8.lua --variant qwen3-4b-f16-bounds-f16,qwen3-4b-f16-bounds-i8,qwen3-4b-q4_0-bounds-f16,qwen3-4b-q4_0-bounds-i8 --ctx 16K --trials 2 \
+    --selector quest,oracle,meanpool,quest-i8,rescore4 2>&1 | tail -n 1 | sed 's/^/eval gpu: /' | tee -a "$log"
+  [ "${PIPESTATUS[0]}" = 0 ] || fail=$((fail + 1))
+  if [ "$mode" != quick ]; then
+    "$build/qgen" check --spec specs/qwen3-4b.lua --big 2>&1 | grep -E "big|checks passed|FAIL" | tee -a "$log" || fail=$((fail + 1))
+  fi
 fi
-if [ "$mode" != quick ] && command -v compute-sanitizer > /dev/null; then
+if want sanitizers && [ "$mode" != quick ] && command -v compute-sanitizer > /dev/null; then
   for s in qwen3-4b qwen2.5-14b-1m; do
     compute-sanitizer --tool memcheck "$build/qgen" check --spec specs/$s.lua --quick 2>&1 | grep -E "ERROR SUMMARY|checks passed" | sed "s/^/memcheck $s: /" | tee -a "$log"
   done
