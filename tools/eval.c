@@ -986,11 +986,6 @@ static int reference(ev *e, int vi) {
   return 0;
 }
 
-/* The scores that depend on variant vi's cache: Quest's (the reference estimate over its own
-   bounds, 8-bit ones on a spec with bounds = "i8" (so quest and quest-i8 agree there), the
-   decode path's rule: the coverage-needed diagnostic and the two-stage
-   selectors' first stage), quest-i8's and its ranking, and the two-stage selectors' exact
-   page scores; each only when a selector asks for it, one KV head per item. */
 /* Quest's host scores are a function of the bounds, the page table and the query alone:
    the variants of one workload over the same keys (r = 1 .. 16 of one cache type) share
    them. Returns 1 when m holds exactly j's inputs (the scores in e->score are theirs);
@@ -1007,6 +1002,12 @@ static int qs_memo_hit(qs_memo *m, const qs_job *j, size_t nbounds, int64_t np, 
   return 0;
 }
 
+/* The scores that depend on variant vi's cache: Quest's (the reference estimate over its own
+   bounds, 8-bit ones on a spec with bounds = "i8" (so quest and quest-i8 agree there), the
+   decode path's rule: the coverage-needed diagnostic and the two-stage
+   selectors' first stage), quest-i8's and its ranking, and the two-stage selectors' exact
+   page scores; each only when a selector asks for it and, for Quest's, only when its inputs
+   changed (qs_memo_hit). */
 static int variant_scores(ev *e, int vi, const qgen_wl_trial *T) {
   int want_q = 0, want_i8 = 0, want_sk = 0;
   for (int si = 0; si < e->cfg->n_sel; si++) {
