@@ -29,6 +29,7 @@ void qgen_layout_init(qgen_layout *L, int head_dim, int n_head, int n_head_kv, i
   L->q_bytes = (size_t)n_head * L->in_row_bytes;
   L->out_bytes = (size_t)n_head * qgen_type_row_bytes(out_type, head_dim);
   L->rescore = 1;
+  L->top_p = 1;
 }
 
 void qgen_layout_set_rescore(qgen_layout *L, int r) {

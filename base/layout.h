@@ -63,6 +63,11 @@
  *   K_eff - |forced| best candidates by that score (same order: NaN first, ties to the
  *   lower page). The list is forced ∪ those; a page outside the candidates is never in it.
  *   r = 1 is the one-stage rule above.
+ *   Top-p (top_p = p < 1, r > 1): of those kept candidates, in the same order, only the
+ *   fewest whose estimated softmax mass reaches p of the mass of all C candidates (NaN ones
+ *   always, with no mass); a page's estimated mass is its token count times
+ *   exp(scale * (its exact score - the candidates' largest finite exact score)). With no
+ *   finite positive total every kept candidate stays (ref/ref.h qgen_ref_select_top_p).
  */
 #ifndef QGEN_LAYOUT_H
 #define QGEN_LAYOUT_H
@@ -87,6 +92,7 @@ typedef struct qgen_layout {
   size_t in_row_bytes;              /* one KV head's input row (head_dim in in_type) */
   size_t q_bytes, out_bytes;        /* one token's q [n_head][D] and output, in bytes */
   int rescore;                      /* two-stage candidates per budget page (1: Quest) */
+  double top_p;                     /* two-stage's mass-adaptive cut (1: none; spec sparse.rescore.top_p) */
   size_t sketch_row_bytes, sketch_page_bytes; /* the sketch pool's rows and pages, or 0 */
   int bounds_i8;                    /* the 8-bit bounds are kept too (qgen_layout_set_bounds) */
   size_t bounds_i8_row_bytes;       /* 2 * head_dim + 16 when bounds_i8, else 0 */

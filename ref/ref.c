@@ -49,7 +49,7 @@
  *   step      dense budget (or one whose K_eff covers every page): attend over every page;
  *             otherwise estimate -> select per KV head -> attend over those lists; with
  *             the layout's rescore r > 1, two-stage selection (computing the exact scores
- *             of the candidates only). Append also writes the sketch pool of such a layout
+ *             of the candidates only) and its top-p cut when the layout's top_p < 1. Append also writes the sketch pool of such a layout
  *             over an unquantized K: the q4_0 form of each stored K row.
  *
  * Sizes are 64-bit throughout. Scratch memory is one qgen_ref_scratch block: the CPU backend
@@ -807,7 +807,7 @@ void qgen_ref_step_in(qgen_ref_scratch *w, const qgen_layout *L, const qgen_kvme
     for (int h = 0; h < Hkv; h++) { /* two-stage (rescore > 1): exact scores of the candidates */
       const sketch_src z = {L, m, seq, h, w->qf + (size_t)h * (size_t)L->group * (size_t)L->head_dim, w->x, w->sk};
       counts[h] = select_pages(b, len, L->block, scores + (size_t)h * (size_t)n, L->rescore,
-                               NULL, L->rescore > 1 ? &z : NULL, 1.0, 0.0, lists + (size_t)h * room, w->flags,
+                               NULL, L->rescore > 1 ? &z : NULL, L->top_p, L->scale, lists + (size_t)h * room, w->flags,
                                w->cand);
     }
   }

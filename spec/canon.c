@@ -46,10 +46,15 @@ int qgen_spec_to_lua(const qgen_spec *s, char *buf, size_t n) {
       qgen_fmt(tail, sizeof tail, "coverage = %s", cov);
     }
     /* r = 1 is Quest: written as no rescore, so it names the same module */
-    if (s->rescore > 1 && qgen_type_traits_of(s->k_type)->is_quant)
-      qgen_fmt(two, sizeof two, ", rescore = { candidates = %d }", s->rescore);
-    else if (s->rescore > 1)
-      qgen_fmt(two, sizeof two, ", rescore = { candidates = %d, sketch = \"%s\" }", s->rescore, type_name(QGEN_SKETCH_TYPE));
+    if (s->rescore > 1) {
+      char sk[32] = "", tp[48] = "";
+      if (!qgen_type_traits_of(s->k_type)->is_quant) qgen_fmt(sk, sizeof sk, ", sketch = \"%s\"", type_name(QGEN_SKETCH_TYPE));
+      if (s->top_p < 1) {
+        spec_fmt_double(cov, sizeof cov, s->top_p);
+        qgen_fmt(tp, sizeof tp, ", top_p = %s", cov);
+      }
+      qgen_fmt(two, sizeof two, ", rescore = { candidates = %d%s%s }", s->rescore, sk, tp);
+    }
     PUT("  sparse = { enabled = true, block = %d, %s, sink = %d, recent = %d, bounds = \"%s\"%s", s->block, tail,
         s->sink, s->recent, qgen_bounds_name(s->bounds), two);
     if (s->v_tau > 0) {
@@ -67,8 +72,9 @@ int qgen_spec_to_lua(const qgen_spec *s, char *buf, size_t n) {
 
 void qgen_spec_uri(const qgen_spec *s, char *buf, size_t n) {
   if (!buf || !n) return;
-  char two[24] = "";
-  if (s->sparse && s->rescore > 1) qgen_fmt(two, sizeof two, "_r%d", s->rescore);
+  char two[48] = "";
+  if (s->sparse && s->rescore > 1 && s->top_p < 1) qgen_fmt(two, sizeof two, "_r%d_p%.9g", s->rescore, s->top_p);
+  else if (s->sparse && s->rescore > 1) qgen_fmt(two, sizeof two, "_r%d", s->rescore);
   qgen_fmt(buf, n, "%s_d%d_h%d_g%d_k%s_v%s_i%s_o%s_b%d_%s%s", s->name, s->head_dim, s->n_head,
            s->n_head_kv > 0 ? s->n_head / s->n_head_kv : 0, type_name(s->k_type), type_name(s->v_type),
            type_name(s->in_type), type_name(s->out_type), s->block, qgen_spec_mode(s), two);

@@ -45,6 +45,7 @@ typedef struct qgen_spec {
   int n_archs;
   int archs[QGEN_MAX_ARCHS]; /* compute capabilities, e.g. 80, 90; sorted, unique */
   int rescore;               /* two-stage selection: candidates per budget page (1: Quest) */
+  double top_p;              /* two-stage's mass-adaptive cut in (0, 1] (an f32 value); 1 = off */
 } qgen_spec;
 
 typedef struct qgen_spec_set {

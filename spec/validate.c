@@ -36,6 +36,10 @@
  *      sketch       "q4_0"                 the compact K an f16/bf16 cache keeps for it
  *                                          (only q4_0); not with a q8_0/q4_0/q5_0 cache,
  *                                          whose own K is rescored
+ *      top_p        1                      number in (0, 1]: keep the fewest kept candidates
+ *                                          whose estimated softmax mass reaches top_p of all
+ *                                          the candidates' (base/layout.h); 1 = off; < 1
+ *                                          needs candidates >= 2
  *    bounds         "f16"                  "f16" or "i8": the page bounds estimate reads
  *                   (QGEN_SPEC_BOUNDS_DEFAULT) (i8: 8-bit codes, base/layout.h)
  *    v_tau          0                      number in [0, 1]: sparse-V, attend skips the V of a
@@ -218,7 +222,7 @@ static const char *const SPEC_FIELDS[] = {"name",     "head_dim", "n_head", "n_h
                                           "scale",    "sparse",   "archs"};
 static const char *const SPARSE_FIELDS[] = {"enabled", "block", "coverage",
                                             "budget",  "sink",  "recent", "rescore", "bounds", "v_tau"};
-static const char *const RESCORE_FIELDS[] = {"candidates", "sketch"};
+static const char *const RESCORE_FIELDS[] = {"candidates", "sketch", "top_p"};
 #define N_SPEC_FIELDS ((int)(sizeof SPEC_FIELDS / sizeof *SPEC_FIELDS))
 #define N_SPARSE_FIELDS ((int)(sizeof SPARSE_FIELDS / sizeof *SPARSE_FIELDS))
 
@@ -418,11 +422,12 @@ static void require_table(checker *c, int ty, const char *field, const char *wha
   fail(c, "%s = %s is %s; allowed: %s", field, v, spec_a_type(c->L, -1), what);
 }
 
-/* sparse.rescore (the table at index sp, on the stack top when present): s->rescore. */
+/* sparse.rescore (the table at index sp, on the stack top when present): s->rescore, s->top_p. */
 static void check_rescore(checker *c, int sp, qgen_spec *s) {
   lua_State *L = c->L;
-  const char *what = "a table { candidates, sketch }";
+  const char *what = "a table { candidates, sketch, top_p }";
   s->rescore = 1;
+  s->top_p = 1;
   const int ty = get(c, sp, "rescore");
   if (ty == LUA_TNIL) {
     lua_pop(L, 1);
@@ -447,7 +452,19 @@ static void check_rescore(checker *c, int sp, qgen_spec *s) {
       fail(c, "sparse.rescore.sketch = \"%s\" is set with k_type = \"%s\"; allowed: no sketch on a quantized cache "
               "(its own K is rescored)", v, kt);
   }
-  lua_pop(L, 2); /* sketch, the rescore table */
+  lua_pop(L, 1); /* sketch */
+  if (get(c, rt, "top_p") != LUA_TNIL) {
+    const char *allowed_p = "a number in (0, 1], the share of the candidates' estimated softmax mass to keep (1 = off)";
+    const double p = to_number(c, "sparse.rescore.top_p", allowed_p);
+    char ps[96];
+    spec_fmt_value(L, -1, ps, sizeof ps);
+    if (!(p > 0 && p <= 1)) fail(c, "sparse.rescore.top_p = %s is out of range; allowed: %s", ps, allowed_p);
+    if (p < 1 && s->rescore < 2)
+      fail(c, "sparse.rescore.top_p = %s with candidates = %d; allowed: candidates >= 2 (the cut ranks by the stage-2 "
+              "scores) or top_p = 1", ps, s->rescore);
+    s->top_p = (double)(float)p; /* the kernel compares in f32 */
+  }
+  lua_pop(L, 2); /* top_p, the rescore table */
 }
 
 static void check_sparse(checker *c, int t, qgen_spec *s) {
@@ -460,6 +477,7 @@ static void check_sparse(checker *c, int t, qgen_spec *s) {
   s->budget = 0;
   s->sink = s->recent = 0;
   s->rescore = 1;
+  s->top_p = 1;
   s->bounds = QGEN_BOUNDS_F16;
   s->v_tau = 0;
   if (ty == LUA_TNIL || (ty == LUA_TBOOLEAN && !lua_toboolean(L, -1))) {
@@ -545,6 +563,7 @@ static void check_sparse(checker *c, int t, qgen_spec *s) {
 
   if (!enabled) { /* dense; only block is kept */
     s->rescore = 1;
+    s->top_p = 1;
     return;
   }
   s->sparse = 1;

@@ -826,13 +826,15 @@ static void budget_spec(void) {
   qgen_close(c);
 }
 
-/* Two-stage selection on the CPU backend (sparse.rescore): the step's lists are the
-   reference's two-stage lists from its own functions, its output the reference attend over
-   them, the sketch the q4_0 form of the stored K rows, and a budget covering the context is
-   the dense step bit for bit. */
-static void rescore_steps(void) {
-  const char *text = "return spec{ name = \"api-rescore\", head_dim = 64, n_head = 6, n_head_kv = 2, sparse = { block = 32,\n"
-                     "  coverage = 0.125, sink = 32, recent = 64, rescore = { candidates = 4 } } }\n";
+/* Two-stage selection on the CPU backend (sparse.rescore, with top-p cut top_p < 1): the
+   step's lists are the reference's two-stage (top-p) lists from its own functions, its
+   output the reference attend over them, the sketch the q4_0 form of the stored K rows, and
+   a budget covering the context is the dense step bit for bit. */
+static void rescore_steps(double top_p) {
+  char text[512];
+  snprintf(text, sizeof text,
+           "return spec{ name = \"api-rescore\", head_dim = 64, n_head = 6, n_head_kv = 2, sparse = { block = 32,\n"
+           "  coverage = 0.125, sink = 32, recent = 64, rescore = { candidates = 4, top_p = %.17g } } }\n", top_p);
   qgen_open_opts oo = {QGEN_BACKEND_CPU, 0, NULL, NULL};
   qgen_ctx *c = NULL;
   qgen_kv *kv = NULL;
@@ -863,21 +865,23 @@ static void rescore_steps(void) {
   int64_t rc[2];
   const qgen_budget b = {QGEN_BUDGET_COVERAGE, 0.125, 0, 32, 64};
   qgen_ref_estimate(L, m, 0, q, bound);
-  int bad = 0, differs = 0;
+  int bad = 0, differs = 0, cut = 0;
   for (int h = 0; h < Hkv; h++) {
     qgen_ref_sketch_scores(L, m, 0, q, h, NULL, exact);
     int32_t *l = want + (size_t)h * np;
-    rc[h] = qgen_ref_select_rescore(&b, n_tok, B, 4, bound + (size_t)h * np, exact, l);
-    int32_t quest[128];
+    rc[h] = qgen_ref_select_top_p(&b, n_tok, B, 4, L->top_p, L->scale, bound + (size_t)h * np, exact, l);
+    int32_t quest[128], two[128];
     const int64_t qc = qgen_ref_select(&b, n_tok, B, bound + (size_t)h * np, quest);
+    cut += qgen_ref_select_rescore(&b, n_tok, B, 4, bound + (size_t)h * np, exact, two) > rc[h];
     bad += rc[h] != counts[h] || memcmp(l, lists + (size_t)h * 128, (size_t)rc[h] * sizeof *l) != 0;
     differs += qc != rc[h] || memcmp(quest, l, (size_t)qc * sizeof *l) != 0;
     ptrs[h] = l;
   }
   qgen_ref_attend(L, m, 0, q, ptrs, rc, ref_out, NULL);
-  check(bad == 0 && !memcmp(out, ref_out, qn * 2), "rescore step: lists (%d, %d pages) and output are the reference's two-stage ones",
-        counts[0], counts[1]);
+  check(bad == 0 && !memcmp(out, ref_out, qn * 2), "rescore step (top_p %g): lists (%d, %d pages) and output are the reference's",
+        top_p, counts[0], counts[1]);
   check(differs > 0, "rescore step: two-stage changes some list from Quest's on random keys (%d of 2 heads)", differs);
+  check(top_p < 1 ? cut == Hkv : cut == 0, "top_p %g: the cut shortens %d of 2 heads' two-stage lists", top_p, cut);
 
   /* the sketch: q4_0 of the stored K rows */
   const size_t skb = qgen_kv_size(kv, QGEN_KV_SKETCH);
@@ -1290,7 +1294,8 @@ int main(void) {
   budget_spec();
   if (backend == QGEN_BACKEND_CPU) {
     printf("---- two-stage selection\n");
-    rescore_steps();
+    rescore_steps(1);
+    rescore_steps(0.1);
   }
   printf("---- 8-bit bounds\n");
   bounds_i8_step();

@@ -79,7 +79,7 @@ static int spec_eq(const qgen_spec *a, const qgen_spec *b) {
       a->bounds != b->bounds)
     return 0;
   if (memcmp(&a->scale, &b->scale, sizeof a->scale) || memcmp(&a->coverage, &b->coverage, sizeof a->coverage) ||
-      memcmp(&a->v_tau, &b->v_tau, sizeof a->v_tau))
+      memcmp(&a->v_tau, &b->v_tau, sizeof a->v_tau) || memcmp(&a->top_p, &b->top_p, sizeof a->top_p))
     return 0;
   for (int i = 0; i < a->n_archs; i++)
     if (a->archs[i] != b->archs[i]) return 0;
@@ -719,21 +719,50 @@ static void test_rescore(void) {
   check(s.rescore == 1 && !strcmp(t1, text) && !strcmp(u0, uri), "rescore r = 1 is the Quest spec (%s)", uri);
   s0 = expect_ok("rescore on a dense spec", "return { " OK4 ", sparse = { enabled = false, rescore = { candidates = 4 } } }");
   check(s0->rescore == 1 && !s0->sparse, "a dense spec ignores rescore");
-  expect_fail("rescore not a table", "return { " OK4 ", sparse = { rescore = 4 } }",
-              "sparse.rescore = 4 is an integer; allowed: a table { candidates, sketch }");
-  expect_fail("rescore without candidates", "return { " OK4 ", sparse = { rescore = { } } }",
-              "missing required field 'sparse.rescore.candidates'");
-  expect_fail("rescore candidates 0", "return { " OK4 ", sparse = { rescore = { candidates = 0 } } }",
-              "sparse.rescore.candidates = 0 is out of range; allowed: an integer in 1..1024");
-  expect_fail("rescore candidates 2.5", "return { " OK4 ", sparse = { rescore = { candidates = 2.5 } } }",
-              "sparse.rescore.candidates = 2.5 is not an integer");
-  expect_fail("rescore sketch q8_0", "return { " OK4 ", sparse = { rescore = { candidates = 2, sketch = 'q8_0' } } }",
-              "sparse.rescore.sketch = \"q8_0\" is not a sketch type; allowed: \"q4_0\"");
-  expect_fail("rescore sketch on a q8_0 cache",
-              "return { " OK4 ", k_type = 'q8_0', sparse = { rescore = { candidates = 2, sketch = 'q4_0' } } }",
-              "sparse.rescore.sketch = \"q4_0\" is set with k_type = \"q8_0\"; allowed: no sketch on a quantized cache");
-  expect_fail("rescore unknown field", "return { " OK4 ", sparse = { rescore = { candidate = 2 } } }",
-              "unknown field 'sparse.rescore.candidate' (did you mean 'sparse.rescore.candidates'?)");
+
+  /* top_p: an f32 value in (0, 1], its own canonical field, uri and module; 1 is no cut */
+  s0 = expect_ok("top_p", "return { " OK4 ", sparse = { rescore = { candidates = 4, top_p = 0.9 } } }");
+  s = *s0;
+  check(s.top_p == (double)0.9f, "top_p = 0.9 is kept as the f32 0.9 (%.17g)", s.top_p);
+  qgen_spec_to_lua(&s, text, sizeof text);
+  check(strstr(text, "rescore = { candidates = 4, sketch = \"q4_0\", top_p = 0.8999999761581421 }") != NULL,
+        "canonical text carries top_p: %s", text);
+  qgen_spec_uri(&s, uri, sizeof uri);
+  check(!strcmp(uri, "m_d128_h32_g4_kf16_vf16_if16_of16_b64_sparse_r4_p0.899999976"), "top_p uri: %s", uri);
+  qgen_spec_layout(&s, &L);
+  check(L.top_p == s.top_p && L.rescore == 4, "the layout's top_p");
+  round_trip(&s);
+  s0 = expect_ok("top_p 1", "return { " OK4 ", sparse = { rescore = { candidates = 4, top_p = 1 } } }");
+  s = *s0;
+  qgen_spec_uri(&s, u0, sizeof u0);
+  check(s.top_p == 1 && !strcmp(u0, "m_d128_h32_g4_kf16_vf16_if16_of16_b64_sparse_r4"), "top_p = 1 is no cut: %s", u0);
+  s0 = expect_ok("top_p default", "return { " OK4 ", sparse = true }");
+  check(s0->top_p == 1, "top_p defaults to 1");
+  s0 = expect_ok("top_p dense", "return { " OK4 " }");
+  check(s0->top_p == 1, "a dense spec's top_p is 1");
+  /* refusals of sparse.rescore and its top_p: {case, spec, message} */
+  static const char *const bad[][3] = {
+      {"rescore not a table", "return { " OK4 ", sparse = { rescore = 4 } }",
+       "sparse.rescore = 4 is an integer; allowed: a table { candidates, sketch, top_p }"},
+      {"rescore without candidates", "return { " OK4 ", sparse = { rescore = { } } }", "missing required field 'sparse.rescore.candidates'"},
+      {"rescore candidates 0", "return { " OK4 ", sparse = { rescore = { candidates = 0 } } }",
+       "sparse.rescore.candidates = 0 is out of range; allowed: an integer in 1..1024"},
+      {"rescore candidates 2.5", "return { " OK4 ", sparse = { rescore = { candidates = 2.5 } } }",
+       "sparse.rescore.candidates = 2.5 is not an integer"},
+      {"rescore sketch q8_0", "return { " OK4 ", sparse = { rescore = { candidates = 2, sketch = 'q8_0' } } }",
+       "sparse.rescore.sketch = \"q8_0\" is not a sketch type; allowed: \"q4_0\""},
+      {"rescore sketch on a q8_0 cache", "return { " OK4 ", k_type = 'q8_0', sparse = { rescore = { candidates = 2, sketch = 'q4_0' } } }",
+       "sparse.rescore.sketch = \"q4_0\" is set with k_type = \"q8_0\"; allowed: no sketch on a quantized cache"},
+      {"rescore unknown field", "return { " OK4 ", sparse = { rescore = { candidate = 2 } } }",
+       "unknown field 'sparse.rescore.candidate' (did you mean 'sparse.rescore.candidates'?)"},
+      {"top_p 0", "return { " OK4 ", sparse = { rescore = { candidates = 4, top_p = 0 } } }",
+       "sparse.rescore.top_p = 0 is out of range; allowed: a number in (0, 1]"},
+      {"top_p 1.5", "return { " OK4 ", sparse = { rescore = { candidates = 4, top_p = 1.5 } } }", "sparse.rescore.top_p = 1.5 is out of range"},
+      {"top_p string", "return { " OK4 ", sparse = { rescore = { candidates = 4, top_p = 'x' } } }", "sparse.rescore.top_p"},
+      {"top_p with r = 1", "return { " OK4 ", sparse = { rescore = { candidates = 1, top_p = 0.9 } } }",
+       "sparse.rescore.top_p = 0.9 with candidates = 1; allowed: candidates >= 2"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) expect_fail(bad[i][0], bad[i][1], bad[i][2]);
 }
 
 int main(int argc, char **argv) {

@@ -107,6 +107,7 @@ static int rescore_r(int sel) { return sel >= QGEN_SEL_RESCORE2 ? 2 << (sel - QG
 
 const char *qgen_eval_row_selector(int sel, int rescore, double top_p, char *buf, size_t n) {
   if (rescore_r(sel) && top_p < 1) snprintf(buf, n, "%s-p%g", qgen_eval_selector_name(sel), top_p);
+  else if (sel == QGEN_SEL_QUEST && rescore > 1 && top_p < 1) snprintf(buf, n, "2stage-r%d-p%g", rescore, top_p);
   else if (sel == QGEN_SEL_QUEST && rescore > 1) snprintf(buf, n, "2stage-r%d", rescore);
   else return qgen_eval_selector_name(sel);
   return buf;
@@ -1206,7 +1207,7 @@ static void make_rows(ev *e) {
               snprintf(r->k_type, sizeof r->k_type, "%s", e->ktype[v]);
               snprintf(r->variant, sizeof r->variant, "%s", e->vname[v]);
               r->rescore = qgen_ext_layout(e->ctx[v])->rescore;
-              r->top_p = rescore_r(r->selector) ? cfg->top_p : 1;
+              r->top_p = rescore_r(r->selector) ? cfg->top_p : r->selector == QGEN_SEL_QUEST ? qgen_ext_layout(e->ctx[v])->top_p : 1;
               const int two = rescore_r(r->selector) || (r->selector == QGEN_SEL_QUEST && r->rescore > 1); /* no single ranking */
               r->coverage = cfg->coverage[c], r->margin = cfg->margin[mi], r->trials = ce->trials;
               r->recall = n ? ce->all_found / n : NAN;
@@ -1242,7 +1243,7 @@ static void make_rows(ev *e) {
             t->task = cfg->tasks[ti], t->selector = cfg->selectors[si], t->ctx = cfg->ctx[e->ci];
             snprintf(t->k_type, sizeof t->k_type, "%s", e->ktype[v]);
             t->rescore = qgen_ext_layout(e->ctx[v])->rescore;
-            t->top_p = rescore_r(t->selector) ? cfg->top_p : 1;
+            t->top_p = rescore_r(t->selector) ? cfg->top_p : t->selector == QGEN_SEL_QUEST ? qgen_ext_layout(e->ctx[v])->top_p : 1;
             t->coverage = cfg->coverage[c];
             int last_fail = -1;
             for (int i = 0; i < nm; i++) {
@@ -1365,7 +1366,7 @@ static void fmt_ctx(char *b, size_t n, long long x) {
 }
 
 void qgen_eval_print(const qgen_eval_result *r, FILE *f) {
-  char sn[24];
+  char sn[48];
   fprintf(f, "%-16s %6s %-6s %7s %-9s %6s %6s %7s %7s %7s %7s %9s %9s %9s %7s %7s %7s %7s\n", "task", "ctx", "k_type", "cov",
           "selector", "margin", "trials", "recall", "needle", "mass", "mass_lo", "rel_err", "err_max", "err_tot", "pages",
           "need", "need_hi", "n_mass");
@@ -1425,7 +1426,7 @@ static void json_num(FILE *f, double x) {
 }
 
 int qgen_eval_write_json(const qgen_eval_cfg *c, const qgen_eval_result *r, const char *path) {
-  char sn[24];
+  char sn[48];
   FILE *f = fopen(path, "w");
   if (!f) return -1;
   char date[32];

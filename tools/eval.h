@@ -32,8 +32,9 @@ enum {
 };
 const char *qgen_eval_selector_name(int sel);
 /* The name of a row's selector: that of sel, but the decode path (quest) of a variant
-   with two-stage selection (its spec's sparse.rescore r > 1) is "2stage-r<r>", and a
-   two-stage selector with top_p < 1 (--top-p) is "rescore<R>-p<top_p>". */
+   with two-stage selection (its spec's sparse.rescore r > 1) is "2stage-r<r>" (with its
+   top-p cut, "2stage-r<r>-p<top_p>"), and a two-stage selector with top_p < 1 (--top-p)
+   is "rescore<R>-p<top_p>". */
 const char *qgen_eval_row_selector(int sel, int rescore, double top_p, char *buf, size_t n);
 
 #define QGEN_EVAL_MAX_LIST 16

@@ -120,6 +120,31 @@ def test_selection_matches_the_sparse_output(ctx):
     np.testing.assert_allclose(out, ref, rtol=0, atol=2e-5)
 
 
+def test_top_p_cuts_the_two_stage_lists():
+    """sparse.rescore.top_p: each head's list is a subset of the two-stage one (never longer,
+    shorter somewhere on random keys), and the output is attention over exactly it."""
+    lens = [700, 400]
+    counts_of = {}
+    for p in (1.0, 0.1):
+        sparse = dict(FIELDS["sparse"], rescore={"candidates": 4, "top_p": p})
+        fields = dict(FIELDS, sparse=sparse)
+        with qgen.Context(backend="cpu", in_type="f32", out_type="f32", **fields) as c:
+            kv, q, k, v = filled(c, lens, seed=5)
+            out = kv.attend(q)
+            sel = [[kv.selection(s)[0][h, :kv.selection(s)[1][h]] for h in range(2)] for s in range(2)]
+            counts_of[p] = [[len(x) for x in s] for s in sel]
+            ref = reference(q, k.astype(np.float16), v.astype(np.float16), c.info["scale"], lens, sel, 32)
+            np.testing.assert_allclose(out, ref, rtol=0, atol=2e-5)
+            if p < 1:
+                for s in range(2):
+                    for h in range(2):
+                        assert set(sel[s][h].tolist()) <= set(two[s][h].tolist())
+            else:
+                two = sel
+    assert all(a <= b for s in range(2) for a, b in zip(counts_of[0.1][s], counts_of[1.0][s]))
+    assert counts_of[0.1] != counts_of[1.0]
+
+
 def test_reuse_extends_the_last_selection(ctx):
     """attend(reuse=True): the last sparse selection plus the pages begun since, attended
     exactly (fp64 over those pages); refused before a selection, after a reset, with a budget."""
