@@ -133,10 +133,11 @@ _Static_assert(offsetof(qg_cache, pages_per_seq) == 40 && offsetof(qg_cache, k_s
 
 /* The step kernels in launch order, X(name, units): extern "C" qg_<name>, defined in the
    template <name>.cu; units SPARSE: only in the units of sparse specs, RESCORE: of sparse
-   specs with two-stage selection (rescore > 1). Under NVRTC each is
+   specs with two-stage selection (rescore > 1), TOPP: of those with a top-p cut (top_p <
+   1; after the second select). Under NVRTC each is
    declared here with its whole signature, which its definition must match. */
 #define QGEN_KERNELS(X) \
-  X(append, ALL) X(view, SPARSE) X(estimate, SPARSE) X(select, SPARSE) X(rescore, RESCORE) X(extend, SPARSE) X(attend, ALL)
+  X(append, ALL) X(view, SPARSE) X(estimate, SPARSE) X(select, SPARSE) X(rescore, RESCORE) X(topp, TOPP) X(extend, SPARSE) X(attend, ALL)
 #define QGEN_KERNEL_NAME(k) "qg_" #k
 #ifdef __CUDACC__
 extern "C" __global__ void qg_append(qg_cache c, qg_append_args a);
@@ -144,6 +145,7 @@ extern "C" __global__ void qg_view(qg_cache c, const void *slots, qg_i64 n, qg_i
 extern "C" __global__ void qg_estimate(qg_cache c, qg_work wk, qg_batch bt, qg_budget bg, const void *q);
 extern "C" __global__ void qg_select(qg_cache c, qg_work wk, qg_batch bt, qg_budget bg);
 extern "C" __global__ void qg_rescore(qg_cache c, qg_work wk, qg_batch bt, qg_budget bg, const void *q);
+extern "C" __global__ void qg_topp(qg_cache c, qg_work wk, qg_batch bt, qg_budget bg);
 extern "C" __global__ void qg_extend(qg_cache c, qg_work wk, qg_batch bt);
 extern "C" __global__ void qg_attend(qg_cache c, qg_work wk, qg_batch bt, const void *q, void *out, int dense, int bulk);
 #endif

@@ -20,8 +20,12 @@ struct qgen_embedded {
   int sparse;
 };
 
-/* The units that hold template (or kernel) flag f: 0 all, 1 sparse, 2 two-stage. */
-static int unit_has(const qgen_spec *s, int f) { return f == 0 || (f == 1 && s->sparse) || (f == 2 && s->sparse && s->rescore > 1); }
+/* The units that hold template (or kernel) flag f: 0 all, 1 sparse, 2 two-stage, 3 two-stage
+   with a top-p cut. */
+static int unit_has(const qgen_spec *s, int f) {
+  const int two = s->sparse && s->rescore > 1;
+  return f == 0 || (f == 1 && s->sparse) || (f == 2 && two) || (f == 3 && two && s->top_p < 1);
+}
 extern const struct qgen_embedded qgen_headers[], qgen_templates[];
 
 /* The kernels of each kind of unit: IN_<unit>_<kernel's units>(k) names k or nothing. */
@@ -30,21 +34,32 @@ extern const struct qgen_embedded qgen_headers[], qgen_templates[];
 #define IN_DENSE_ALL NAMED
 #define IN_DENSE_SPARSE UNNAMED
 #define IN_DENSE_RESCORE UNNAMED
+#define IN_DENSE_TOPP UNNAMED
 #define IN_SPARSE_ALL NAMED
 #define IN_SPARSE_SPARSE NAMED
 #define IN_SPARSE_RESCORE UNNAMED
+#define IN_SPARSE_TOPP UNNAMED
 #define IN_RESCORE_ALL NAMED
 #define IN_RESCORE_SPARSE NAMED
 #define IN_RESCORE_RESCORE NAMED
+#define IN_RESCORE_TOPP UNNAMED
+#define IN_TOPP_ALL NAMED
+#define IN_TOPP_SPARSE NAMED
+#define IN_TOPP_RESCORE NAMED
+#define IN_TOPP_TOPP NAMED
 #define IN_DENSE_UNIT(k, units) IN_DENSE_##units(k)
 #define IN_SPARSE_UNIT(k, units) IN_SPARSE_##units(k)
 #define IN_RESCORE_UNIT(k, units) IN_RESCORE_##units(k)
+#define IN_TOPP_UNIT(k, units) IN_TOPP_##units(k)
 static const char *const KERNELS_DENSE[] = {QGEN_KERNELS(IN_DENSE_UNIT) NULL};
 static const char *const KERNELS_SPARSE[] = {QGEN_KERNELS(IN_SPARSE_UNIT) NULL};
 static const char *const KERNELS_RESCORE[] = {QGEN_KERNELS(IN_RESCORE_UNIT) NULL};
+static const char *const KERNELS_TOPP[] = {QGEN_KERNELS(IN_TOPP_UNIT) NULL};
 
 const char *const *qgen_kernel_names(const qgen_spec *s) {
-  return !s->sparse ? KERNELS_DENSE : s->rescore > 1 ? KERNELS_RESCORE : KERNELS_SPARSE;
+  if (!s->sparse) return KERNELS_DENSE;
+  if (s->rescore < 2) return KERNELS_SPARSE;
+  return s->top_p < 1 ? KERNELS_TOPP : KERNELS_RESCORE;
 }
 
 /* A growing string. */
@@ -122,7 +137,8 @@ void qgen_module_name(const qgen_spec *s, char *buf, size_t n) {
            qgen_spec_mode(s));
   if (s->sparse && s->rescore > 1) { /* two-stage: its own kernels (r = 1 names the Quest module) */
     const size_t l = strlen(buf);
-    qgen_fmt(buf + l, n - l, "_r%d", s->rescore);
+    if (s->top_p < 1) qgen_fmt(buf + l, n - l, "_r%d_p%.9g", s->rescore, s->top_p);
+    else qgen_fmt(buf + l, n - l, "_r%d", s->rescore);
   }
   if (s->v_tau > 0) {
     const size_t o = strlen(buf);
@@ -156,6 +172,7 @@ char *qgen_emit_source(const qgen_spec *s, const qgen_tune *tune, size_t *len, c
               device_type(sk), qgen_type_row_bytes(sk, s->head_dim));
     sb_printf(&b, "#define QG_RESC_THREADS %d\n#define QG_RESC_STAGES %d\n#define QG_RESC_TILE %d\n#define QG_RESC_SMEM %d\n",
               P.resc_threads, P.resc_stages, P.resc_tile, P.resc_smem);
+    if (L.top_p < 1) put_float(&b, "QG_TOP_P", L.top_p); /* only in top-p units, with qg_topp */
   }
   if (s->v_tau > 0) put_float(&b, "QG_V_TAU", s->v_tau); /* absent at 0: the same unit as without it */
   sb_printf(&b, "#define QG_SEL_BINS %d\n#define QG_MAX_SPLITS %d\n", QGEN_SEL_BINS, QGEN_MAX_SPLITS);

@@ -9,7 +9,8 @@
  * A step launches only kernels with by-value arguments (kargs.h): sparse =
  * estimate → select → attend (the last two as programmatic dependents on sm_90+, so each
  * starts while its predecessor drains), two-stage (rescore > 1) = estimate → select of the
- * candidates → rescore → select of the budget → attend (all but estimate as dependents),
+ * candidates → rescore → select of the budget (→ topp, with a top-p cut) → attend (all but
+ * estimate as dependents),
  * dense = attend; attend merges its own splits
  * (combine.cu). Grids are sized from capacities known at open/create time, never from
  * device-side lengths, so a captured graph stays valid as sequences grow; qgen_append_decode
@@ -38,7 +39,7 @@ typedef struct gpu_ctx {
   CUdevice dev;
   CUcontext cuctx;
   CUmodule mod;
-  CUfunction f_append, f_view, f_estimate, f_select, f_rescore, f_extend, f_attend;
+  CUfunction f_append, f_view, f_estimate, f_select, f_rescore, f_topp, f_extend, f_attend;
   int sm_count, arch, attend_per_sm, est_per_sm, resc_per_sm;
   int code_arch; /* the arch the loaded kernels were compiled for (PTX of an older one runs too) */
   int sel_clusters[9]; /* [n]: clusters of n select CTAs the device holds at once (sm_90 code) */
@@ -114,6 +115,7 @@ static qgen_status load_module(qgen_ctx *c, const qgen_artifact *a) {
     if (cu->cuModuleGetFunction(&g->f_extend, g->mod, QGEN_KERNEL_NAME(extend)) != CUDA_SUCCESS) g->f_extend = NULL;
   }
   if (c->L.sparse && c->L.rescore > 1) CU(cu->cuModuleGetFunction(&g->f_rescore, g->mod, QGEN_KERNEL_NAME(rescore)));
+  if (c->L.sparse && c->L.rescore > 1 && c->L.top_p < 1) CU(cu->cuModuleGetFunction(&g->f_topp, g->mod, QGEN_KERNEL_NAME(topp)));
   int smem_max = 0;
   CU(cu->cuDeviceGetAttribute(&smem_max, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, g->dev));
   const struct { const char *name; CUfunction f; int smem; } dyn[] = {{"attend", g->f_attend, c->P.attend_smem},
@@ -128,7 +130,7 @@ static qgen_status load_module(qgen_ctx *c, const qgen_artifact *a) {
   }
   /* all of L1 as shared memory, for every kernel: attend's occupancy is bounded by it, and
      kernels that agree on the carveout need no SM reconfiguration between them */
-  CUfunction all[] = {g->f_append, g->f_attend, g->f_estimate, g->f_select, g->f_rescore, g->f_view, g->f_extend};
+  CUfunction all[] = {g->f_append, g->f_attend, g->f_estimate, g->f_select, g->f_rescore, g->f_topp, g->f_view, g->f_extend};
   for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
     if (all[i]) CU(cu->cuFuncSetAttribute(all[i], CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, 100));
   CU(cu->cuOccupancyMaxActiveBlocksPerMultiprocessor(&g->attend_per_sm, g->f_attend, c->P.attend_threads,
@@ -507,6 +509,10 @@ static qgen_status attend_in(qgen_kv *kv, const int *seq, int n_seq, qgen_ptr q,
         w2.scores = m->exact, w2.hist = m->hist2, w2.exact = 0, w2.cand = 1;
         void *s2[] = {&ca, &w2, &bt, &ba};
         if ((st = launch_ex(c, g->f_select, (unsigned)(L->n_head_kv * cl), (unsigned)bt.n, 1, P->sel_threads, smem, s, s2, cl)))
+          return st;
+        /* top-p: the fewest of those holding the mass share (one CTA a list; the first
+           work's exact scores, and its Quest scores as scratch) */
+        if (g->f_topp && (st = launch_ex(c, g->f_topp, (unsigned)L->n_head_kv, (unsigned)bt.n, 1, P->sel_threads, 0, s, sa, 1)))
           return st;
       }
     }

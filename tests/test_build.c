@@ -203,12 +203,14 @@ static int load_tiny(qgen_spec *s) {
 /* Two-stage selection: candidates = 1 emits exactly the Quest unit under the Quest name;
    r > 1 its own module with the rescore kernel (and a sketch write for an f16 K). */
 static void rescore_units(void) {
-  static const char *const src[3] = {
+  static const char *const src[4] = {
       "return spec{ name = 'r', head_dim = 64, n_head = 4, n_head_kv = 2, sparse = true }",
       "return spec{ name = 'r', head_dim = 64, n_head = 4, n_head_kv = 2, sparse = { rescore = { candidates = 1 } } }",
-      "return spec{ name = 'r', head_dim = 64, n_head = 4, n_head_kv = 2, sparse = { rescore = { candidates = 4 } } }"};
-  char *unit[3] = {0}, mod[3][256], err[512];
-  for (int i = 0; i < 3; i++) {
+      "return spec{ name = 'r', head_dim = 64, n_head = 4, n_head_kv = 2, sparse = { rescore = { candidates = 4 } } }",
+      "return spec{ name = 'r', head_dim = 64, n_head = 4, n_head_kv = 2, sparse = { rescore = { candidates = 4, top_p = 0.9 } } }"};
+  char *unit[4] = {0}, mod[4][256], err[512];
+  int nk[4] = {0};
+  for (int i = 0; i < 4; i++) {
     qgen_spec_set set;
     size_t len;
     if (qgen_spec_load_string("r.lua", src[i], strlen(src[i]), &set, err, sizeof err) != 0) {
@@ -217,15 +219,20 @@ static void rescore_units(void) {
     }
     qgen_module_name(&set.v[0], mod[i], sizeof mod[i]);
     unit[i] = qgen_emit_source(&set.v[0], NULL, &len, err, sizeof err);
-    int has = 0;
-    for (const char *const *k = qgen_kernel_names(&set.v[0]); *k; k++) has |= !strcmp(*k, "qg_rescore");
-    check(has == (i == 2), "rescore spec %d: qg_rescore %s the kernel list", i, has ? "in" : "not in");
+    int has = 0, topp = 0;
+    for (const char *const *k = qgen_kernel_names(&set.v[0]); *k; k++)
+      has |= !strcmp(*k, "qg_rescore"), topp |= !strcmp(*k, "qg_topp"), nk[i]++;
+    check(has == (i >= 2) && topp == (i == 3), "rescore spec %d: qg_rescore %s, qg_topp %s the kernel list", i, has ? "in" : "not in",
+          topp ? "in" : "not in");
   }
+  check(unit[3] && strstr(mod[3], "_r4_p0.899999976") && strstr(unit[3], "qg_topp(qg_cache c") &&
+            strstr(unit[3], "#define QG_TOP_P 0.899999976f") && nk[3] == nk[2] + 1 && unit[2] && !strstr(unit[2], "QG_TOP_P"),
+        "top_p = 0.9: module %s, the unit of candidates = 4 plus qg_topp", mod[3]);
   check(unit[0] && unit[1] && !strcmp(unit[0], unit[1]) && !strcmp(mod[0], mod[1]),
         "candidates = 1 emits the Quest unit as module %s", mod[1]);
   check(unit[2] && strstr(mod[2], "_r4") && strstr(unit[2], "qg_rescore(qg_cache c") && strstr(unit[2], "#define QG_SKETCH 1"),
         "candidates = 4: module %s with the rescore kernel and the sketch", mod[2]);
-  for (int i = 0; i < 3; i++) free(unit[i]);
+  for (int i = 0; i < 4; i++) free(unit[i]);
 }
 
 /* A valid artifact whose cubin says POISON: recognisable when a build returns it. */

@@ -144,13 +144,68 @@ static int two_stage_tie(int64_t n, const double *s, const double *ex, const uin
   return near;
 }
 
+/* The top-p cut (layout top_p < 1) of one head, where the GPU's list in_g differs from the
+   reference's: it must keep the forced pages and a best-first part of the reference's
+   two-stage list in_k (every kept candidate at least as good, by exact score within tol, as
+   every one it cut), and hold the mass share up to rounding: the pages it kept reach p of
+   the candidates' estimated mass less eps (or it kept them all), and without its worst one
+   they stay below p plus eps. eps, relative to the total: 1e-5 for the GPU's f32
+   exponentials summed in 2^-40 units, plus what its exact scores' error (tol, in both a
+   page's score and the best one) does to exp(scale * (exact - best)). Returns the
+   near-ties (pages in one list only, against in_r), or -1. */
+static int top_p_tie(const qgen_layout *L, int64_t n, int64_t len, const double *ex, const uint8_t *in_g, const uint8_t *in_r,
+                     const uint8_t *in_k, const uint8_t *in_c, const uint8_t *forced, double tol, int h, char *why, size_t wn) {
+  double top = -INFINITY, total = 0, kept = 0, worst = INFINITY, worst_mass = 0, best_cut = -INFINITY;
+  int all = 1, near = 0;
+  for (int64_t p = 0; p < n; p++)
+    if (in_c[p] && ex[p] > top) top = ex[p];
+  for (int64_t p = 0; p < n; p++) {
+    const double cnt = (double)((p + 1) * L->block < len ? L->block : len - p * L->block);
+    const double w = isnan(ex[p]) || top == -INFINITY ? 0.0 : cnt * exp(L->scale * (ex[p] - top));
+    if (in_c[p]) total += w;
+    if (forced[p] && !in_g[p]) {
+      snprintf(why, wn, "head %d: forced page %lld cut by top-p", h, (long long)p);
+      return -1;
+    }
+    if (forced[p]) continue;
+    if (in_g[p] && !in_k[p]) {
+      snprintf(why, wn, "head %d: page %lld kept by top-p is not in the two-stage list", h, (long long)p);
+      return -1;
+    }
+    if (in_g[p]) {
+      kept += w;
+      if (!isnan(ex[p]) && ex[p] < worst) worst = ex[p], worst_mass = w;
+    } else if (in_k[p]) {
+      all = 0;
+      if (isnan(ex[p]) || ex[p] > best_cut) best_cut = isnan(ex[p]) ? INFINITY : ex[p];
+    }
+    near += in_g[p] != in_r[p];
+  }
+  if (!(total > 0) || !isfinite(total)) { /* no mass to cut by: every kept candidate stays */
+    if (all) return near;
+    snprintf(why, wn, "head %d: top-p cut pages with no finite positive candidate mass", h);
+    return -1;
+  }
+  const double want = L->top_p * total, eps = (1e-5 + expm1(2 * fabs(L->scale) * tol)) * total;
+  if (best_cut > worst + tol) {
+    snprintf(why, wn, "head %d: top-p cut a page of exact score %.9g and kept one of %.9g (tol %.3g)", h, best_cut, worst, tol);
+    return -1;
+  }
+  if (!(all || kept >= want - eps) || !(kept - worst_mass < want + eps)) {
+    snprintf(why, wn, "head %d: top-p kept mass %.9g of %.9g (p %.9g; without its worst page %.9g)", h, kept, total, L->top_p,
+             kept - worst_mass);
+    return -1;
+  }
+  return near;
+}
+
 static int compare_lists(const qgen_layout *L, const qgen_kvmem *m, int seq, int64_t len, const void *q,
                          const qgen_budget *b, const int *glist, const int *gcount, int64_t pps, char *why, size_t wn) {
   const int64_t n = qgen_pages_of(len, L->block);
   double *sc = malloc(sizeof(double) * (size_t)(n * L->n_head_kv + 1));
   int32_t *rl = malloc(sizeof(int32_t) * (size_t)(n + 1));
   uint8_t *in_g = calloc((size_t)n + 1, 1), *in_r = calloc((size_t)n + 1, 1), *forced = malloc((size_t)n + 1);
-  uint8_t *in_c = calloc((size_t)n + 1, 1);
+  uint8_t *in_c = calloc((size_t)n + 1, 1), *in_k = calloc((size_t)n + 1, 1);
   double *ex = L->rescore > 1 ? malloc(sizeof(double) * (size_t)(n + 1)) : NULL;
   uint8_t *codes = malloc((size_t)2 * L->head_dim);
   (L->bounds_i8 ? qgen_ref_estimate_i8 : qgen_ref_estimate)(L, m, seq, q, sc);
@@ -192,8 +247,13 @@ static int compare_lists(const qgen_layout *L, const qgen_kvmem *m, int seq, int
       for (int64_t i = 0; i < cc; i++) in_c[rl[i]] = !forced[rl[i]];
       qgen_ref_sketch_scores(L, m, seq, q, h, NULL, ex);
       rc = qgen_ref_select_rescore(b, len, L->block, L->rescore, s, ex, rl);
+      if (L->top_p < 1) { /* the two-stage list, then its top-p cut */
+        memset(in_k, 0, (size_t)n);
+        for (int64_t i = 0; i < rc; i++) in_k[rl[i]] = 1;
+        rc = qgen_ref_select_top_p(b, len, L->block, L->rescore, L->top_p, L->scale, s, ex, rl);
+      }
     }
-    if (rc != gcount[h]) {
+    if (rc != gcount[h] && !(ex && L->top_p < 1)) { /* a top-p count may differ by near-ties of the mass */
       snprintf(why, wn, "head %d: %d pages selected, reference %lld", h, gcount[h], (long long)rc);
       near = -1;
       break;
@@ -211,6 +271,12 @@ static int compare_lists(const qgen_layout *L, const qgen_kvmem *m, int seq, int
       in_g[p] = 1;
     }
     if (near < 0) break;
+    if (ex && L->top_p < 1 && (rc != gcount[h] || memcmp(in_g, in_r, (size_t)n))) {
+      const int r = top_p_tie(L, n, len, ex, in_g, in_r, in_k, in_c, forced, tol, h, why, wn);
+      if (r < 0) near = -1;
+      else near += r;
+      continue;
+    }
     if (ex) {
       const int r = two_stage_tie(n, s, ex, in_g, in_r, in_c, forced, tol, h, why, wn);
       if (r < 0) near = -1;
@@ -238,6 +304,7 @@ static int compare_lists(const qgen_layout *L, const qgen_kvmem *m, int seq, int
   free(forced);
   free(qf);
   free(in_c);
+  free(in_k);
   free(ex);
   free(codes);
   return near;
