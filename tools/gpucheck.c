@@ -146,8 +146,9 @@ static int two_stage_tie(int64_t n, const double *s, const double *ex, const uin
 
 /* The top-p cut (layout top_p < 1) of one head, where the GPU's list in_g differs from the
    reference's: it must keep the forced pages and a best-first part of the reference's
-   two-stage list in_k (every kept candidate at least as good, by exact score within tol, as
-   every one it cut), and hold the mass share up to rounding: the pages it kept reach p of
+   two-stage list in_k (a page outside it only as a near-tie of its lowest exact score;
+   every kept candidate at least as good, by exact score within tol, as every one it cut),
+   and hold the mass share up to rounding: the pages it kept reach p of
    the candidates' estimated mass less eps (or it kept them all), and without its worst one
    they stay below p plus eps. eps, relative to the total: 1e-5 for the GPU's f32
    exponentials summed in 2^-40 units, plus what its exact scores' error (tol, in both a
@@ -155,10 +156,12 @@ static int two_stage_tie(int64_t n, const double *s, const double *ex, const uin
    near-ties (pages in one list only, against in_r), or -1. */
 static int top_p_tie(const qgen_layout *L, int64_t n, int64_t len, const double *ex, const uint8_t *in_g, const uint8_t *in_r,
                      const uint8_t *in_k, const uint8_t *in_c, const uint8_t *forced, double tol, int h, char *why, size_t wn) {
-  double top = -INFINITY, total = 0, kept = 0, worst = INFINITY, worst_mass = 0, best_cut = -INFINITY;
+  double top = -INFINITY, total = 0, kept = 0, worst = INFINITY, worst_mass = 0, best_cut = -INFINITY, low = INFINITY;
   int all = 1, near = 0;
-  for (int64_t p = 0; p < n; p++)
+  for (int64_t p = 0; p < n; p++) {
     if (in_c[p] && ex[p] > top) top = ex[p];
+    if (in_k[p] && !forced[p] && ex[p] < low) low = ex[p];
+  }
   for (int64_t p = 0; p < n; p++) {
     const double cnt = (double)((p + 1) * L->block < len ? L->block : len - p * L->block);
     const double w = isnan(ex[p]) || top == -INFINITY ? 0.0 : cnt * exp(L->scale * (ex[p] - top));
@@ -168,8 +171,9 @@ static int top_p_tie(const qgen_layout *L, int64_t n, int64_t len, const double 
       return -1;
     }
     if (forced[p]) continue;
-    if (in_g[p] && !in_k[p]) {
-      snprintf(why, wn, "head %d: page %lld kept by top-p is not in the two-stage list", h, (long long)p);
+    if (in_g[p] && !in_k[p] && !(ex[p] >= low - tol)) {
+      snprintf(why, wn, "head %d: page %lld (exact %.9g) kept by top-p is not in the two-stage list (lowest %.9g, tol %.3g)", h,
+               (long long)p, ex[p], low, tol);
       return -1;
     }
     if (in_g[p]) {
