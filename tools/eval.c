@@ -908,7 +908,8 @@ static int64_t build_selections(ev *e, int vi) {
           const int cnt = e->qcount[(size_t)c * e->Hkv + h];
           for (int i = 0; i < cnt; i++)
             if (l[i] >= 0 && l[i] < np) mk[l[i]] = 1;
-          if (cnt != keff && e->cfg->log)
+          /* a top-p cut reads fewer pages than the budget by design */
+          if (cnt != keff && !(cnt < keff && qgen_ext_layout(e->ctx[vi])->top_p < 1) && e->cfg->log)
             fprintf(e->cfg->log, "qgen eval: note: quest selected %d pages in head %d, the budget says %lld\n", cnt, h,
                     (long long)keff);
         } else if (rescore_r(sel)) {
