@@ -9,7 +9,7 @@
 # so the sm_80 code paths run too) and, unless quick, on the > 4 GiB sequence for qwen3-4b;
 # qgen eval on the GPU backend with its fp64 reference; the log is OUT_DIR/gpu-check.log. Then, unless quick, compute-sanitizer: memcheck on every
 # kernel of two specs, racecheck (shared-memory hazards of attend, select, estimate) on two
-# more and on the select cluster path, quick sizes.
+# more and on the select cluster path, memcheck and racecheck on a two-stage top-p variant, quick sizes.
 # PART runs one share of it, so a run fits calls of a few minutes each, logs apart
 # (OUT_DIR/gpu-check-PART.log): specs (specs/*.lua), gpu-specs (tests/gpu/*.lua), paths
 # (select's paths, the earlier quantized operands, the sm_80 PTX bundles, eval, the big
@@ -80,6 +80,11 @@ if want sanitizers && [ "$mode" != quick ] && command -v compute-sanitizer > /de
   done
   QGEN_TUNE=sel=128,selreg=1 compute-sanitizer --tool racecheck "$build/qgen" check --spec specs/qwen3-4b.lua --quick 2>&1 |
     grep -E "RACECHECK SUMMARY|checks passed" | sed "s/^/racecheck select cluster: /" | tee -a "$log"
+  # the two-stage kernels and the top-p cut (shared-memory histograms), an f16 cache with its sketch
+  for t in memcheck racecheck; do
+    compute-sanitizer --tool $t "$build/qgen" check --spec tests/gpu/rescore.lua --variant qwen3-4b-f16-r4-p0.9 --quick 2>&1 |
+      grep -E "ERROR SUMMARY|RACECHECK SUMMARY|checks passed" | sed "s/^/$t rescore top-p: /" | tee -a "$log"
+  done
   grep -qE "ERROR SUMMARY: [1-9]|RACECHECK SUMMARY: [1-9]" "$log" && fail=$((fail + 1))
 fi
 echo "# specs with failures: $fail" | tee -a "$log"
