@@ -126,8 +126,14 @@ for c in emit "bundle -o $tmp/v.qgb" check bench eval; do
     ok $([ $rc = 1 ] && grep -q "$want" "$tmp/err.txt"; echo $?) "${c%% *} --variant '$v' exits 1: $want"
   done
 done
-"$QGEN" eval --spec specs/qwen3-4b.lua --variant qwen3-4b,nope > /dev/null 2>"$tmp/err.txt"
-ok $([ $? = 1 ] && grep -q "no variant named 'nope'; $list" "$tmp/err.txt"; echo $?) "eval checks every name of its --variant list"
+for c in eval bench; do
+  "$QGEN" $c --spec specs/qwen3-4b.lua --variant qwen3-4b,nope > /dev/null 2>"$tmp/err.txt"
+  ok $([ $? = 1 ] && grep -q "no variant named 'nope'; $list" "$tmp/err.txt"; echo $?) "$c checks every name of its --variant list"
+  for v in qwen3-4b,,qwen3-4b-q8_0 qwen3-4b,qwen3-4b; do
+    "$QGEN" $c --spec specs/qwen3-4b.lua --variant $v > /dev/null 2>"$tmp/err.txt"
+    ok $([ $? = 1 ] && grep -q "names expected" "$tmp/err.txt"; echo $?) "$c --variant $v exits 1: an empty or repeated name"
+  done
+done
 
 # Arguments are checked before a GPU is looked for (exit 1, not 77), per option.
 for a in "--ctx 0" "--ctx 16K,-1" "--batch 0" "--coverage 2" "--coverage 0" "--runs 0" "--warmup -1" "--mem-gib 0" \

@@ -12,6 +12,9 @@
  * streaming read (16-byte loads, 4 in flight per thread, grid sized to the SMs) of exactly
  * the bytes the step must read gives the practical floor at that size.
  *
+ * Several --variant names are timed one after another in this process (all opened first, so
+ * a bad one fails before any time is spent), into one table and one JSON array.
+ *
  * Output: a table on stdout and, with --json FILE, one JSON object per cell (an array).
  */
 #include <errno.h>
@@ -44,8 +47,10 @@ static const char STREAM_SRC[] =
     "  if (acc == 0x9e3779b9u) *sink = acc;\n"
     "}\n";
 
+enum { BENCH_MAX_VARIANTS = 16 };
+
 static const char BENCH_SYNOPSIS[] =
-    "usage: qgen bench --spec FILE [--variant NAME] [--ctx LIST] [--batch LIST] [--coverage LIST]\n"
+    "usage: qgen bench --spec FILE [--variant LIST] [--ctx LIST] [--batch LIST] [--coverage LIST]\n"
     "                  [--runs N] [--warmup N] [--json FILE] [--jit]\n"
     "\n"
     "Times one decode step (estimate + select + attend, or attend alone when dense; attend\n"
@@ -229,13 +234,188 @@ static int cmd_jit(const char *spec, const char *variant) {
   return rc;
 }
 
+/* What every variant's cells share: the lists of the command line, the JSON file and its
+   row count. */
+typedef struct {
+  const double *ctxs, *batches, *covs;
+  int nctx, nb, ncov, runs, warmup;
+  double mem_gib;
+  FILE *jf;
+  int rows;
+  const char *tune;
+} bcfg;
+
+/* Every (context, batch, coverage) cell of the variant open in ctx: its table rows and JSON rows. */
+static void bench_variant(benv *b, qgen_ctx *ctx, bcfg *c) {
+  const qgen_layout *L = qgen_ext_layout(ctx);
+  qgen_info info;
+  qgen_get_info(ctx, &info);
+  /* A random chunk of K/V rows (in_type) to fill caches with. */
+  const int64_t chunk = 32768;
+  const size_t rowb = (size_t)L->n_head_kv * L->in_row_bytes;
+  CUdeviceptr dk, dv, dq, dout;
+  {
+    uint8_t *h = malloc((size_t)chunk * rowb);
+    float *f = malloc(sizeof(float) * (size_t)L->head_dim);
+    uint64_t x = 0x243f6a8885a308d3ull;
+    for (int w = 0; w < 2; w++) {
+      for (int64_t r = 0; r < chunk * L->n_head_kv; r++) {
+        for (int d = 0; d < L->head_dim; d++) {
+          f[d] = (float)qgen_rng_signed(&x);
+        }
+        qgen_type_traits_of(L->in_type)->from_f32(f, h + r * L->in_row_bytes, L->head_dim);
+      }
+      CK(b->cu->cuMemAlloc(w ? &dv : &dk, (size_t)chunk * rowb));
+      CK(b->cu->cuMemcpyHtoD(w ? dv : dk, h, (size_t)chunk * rowb));
+    }
+    free(h);
+    free(f);
+  }
+  CUevent e0, e1, marks[2];
+  CUstream cs; /* the stream steps run (and are captured) on */
+  CK(b->cu->cuStreamCreate(&cs, CU_STREAM_NON_BLOCKING));
+  CK(b->cu->cuEventCreate(&e0, 0));
+  CK(b->cu->cuEventCreate(&e1, 0));
+  CK(b->cu->cuEventCreate(&marks[0], 0));
+  CK(b->cu->cuEventCreate(&marks[1], 0));
+  float *t = malloc(sizeof(float) * (size_t)c->runs * 4);
+
+  for (int ci = 0; ci < c->nctx; ci++)
+    for (int bi = 0; bi < c->nb; bi++) {
+      const int64_t C = (int64_t)c->ctxs[ci];
+      const int B = (int)c->batches[bi];
+      const double cache_bytes = step_bytes(L, C, B, 1.0) + (double)qgen_pages_of(C, L->block) * B * (L->bounds_page_bytes + L->bounds_i8_page_bytes);
+      if (cache_bytes > c->mem_gib * (1u << 30)) {
+        printf("%-22s %4d %8lld   skip (cache %.1f GiB > --mem-gib)\n", info.name, B,
+               (long long)C, cache_bytes / (1u << 30));
+        continue;
+      }
+      int R = (int)ceil(4.0 * 64e6 / cache_bytes); /* caches to rotate: >= 4x a 60 MB L2 */
+      if (R < 1) R = 1;
+      if (R > 16) R = 16;
+      qgen_kv **kv = calloc((size_t)R, sizeof *kv);
+      int *seq = malloc(sizeof(int) * (size_t)B), *nn = malloc(sizeof(int) * (size_t)B);
+      for (int i = 0; i < B; i++) seq[i] = i;
+      double fill_ms = 0;
+      for (int r = 0; r < R; r++) {
+        API(qgen_cache_create(ctx, &kv[r], B, C));
+        /* fill: each call appends one chunk slice per sequence; K and V rows of a call are
+           contiguous, so give the sequences consecutive slices of the random chunk */
+        CK(b->cu->cuEventRecord(e0, NULL));
+        for (int64_t done = 0; done < C;) {
+          int64_t take = C - done < chunk / B ? C - done : chunk / B;
+          if (take < 1) take = 1;
+          for (int i = 0; i < B; i++) nn[i] = (int)take;
+          API(qgen_append(kv[r], seq, B, nn, dk, dv, NULL));
+          done += take;
+        }
+        CK(b->cu->cuEventRecord(e1, NULL));
+        CK(b->cu->cuEventSynchronize(e1));
+        float ms;
+        CK(b->cu->cuEventElapsedTime(&ms, e0, e1));
+        if (r == 0) fill_ms = ms;
+      }
+      const size_t qb = (size_t)B * L->q_bytes, ob = (size_t)B * L->out_bytes;
+      CK(b->cu->cuMemAlloc(&dq, qb));
+      CK(b->cu->cuMemAlloc(&dout, ob));
+      CK(b->cu->cuMemcpyDtoD(dq, dk, qb < (size_t)chunk * rowb ? qb : (size_t)chunk * rowb));
+      double dense_us = NAN;
+      for (int vi = 0; vi < c->ncov; vi++) {
+        qgen_attend_opts ao = qgen_attend_defaults(ctx);
+        if (c->covs[vi] >= 1.0) ao.mode = QGEN_ATTEND_DENSE;
+        else ao.mode = QGEN_ATTEND_SPARSE, ao.coverage = c->covs[vi], ao.budget = 0;
+        /* eager: what a caller that launches each step pays, host launch latency included */
+        for (int i = 0; i < c->warmup; i++) API(qgen_attend(kv[i % R], seq, B, dq, dout, &ao, cs));
+        for (int i = 0; i < c->runs; i++) {
+          CK(b->cu->cuEventRecord(e0, cs));
+          API(qgen_attend(kv[i % R], seq, B, dq, dout, &ao, cs));
+          CK(b->cu->cuEventRecord(e1, cs));
+          CK(b->cu->cuEventSynchronize(e1));
+          CK(b->cu->cuEventElapsedTime(&t[i], e0, e1));
+        }
+        const double eager = 1e3 * median(t, c->runs);
+        /* the step as an engine c->runs it: captured once per cache, replayed (with and
+           without events between the kernels for the breakdown) */
+        CUgraphExec *ex = calloc(2 * (size_t)R, sizeof *ex);
+        for (int m = 0; m < 2; m++) {
+          qgen_ext_set_marks(ctx, m ? marks : NULL);
+          capture_steps(b, ctx, kv, R, seq, B, dq, dout, &ao, cs, ex + m * R);
+        }
+        qgen_ext_set_marks(ctx, NULL);
+        const double step = replay_us(b, ex, R, cs, e0, e1, t, c->warmup, c->runs);
+        float *ts = t + c->runs, *ta = t + 2 * c->runs, *tc = t + 3 * c->runs;
+        for (int i = 0; i < c->runs; i++) {
+          CK(b->cu->cuEventRecord(e0, cs));
+          CK(b->cu->cuGraphLaunch(ex[R + i % R], cs));
+          CK(b->cu->cuEventRecord(e1, cs));
+          CK(b->cu->cuEventSynchronize(e1));
+          CK(b->cu->cuEventElapsedTime(&ts[i], e0, marks[0]));
+          CK(b->cu->cuEventElapsedTime(&ta[i], marks[0], marks[1]));
+          CK(b->cu->cuEventElapsedTime(&tc[i], marks[1], e1));
+        }
+        for (int r = 0; r < 2 * R; r++) CK(b->cu->cuGraphExecDestroy(ex[r]));
+        /* a reuse step (QGEN_ATTEND_REUSE: the last selection extended, no estimate or
+           select) of each cache, captured and replayed the same way */
+        double reuse = NAN;
+        if (c->covs[vi] < 1.0) {
+          qgen_attend_opts ro = ao;
+          ro.mode = QGEN_ATTEND_REUSE;
+          for (int r = 0; r < R; r++) API(qgen_attend(kv[r], seq, B, dq, dout, &ao, cs)); /* each cache's selection */
+          capture_steps(b, ctx, kv, R, seq, B, dq, dout, &ro, cs, ex);
+          reuse = replay_us(b, ex, R, cs, e0, e1, t, c->warmup, c->runs);
+          for (int r = 0; r < R; r++) CK(b->cu->cuGraphExecDestroy(ex[r]));
+        }
+        free(ex);
+        const double est = 1e3 * median(ts, c->runs), sel = 1e3 * median(ta, c->runs), att = 1e3 * median(tc, c->runs);
+        const double bytes = step_bytes(L, C, B, c->covs[vi]);
+        const double sus = stream_us(b, (size_t)bytes, c->runs), floor_us = bytes / 4.3e6;
+        if (c->covs[vi] >= 1.0) dense_us = step;
+        printf("%-22s %4d %8lld %6.4g | %9.1f %9.1f %9.1f %9.1f %9.1f | %9.1f %9.1f %8.0f %8.2f\n", info.name, B,
+               (long long)C, c->covs[vi], step, est, sel, att, eager, sus, floor_us, bytes / step / 1e3, step / sus);
+        if (c->covs[vi] < 1.0)
+          printf("%-22s %4d %8lld %6.4g   reuse: %.1f us a step over the last selection (no estimate or select)\n", info.name,
+                 B, (long long)C, c->covs[vi], reuse);
+        fflush(stdout);
+        char selj[32] = "null", reusej[32] = "null";
+        if (c->covs[vi] < 1.0) snprintf(selj, sizeof selj, "%.2f", est + sel), snprintf(reusej, sizeof reusej, "%.2f", reuse);
+        if (c->jf)
+          fprintf(c->jf,
+                  "%s  {\"spec\": \"%s\", \"n_head\": %d, \"k_type\": \"%s\", \"v_type\": \"%s\", \"batch\": %d, \"ctx\": %lld, "
+                  "\"coverage\": %g, \"qgen_us\": %.2f, \"select_us\": %s, \"estimate_us\": %.2f, \"attend_us\": %.2f, "
+                  "\"eager_us\": %.2f, \"dense_us\": %.2f, \"stream_us\": %.2f, \"floor_us\": %.2f, \"bytes\": %.0f, \"gbps\": %.1f, "
+                  "\"splits\": %d, \"append_tok_s\": %.4g, \"reuse_us\": %s, \"tune\": \"%s\"}",
+                  c->rows ? ",\n" : "", info.name, L->n_head, info.k_type, info.v_type, B, (long long)C, c->covs[vi], step,
+                  selj, est, att, eager, isnan(dense_us) ? step : dense_us, sus, floor_us,
+                  bytes, bytes / step / 1e3, qgen_ext_max_splits(ctx, B), (double)C * B / (fill_ms * 1e-3), reusej, c->tune);
+        c->rows++;
+      }
+      for (int r = 0; r < R; r++) qgen_cache_destroy(kv[r]);
+      free(kv);
+      free(seq);
+      free(nn);
+      b->cu->cuMemFree(dq);
+      b->cu->cuMemFree(dout);
+      printf("%-22s %4d %8lld   append: %.3g tokens/s filling in %d-token chunks per sequence\n", info.name, B,
+             (long long)C, (double)C * B / (fill_ms * 1e-3), (int)(chunk / B));
+    }
+  free(t);
+  b->cu->cuEventDestroy(e0);
+  b->cu->cuEventDestroy(e1);
+  b->cu->cuEventDestroy(marks[0]);
+  b->cu->cuEventDestroy(marks[1]);
+  b->cu->cuStreamDestroy(cs);
+  b->cu->cuMemFree(dk);
+  b->cu->cuMemFree(dv);
+}
+
 int qgen_bench_main(int argc, char **argv) {
   const char *spec = NULL, *variant = NULL, *json = NULL;
   double ctxs[32] = {16384, 131072}, batches[16] = {1}, covs[16] = {1, 0.25}, mem_gib = 100, v_tau = -1;
   int nctx = 2, nb = 1, ncov = 2, runs = 50, warmup = 10, jit = 0;
   const qgen_opt opts[] = {
       {.name = "--spec", .arg = "FILE", .kind = QGEN_OPT_STR, .dst = &spec},
-      {.name = "--variant", .arg = "NAME", .kind = QGEN_OPT_STR, .dst = &variant},
+      {.name = "--variant", .arg = "LIST", .kind = QGEN_OPT_STR, .dst = &variant,
+       .help = "variants to time, one after another in this process (default the first)"},
       {.name = "--ctx", .arg = "LIST", .kind = QGEN_OPT_NUMS, .dst = ctxs, .count = &nctx, .max = 32,
        .lo = 1, .hi = INT32_MAX, .help = "default 16K,128K"},
       {.name = "--batch", .arg = "LIST", .kind = QGEN_OPT_NUMS, .dst = batches, .count = &nb, .max = 16,
@@ -264,190 +444,64 @@ int qgen_bench_main(int argc, char **argv) {
   }
   /* the arguments, before looking for a GPU */
   char why[4400];
-  if (qgen_opts_variant(spec, variant) != 0) return 1;
+  const char *names[BENCH_MAX_VARIANTS] = {NULL};
+  char vbuf[1024];
+  int nv = 1;
+  names[0] = variant; /* NULL (the first) or "" (refused as every command refuses it) */
+  if (variant && *variant) {
+    qgen_fmt(vbuf, sizeof vbuf, "%s", variant);
+    if ((nv = qgen_opts_split(vbuf, names, BENCH_MAX_VARIANTS)) < 1) {
+      fprintf(stderr, "qgen: bench: --variant: 1 to %d distinct, non-empty names expected (see qgen bench --help)\n",
+              BENCH_MAX_VARIANTS);
+      return 1;
+    }
+  }
+  for (int i = 0; i < nv; i++)
+    if (qgen_opts_variant(spec, names[i]) != 0) return 1;
   if (json && qgen_dir_writable(json, why, sizeof why) != 0) {
     fprintf(stderr, "qgen: bench: --json %s\n", why);
     return 1;
   }
-  int rc = jit ? cmd_jit(spec, variant) : 0;
+  int rc = 0;
+  for (int i = 0; i < nv && jit && rc == 0; i++) rc = cmd_jit(spec, names[i]);
   if (rc != 0) return rc;
-  qgen_ctx *ctx;
-  qgen_open_opts o = {QGEN_BACKEND_GPU, 0, variant, NULL};
-  if ((rc = open_spec(&ctx, spec, &o, v_tau)) != 0) return rc;
-  const qgen_layout *L = qgen_ext_layout(ctx);
+  qgen_ctx *ctxv[BENCH_MAX_VARIANTS] = {NULL};
+  for (int i = 0; i < nv && rc == 0; i++) {
+    qgen_open_opts o = {QGEN_BACKEND_GPU, 0, names[i], NULL};
+    if ((rc = open_spec(&ctxv[i], spec, &o, v_tau)) != 0) ctxv[i] = NULL;
+    for (int k = 0; k < ncov && rc == 0; k++)
+      if (covs[k] < 1.0 && !qgen_ext_layout(ctxv[i])->sparse) {
+        qgen_info vi;
+        qgen_get_info(ctxv[i], &vi);
+        fprintf(stderr, "qgen: bench: coverage %g needs a sparse spec (variant %s is dense)\n", covs[k], vi.name);
+        rc = 1;
+      }
+  }
+  if (rc != 0) {
+    for (int i = 0; i < nv; i++) qgen_close(ctxv[i]);
+    return rc;
+  }
   qgen_info info;
-  qgen_get_info(ctx, &info);
+  qgen_get_info(ctxv[0], &info);
   benv b = {qgen_cudrv_get(NULL), 0, 0, 0, info.sm_count};
   setup_stream(&b);
-  for (int i = 0; i < ncov; i++)
-    if (covs[i] < 1.0 && !L->sparse) {
-      fprintf(stderr, "qgen: bench: coverage %g needs a sparse spec\n", covs[i]);
-      return 1;
-    }
   FILE *jf = json ? fopen(json, "w") : NULL;
   if (json && !jf) {
     fprintf(stderr, "qgen: bench: cannot write %s: %s\n", json, strerror(errno));
+    for (int i = 0; i < nv; i++) qgen_close(ctxv[i]);
     return 1;
   }
   if (jf) fprintf(jf, "[\n");
-  int rows = 0;
   const char *tune = getenv("QGEN_TUNE") ? getenv("QGEN_TUNE") : ""; /* validated by main */
   printf("%-22s %4s %8s %6s | %9s %9s %9s %9s %9s | %9s %9s %8s %8s\n", "spec", "B", "ctx", "cov", "step_us", "est_us",
          "sel_us", "attend_us", "eager_us", "stream_us", "floor_us", "GB/s", "x_stream");
 
-  /* A random chunk of K/V rows (in_type) to fill caches with. */
-  const int64_t chunk = 32768;
-  const size_t rowb = (size_t)L->n_head_kv * L->in_row_bytes;
-  CUdeviceptr dk, dv, dq, dout;
-  {
-    uint8_t *h = malloc((size_t)chunk * rowb);
-    float *f = malloc(sizeof(float) * (size_t)L->head_dim);
-    uint64_t x = 0x243f6a8885a308d3ull;
-    for (int w = 0; w < 2; w++) {
-      for (int64_t r = 0; r < chunk * L->n_head_kv; r++) {
-        for (int d = 0; d < L->head_dim; d++) {
-          f[d] = (float)qgen_rng_signed(&x);
-        }
-        qgen_type_traits_of(L->in_type)->from_f32(f, h + r * L->in_row_bytes, L->head_dim);
-      }
-      CK(b.cu->cuMemAlloc(w ? &dv : &dk, (size_t)chunk * rowb));
-      CK(b.cu->cuMemcpyHtoD(w ? dv : dk, h, (size_t)chunk * rowb));
-    }
-    free(h);
-    free(f);
-  }
-  CUevent e0, e1, marks[2];
-  CUstream cs; /* the stream steps run (and are captured) on */
-  CK(b.cu->cuStreamCreate(&cs, CU_STREAM_NON_BLOCKING));
-  CK(b.cu->cuEventCreate(&e0, 0));
-  CK(b.cu->cuEventCreate(&e1, 0));
-  CK(b.cu->cuEventCreate(&marks[0], 0));
-  CK(b.cu->cuEventCreate(&marks[1], 0));
-  float *t = malloc(sizeof(float) * (size_t)runs * 4);
-
-  for (int ci = 0; ci < nctx; ci++)
-    for (int bi = 0; bi < nb; bi++) {
-      const int64_t C = (int64_t)ctxs[ci];
-      const int B = (int)batches[bi];
-      const double cache_bytes = step_bytes(L, C, B, 1.0) + (double)qgen_pages_of(C, L->block) * B * (L->bounds_page_bytes + L->bounds_i8_page_bytes);
-      if (cache_bytes > mem_gib * (1u << 30)) {
-        printf("%-22s %4d %8lld   skip (cache %.1f GiB > --mem-gib)\n", info.name, B,
-               (long long)C, cache_bytes / (1u << 30));
-        continue;
-      }
-      int R = (int)ceil(4.0 * 64e6 / cache_bytes); /* caches to rotate: >= 4x a 60 MB L2 */
-      if (R < 1) R = 1;
-      if (R > 16) R = 16;
-      qgen_kv **kv = calloc((size_t)R, sizeof *kv);
-      int *seq = malloc(sizeof(int) * (size_t)B), *nn = malloc(sizeof(int) * (size_t)B);
-      for (int i = 0; i < B; i++) seq[i] = i;
-      double fill_ms = 0;
-      for (int r = 0; r < R; r++) {
-        API(qgen_cache_create(ctx, &kv[r], B, C));
-        /* fill: each call appends one chunk slice per sequence; K and V rows of a call are
-           contiguous, so give the sequences consecutive slices of the random chunk */
-        CK(b.cu->cuEventRecord(e0, NULL));
-        for (int64_t done = 0; done < C;) {
-          int64_t take = C - done < chunk / B ? C - done : chunk / B;
-          if (take < 1) take = 1;
-          for (int i = 0; i < B; i++) nn[i] = (int)take;
-          API(qgen_append(kv[r], seq, B, nn, dk, dv, NULL));
-          done += take;
-        }
-        CK(b.cu->cuEventRecord(e1, NULL));
-        CK(b.cu->cuEventSynchronize(e1));
-        float ms;
-        CK(b.cu->cuEventElapsedTime(&ms, e0, e1));
-        if (r == 0) fill_ms = ms;
-      }
-      const size_t qb = (size_t)B * L->q_bytes, ob = (size_t)B * L->out_bytes;
-      CK(b.cu->cuMemAlloc(&dq, qb));
-      CK(b.cu->cuMemAlloc(&dout, ob));
-      CK(b.cu->cuMemcpyDtoD(dq, dk, qb < (size_t)chunk * rowb ? qb : (size_t)chunk * rowb));
-      double dense_us = NAN;
-      for (int vi = 0; vi < ncov; vi++) {
-        qgen_attend_opts ao = qgen_attend_defaults(ctx);
-        if (covs[vi] >= 1.0) ao.mode = QGEN_ATTEND_DENSE;
-        else ao.mode = QGEN_ATTEND_SPARSE, ao.coverage = covs[vi], ao.budget = 0;
-        /* eager: what a caller that launches each step pays, host launch latency included */
-        for (int i = 0; i < warmup; i++) API(qgen_attend(kv[i % R], seq, B, dq, dout, &ao, cs));
-        for (int i = 0; i < runs; i++) {
-          CK(b.cu->cuEventRecord(e0, cs));
-          API(qgen_attend(kv[i % R], seq, B, dq, dout, &ao, cs));
-          CK(b.cu->cuEventRecord(e1, cs));
-          CK(b.cu->cuEventSynchronize(e1));
-          CK(b.cu->cuEventElapsedTime(&t[i], e0, e1));
-        }
-        const double eager = 1e3 * median(t, runs);
-        /* the step as an engine runs it: captured once per cache, replayed (with and
-           without events between the kernels for the breakdown) */
-        CUgraphExec *ex = calloc(2 * (size_t)R, sizeof *ex);
-        for (int m = 0; m < 2; m++) {
-          qgen_ext_set_marks(ctx, m ? marks : NULL);
-          capture_steps(&b, ctx, kv, R, seq, B, dq, dout, &ao, cs, ex + m * R);
-        }
-        qgen_ext_set_marks(ctx, NULL);
-        const double step = replay_us(&b, ex, R, cs, e0, e1, t, warmup, runs);
-        float *ts = t + runs, *ta = t + 2 * runs, *tc = t + 3 * runs;
-        for (int i = 0; i < runs; i++) {
-          CK(b.cu->cuEventRecord(e0, cs));
-          CK(b.cu->cuGraphLaunch(ex[R + i % R], cs));
-          CK(b.cu->cuEventRecord(e1, cs));
-          CK(b.cu->cuEventSynchronize(e1));
-          CK(b.cu->cuEventElapsedTime(&ts[i], e0, marks[0]));
-          CK(b.cu->cuEventElapsedTime(&ta[i], marks[0], marks[1]));
-          CK(b.cu->cuEventElapsedTime(&tc[i], marks[1], e1));
-        }
-        for (int r = 0; r < 2 * R; r++) CK(b.cu->cuGraphExecDestroy(ex[r]));
-        /* a reuse step (QGEN_ATTEND_REUSE: the last selection extended, no estimate or
-           select) of each cache, captured and replayed the same way */
-        double reuse = NAN;
-        if (covs[vi] < 1.0) {
-          qgen_attend_opts ro = ao;
-          ro.mode = QGEN_ATTEND_REUSE;
-          for (int r = 0; r < R; r++) API(qgen_attend(kv[r], seq, B, dq, dout, &ao, cs)); /* each cache's selection */
-          capture_steps(&b, ctx, kv, R, seq, B, dq, dout, &ro, cs, ex);
-          reuse = replay_us(&b, ex, R, cs, e0, e1, t, warmup, runs);
-          for (int r = 0; r < R; r++) CK(b.cu->cuGraphExecDestroy(ex[r]));
-        }
-        free(ex);
-        const double est = 1e3 * median(ts, runs), sel = 1e3 * median(ta, runs), att = 1e3 * median(tc, runs);
-        const double bytes = step_bytes(L, C, B, covs[vi]);
-        const double sus = stream_us(&b, (size_t)bytes, runs), floor_us = bytes / 4.3e6;
-        if (covs[vi] >= 1.0) dense_us = step;
-        printf("%-22s %4d %8lld %6.4g | %9.1f %9.1f %9.1f %9.1f %9.1f | %9.1f %9.1f %8.0f %8.2f\n", info.name, B,
-               (long long)C, covs[vi], step, est, sel, att, eager, sus, floor_us, bytes / step / 1e3, step / sus);
-        if (covs[vi] < 1.0)
-          printf("%-22s %4d %8lld %6.4g   reuse: %.1f us a step over the last selection (no estimate or select)\n", info.name,
-                 B, (long long)C, covs[vi], reuse);
-        fflush(stdout);
-        char selj[32] = "null", reusej[32] = "null";
-        if (covs[vi] < 1.0) snprintf(selj, sizeof selj, "%.2f", est + sel), snprintf(reusej, sizeof reusej, "%.2f", reuse);
-        if (jf)
-          fprintf(jf,
-                  "%s  {\"spec\": \"%s\", \"n_head\": %d, \"k_type\": \"%s\", \"v_type\": \"%s\", \"batch\": %d, \"ctx\": %lld, "
-                  "\"coverage\": %g, \"qgen_us\": %.2f, \"select_us\": %s, \"estimate_us\": %.2f, \"attend_us\": %.2f, "
-                  "\"eager_us\": %.2f, \"dense_us\": %.2f, \"stream_us\": %.2f, \"floor_us\": %.2f, \"bytes\": %.0f, \"gbps\": %.1f, "
-                  "\"splits\": %d, \"append_tok_s\": %.4g, \"reuse_us\": %s, \"tune\": \"%s\"}",
-                  rows ? ",\n" : "", info.name, L->n_head, info.k_type, info.v_type, B, (long long)C, covs[vi], step,
-                  selj, est, att, eager, isnan(dense_us) ? step : dense_us, sus, floor_us,
-                  bytes, bytes / step / 1e3, qgen_ext_max_splits(ctx, B), (double)C * B / (fill_ms * 1e-3), reusej, tune);
-        rows++;
-      }
-      for (int r = 0; r < R; r++) qgen_cache_destroy(kv[r]);
-      free(kv);
-      free(seq);
-      free(nn);
-      b.cu->cuMemFree(dq);
-      b.cu->cuMemFree(dout);
-      printf("%-22s %4d %8lld   append: %.3g tokens/s filling in %d-token chunks per sequence\n", info.name, B,
-             (long long)C, (double)C * B / (fill_ms * 1e-3), (int)(chunk / B));
-    }
+  bcfg c = {ctxs, batches, covs, nctx, nb, ncov, runs, warmup, mem_gib, jf, 0, tune};
+  for (int i = 0; i < nv; i++) bench_variant(&b, ctxv[i], &c);
   if (jf) {
     fprintf(jf, "\n]\n");
     fclose(jf);
   }
-  free(t);
-  qgen_close(ctx);
+  for (int i = 0; i < nv; i++) qgen_close(ctxv[i]);
   return 0;
 }

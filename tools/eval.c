@@ -1531,27 +1531,12 @@ static const char EVAL_SYNOPSIS[] =
     "Lists are comma-separated; contexts take K/M suffixes (16K = 16384).\n"
     "\n";
 
-/* Split a comma-separated list in place; -1 for an empty item ("a,,b", as the numeric lists
-   refuse it), more than max items or one given twice (its rows would be counted twice). */
-static int split(char *s, const char **out, int max) {
-  for (int n = 0;; n++) {
-    char *comma = strchr(s, ',');
-    if (comma) *comma = 0;
-    if (!*s || n == max) return -1;
-    for (int i = 0; i < n; i++)
-      if (!strcmp(out[i], s)) return -1;
-    out[n] = s;
-    if (!comma) return n + 1;
-    s = comma + 1;
-  }
-}
-
 /* The option setters below take the whole configuration (dst) and return 0, or -1 with why. */
 static int set_variants(void *dst, const char *v, char *why, size_t n) {
   qgen_eval_cfg *c = dst;
   static char buf[1024]; /* c->variants point into it */
   qgen_fmt(buf, sizeof buf, "%s", v);
-  if ((c->n_variants = split(buf, c->variants, QGEN_EVAL_MAX_LIST)) < 1)
+  if ((c->n_variants = qgen_opts_split(buf, c->variants, QGEN_EVAL_MAX_LIST)) < 1)
     return qgen_fmt(why, n, "1 to %d distinct, non-empty names expected", QGEN_EVAL_MAX_LIST), -1;
   return 0;
 }
@@ -1575,7 +1560,7 @@ static int set_tasks(void *dst, const char *v, char *why, size_t n) {
     return 0;
   }
   qgen_fmt(buf, sizeof buf, "%s", v);
-  const int m = split(buf, names, QGEN_WL_TASK_COUNT);
+  const int m = qgen_opts_split(buf, names, QGEN_WL_TASK_COUNT);
   if (m < 1) return qgen_fmt(why, n, "1 to %d distinct, non-empty task names expected", QGEN_WL_TASK_COUNT), -1;
   for (k = 0; k < m; k++) {
     qgen_wl_task t;
@@ -1591,7 +1576,7 @@ static int set_selectors(void *dst, const char *v, char *why, size_t n) {
   char buf[256];
   const char *names[QGEN_SEL_COUNT];
   qgen_fmt(buf, sizeof buf, "%s", v);
-  const int m = split(buf, names, QGEN_SEL_COUNT);
+  const int m = qgen_opts_split(buf, names, QGEN_SEL_COUNT);
   if (m < 1) return qgen_fmt(why, n, "1 to %d distinct, non-empty selectors expected", QGEN_SEL_COUNT), -1;
   for (int k = 0; k < m; k++) {
     int s = -1;

@@ -172,6 +172,19 @@ void qgen_opts_usage(const qgen_cmd *c, FILE *f) {
   if (c->epilog) fputs(c->epilog, f);
 }
 
+int qgen_opts_split(char *s, const char **out, int max) {
+  for (int n = 0;; n++) {
+    char *comma = strchr(s, ',');
+    if (comma) *comma = 0;
+    if (!*s || n == max) return -1;
+    for (int i = 0; i < n; i++)
+      if (!strcmp(out[i], s)) return -1;
+    out[n] = s;
+    if (!comma) return n + 1;
+    s = comma + 1;
+  }
+}
+
 int qgen_opts_variant_in(const char *path, const qgen_spec_set *set, const char *variant) {
   if (!variant || (*variant && qgen_spec_find(set, variant))) return 0;
   char names[1024];

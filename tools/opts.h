@@ -61,6 +61,11 @@ int qgen_opts_parse(const qgen_cmd *c, int argc, char **argv, const char **args,
 /* The usage text of c. */
 void qgen_opts_usage(const qgen_cmd *c, FILE *f);
 
+/* Split a comma-separated list in place into out[0..max): the count, or -1 for an empty item
+   ("a,,b", as the numeric lists refuse it), more than max items or one given twice (its rows
+   would be counted twice). */
+int qgen_opts_split(char *s, const char **out, int max);
+
 /* --variant V of the spec set loaded from path: 0 when V is NULL or names one of its
    variants, else 1 after "qgen: PATH: no variant named 'V'; variants: a, b, c". */
 int qgen_opts_variant_in(const char *path, const qgen_spec_set *set, const char *variant);
