@@ -42,6 +42,8 @@ done
 
 "$QGEN" emit --spec specs/qwen2.5-0.5b.lua --print --arch sm_90 > "$tmp/print.txt" 2>&1
 grep -q "extern \"C\" __global__ void" "$tmp/print.txt"; ok $? "--print writes the unit to stdout"
+"$QGEN" emit --spec tests/gpu/rescore.lua --variant qwen3-4b-f16-r4-p0.9 --print 2>&1 > /dev/null | grep -q "4 x the budget's pages rescored from a q4_0 sketch of K, then a top-p cut at p = 0.9"
+ok $? "emit's summary names the two-stage selection and its top-p cut"
 # whole-number floats of a spec (scale = 1, sparse.v_tau = 1) are C++ literals ("1.0f", not "1f")
 cat > "$tmp/whole.lua" <<'EOF2'
 return spec{ name = 'whole', head_dim = 64, n_head = 8, n_head_kv = 2, scale = 1, sparse = { block = 32, v_tau = 1 } }

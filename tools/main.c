@@ -185,9 +185,12 @@ static void print_layout(FILE *f, const qgen_spec *s, const char *path) {
   else if (s->budget) fprintf(f, "sparse budget %lld tokens, sink %d, recent %d\n", (long long)s->budget, s->sink, s->recent);
   else fprintf(f, "sparse coverage %g, sink %d, recent %d\n", s->coverage, s->sink, s->recent);
   if (s->sparse && s->v_tau > 0) fprintf(f, "  sparse-V: tau %g\n", s->v_tau);
-  if (L.rescore > 1)
-    fprintf(f, "  two-stage selection: %d x the budget's pages rescored from %s\n", L.rescore,
+  if (L.rescore > 1) {
+    fprintf(f, "  two-stage selection: %d x the budget's pages rescored from %s", L.rescore,
             L.sketch_page_bytes ? "a q4_0 sketch of K" : "the cache's own K");
+    if (L.top_p < 1) fprintf(f, ", then a top-p cut at p = %g", L.top_p);
+    fputc('\n', f);
+  }
   const double extra = (double)(L.bounds_page_bytes + L.bounds_i8_page_bytes + L.sketch_page_bytes) / s->block;
   fprintf(f, "  cache per token per layer: %zu bytes (K %zu + V %zu)", kt + vt, kt, vt);
   if (s->sparse) fprintf(f, " + bounds %.1f", (double)L.bounds_page_bytes / s->block);
