@@ -203,8 +203,12 @@ static int top_p_tie(const qgen_layout *L, int64_t n, int64_t len, const double 
   return near;
 }
 
+/* The GPU's lists of sequence seq against the reference's: the near-ties, or -1 with why.
+   With a top-p cut, *cut counts the heads whose reference list it shortened (so a reader
+   sees the cut was exercised, not only the full two-stage lists). */
 static int compare_lists(const qgen_layout *L, const qgen_kvmem *m, int seq, int64_t len, const void *q,
-                         const qgen_budget *b, const int *glist, const int *gcount, int64_t pps, char *why, size_t wn) {
+                         const qgen_budget *b, const int *glist, const int *gcount, int64_t pps, int *cut, char *why,
+                         size_t wn) {
   const int64_t n = qgen_pages_of(len, L->block);
   double *sc = malloc(sizeof(double) * (size_t)(n * L->n_head_kv + 1));
   int32_t *rl = malloc(sizeof(int32_t) * (size_t)(n + 1));
@@ -254,7 +258,9 @@ static int compare_lists(const qgen_layout *L, const qgen_kvmem *m, int seq, int
       if (L->top_p < 1) { /* the two-stage list, then its top-p cut */
         memset(in_k, 0, (size_t)n);
         for (int64_t i = 0; i < rc; i++) in_k[rl[i]] = 1;
+        const int64_t full = rc;
         rc = qgen_ref_select_top_p(b, len, L->block, L->rescore, L->top_p, L->scale, s, ex, rl);
+        *cut += rc < full;
       }
     }
     if (rc != gcount[h] && !(ex && L->top_p < 1)) { /* a top-p count may differ by near-ties of the mass */
@@ -520,11 +526,12 @@ static void check_attend(env *e, qgen_ctx *gc, qgen_ctx *cc, int nb, const int64
     int *lists = malloc(sizeof(int) * (size_t)(L->n_head_kv * pps)), *counts = malloc(sizeof(int) * L->n_head_kv);
     const int32_t **lp = malloc(sizeof(int32_t *) * L->n_head_kv);
     int64_t *cn = malloc(sizeof(int64_t) * L->n_head_kv);
-    int near = 0, bad = 0, total = 0;
-    char why[512] = "";
+    int near = 0, bad = 0, total = 0, cut = 0;
+    char why[512] = "", cuts[64] = "";
     for (int i = 0; i < nb && !bad; i++) {
       API(qgen_kv_selection(pr.g, i, lists, counts));
-      int r = compare_lists(L, qgen_ext_host_cache(pr.c), i, lens[i], q + i * L->q_bytes, &bs, lists, counts, pps, why, sizeof why);
+      int r = compare_lists(L, qgen_ext_host_cache(pr.c), i, lens[i], q + i * L->q_bytes, &bs, lists, counts, pps, &cut, why,
+                            sizeof why);
       if (r < 0) bad = 1;
       else near += r;
       total += L->n_head_kv;
@@ -537,8 +544,9 @@ static void check_attend(env *e, qgen_ctx *gc, qgen_ctx *cc, int nb, const int64
     free(lp);
     free(cn);
     double rs = rel_err(L, out, ref, nout);
-    verdict(e, !bad && rs <= tolerance(L), "attend   sparse  %-32s rel err %.2e, lists of %d heads match (%d near-ties)%s%s",
-            desc, rs, total, near, bad ? ": " : "", why);
+    if (L->top_p < 1) snprintf(cuts, sizeof cuts, ", top-p cut %d", cut);
+    verdict(e, !bad && rs <= tolerance(L), "attend   sparse  %-32s rel err %.2e, lists of %d heads match (%d near-ties%s)%s%s",
+            desc, rs, total, near, cuts, bad ? ": " : "", why);
   }
   e->cu->cuMemFree(dq);
   e->cu->cuMemFree(dout);
