@@ -334,7 +334,7 @@ static void bench_variant(benv *b, qgen_ctx *ctx, bcfg *c) {
           CK(b->cu->cuEventElapsedTime(&t[i], e0, e1));
         }
         const double eager = 1e3 * median(t, c->runs);
-        /* the step as an engine c->runs it: captured once per cache, replayed (with and
+        /* the step as an engine runs it: captured once per cache, replayed (with and
            without events between the kernels for the breakdown) */
         CUgraphExec *ex = calloc(2 * (size_t)R, sizeof *ex);
         for (int m = 0; m < 2; m++) {
