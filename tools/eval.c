@@ -473,16 +473,22 @@ static void quest_head(void *arg, int64_t item) {
   free(codes);
 }
 
-/* The two-stage selectors' exact page scores from variant vi's K, one KV head per item. */
+/* The two-stage selectors' exact page scores from variant vi's K, one (KV head, run of
+   pages) per item, so every thread has work when there are fewer heads than threads. */
 typedef struct {
   ev *e;
   const qgen_layout *L;
   const qgen_kvmem *m;
+  int64_t runs;
 } sk_job;
 
-static void sketch_head(void *arg, int64_t h) {
+static void sketch_head(void *arg, int64_t item) {
   sk_job *j = arg;
-  qgen_ref_sketch_scores(j->L, j->m, 0, j->e->qin, (int)h, NULL, j->e->sketch + (size_t)h * j->e->np);
+  const int64_t np = j->e->np, h = item / j->runs, r = item % j->runs, p0 = np * r / j->runs, p1 = np * (r + 1) / j->runs;
+  uint8_t *want = xcalloc((size_t)np, 1);
+  memset(want + p0, 1, (size_t)(p1 - p0));
+  qgen_ref_sketch_scores(j->L, j->m, 0, j->e->qin, (int)h, want, j->e->sketch + (size_t)h * np);
+  free(want);
 }
 
 /* The smallest coverage at which the ranking by `score` selects every needle of P in every
@@ -1040,10 +1046,10 @@ static int variant_scores(ev *e, int vi, const qgen_wl_trial *T) {
   }
   if (want_sk) {
     qgen_kvmem hm;
-    sk_job sj = {e, qgen_ext_layout(e->ctx[vi]), NULL};
+    sk_job sj = {e, qgen_ext_layout(e->ctx[vi]), NULL, qj.runs};
     const int rc = host_cache(e, vi, &hm, &sj.m);
     if (rc) return rc;
-    qgen_wl_parallel(e->Hkv, e->threads, sketch_head, &sj);
+    qgen_wl_parallel(e->Hkv * sj.runs, e->threads, sketch_head, &sj);
   }
   return 0;
 }
