@@ -10,7 +10,8 @@
 # STEPS="qgen peers merge" (the default) runs all three; a subset splits the run over
 # several GPU calls. STEPS=rescore (not a default) benches two-stage selection instead:
 # tests/gpu/rescore.lua's Qwen3-4B variants (f16 with its q4_0 sketch, q4_0 with its own K;
-# r = 1 is Quest) at 128K..1M x B1,4 x coverage 0.25, 0.125, 0.0625 into OUT_DIR/rescore-*.json;
+# r = 1 is Quest) at 128K..1M x B1,4 x coverage 0.25, 0.125, 0.0625 into OUT_DIR/rescore-f16.json and
+# rescore-q4_0.json (then bench/rescore_cost.py with the two-stage grid's eval JSON);
 # several GPU calls (OUT_DIR must then hold the earlier steps' JSON); each call's command
 # line is kept in OUT_DIR/commands.txt and all of them go into the results' "command".
 set -u -o pipefail
@@ -57,11 +58,9 @@ for tau in 0.001 0.01; do for t in q8_0 q4_0; do
 done; done
 fi
 if has rescore; then
-for t in f16 q4_0; do
-  for r in 1 2 4 8 16; do
-    "$q" bench --spec tests/gpu/rescore.lua --variant qwen3-4b-$t-r$r --ctx 128K,256K,512K,1M --batch 1,4 \
-      --coverage 0.25,0.125,0.0625 --json "$out/rescore-$t-r$r.json"
-  done
+for t in f16 q4_0; do # one process per cache type: Quest (r1) and two-stage timed back to back
+  "$q" bench --spec tests/gpu/rescore.lua --variant qwen3-4b-$t-r1,qwen3-4b-$t-r2,qwen3-4b-$t-r4,qwen3-4b-$t-r8,qwen3-4b-$t-r16 \
+    --ctx 128K,256K,512K,1M --batch 1,4 --coverage 0.25,0.125,0.0625 --json "$out/rescore-$t.json"
 done
 fi
 if has peers; then
