@@ -186,7 +186,9 @@ QGEN_API long long qgen_seq_len(const qgen_kv *kv, int seq);
    attend since it was created or reset (QGEN_ERR_INVALID_ARG otherwise); a view's caller
    must not reuse a selection across a change of the request in a sequence slot. Selecting
    every N steps and reusing in between is the caller's schedule (under CUDA graphs: one
-   graph of a sparse step and one of a reuse step). */
+   graph of a sparse step and one of a reuse step; the check above runs at capture, so a
+   reuse graph replayed before any replay of the sparse one finds empty lists and attends
+   every page: dense, not wrong; replay the sparse graph first). */
 enum { QGEN_ATTEND_DENSE = 0, QGEN_ATTEND_SPARSE = 1, QGEN_ATTEND_REUSE = 2 };
 typedef struct qgen_attend_opts {
   int mode;                 /* QGEN_ATTEND_DENSE, QGEN_ATTEND_SPARSE or QGEN_ATTEND_REUSE (the last two need a sparse spec) */
