@@ -79,6 +79,13 @@ for a in --trials --proj-dim --chunk; do
   "$QGEN" eval --spec specs/qwen3-4b.lua --backend cpu $a 0 -q > /dev/null 2>"$tmp/err.txt"
   ok $([ $? = 1 ] && grep -q -- "$a 0" "$tmp/err.txt"; echo $?) "eval $a 0 exits 1 naming $a"
 done
+# Workload knobs out of their range are refused by name, whether or not the run would use them.
+for k in multikey=0 multikey=17 sink_mass=1 topic_len=0 recent_tau=0 rope_base=0.5 logit_std=-1 owners=1.5 drift=2 drift drift=x; do
+  "$QGEN" eval --spec specs/qwen3-4b.lua --backend cpu --wl $k -q > /dev/null 2>"$tmp/err.txt"
+  ok $([ $? = 1 ] && grep -q "': ${k%%=*}" "$tmp/err.txt"; echo $?) "eval --wl $k exits 1 naming the knob"
+done
+"$QGEN" eval --spec specs/qwen3-4b.lua --backend cpu --wl bogus=1 -q > /dev/null 2>"$tmp/err.txt"
+ok $([ $? = 1 ] && grep -q "no workload knob 'bogus'" "$tmp/err.txt"; echo $?) "eval --wl bogus=1 exits 1: no such knob"
 for a in "--threads 0" "--threads -3" "--top-p 1.5" "--top-p 0" "--steps 0" "--reselect 0" "--steps 2 --wl drift=2" "--v-tau -1" "--v-tau 2" \
   "--selector quest,quest" "--task niah_single,niah_single" "--selector quest,,oracle" "--task niah_single," \
   "--variant ,qwen3-4b"; do

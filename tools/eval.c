@@ -1328,8 +1328,8 @@ int qgen_eval_run(const qgen_eval_cfg *cfg, qgen_eval_result *res, char *err, si
   if (!rc && (cfg->steps < 1 || cfg->steps > 4096 || cfg->reselect < 1))
     rc = fail(&e, 1, "qgen eval: steps %d / reselect %d: need 1 <= steps <= 4096 and reselect >= 1", cfg->steps,
               cfg->reselect);
-  if (!rc && cfg->steps > 1 && !(cfg->wl.drift >= 0 && cfg->wl.drift <= 1))
-    rc = fail(&e, 1, "qgen eval: drift %g is not in [0, 1]", cfg->wl.drift);
+  char why[160];
+  if (!rc && qgen_wl_params_check(&cfg->wl, why, sizeof why) != 0) rc = fail(&e, 1, "qgen eval: workload knob %s", why);
   for (int i = 0; i < cfg->n_cov && !rc; i++)
     if (!(cfg->coverage[i] > 0 && cfg->coverage[i] <= 1)) rc = fail(&e, 1, "qgen eval: coverage %g is not in (0, 1]", cfg->coverage[i]);
   for (int i = 0; i < cfg->n_ctx && !rc; i++)
@@ -1599,8 +1599,7 @@ static int set_selectors(void *dst, const char *v, char *why, size_t n) {
 
 static int set_knob(void *dst, const char *v, char *why, size_t n) {
   qgen_eval_cfg *c = dst;
-  if (qgen_wl_params_set(&c->wl, v) != 0) return qgen_fmt(why, n, "not NAME=VALUE of a workload knob"), -1;
-  return 0;
+  return qgen_wl_params_set(&c->wl, v, why, n);
 }
 
 int qgen_eval_main(int argc, char **argv) {
@@ -1662,10 +1661,10 @@ int qgen_eval_main(int argc, char **argv) {
       {.name = "--fresh-haystack", .kind = QGEN_OPT_FLAG, .dst = &c.fresh_haystack,
        .help = "a new haystack per trial (default: one per context, needles re-planted)"},
       {.name = "--wl", .arg = "NAME=VALUE", .kind = QGEN_OPT_FUNC, .dst = &c, .set = set_knob,
-       .help = "a workload knob (see tools/workload.h): active_pairs, active_std,\n"
-               "inactive_std, outlier_pairs, outlier_mean, rope_base, value_mean,\n"
-               "logit_std, head_spread, outlier_logit, sink_mass, recent_window,\n"
-               "recent_boost, recent_tau, owners, multikey, multivalue,\n"
+       .help = "a workload knob (tools/workload.h; one out of its range is refused):\n"
+               "active_pairs, active_std, inactive_std, outlier_pairs, outlier_mean,\n"
+               "rope_base, value_mean, logit_std, head_spread, outlier_logit, sink_mass,\n"
+               "recent_window, recent_boost, recent_tau, owners, multikey, multivalue,\n"
                "topic_len, topic_share, drift"},
       {.name = "--quiet", .alias = "-q", .kind = QGEN_OPT_FLAG, .dst = &quiet, .help = "no progress lines on stderr"},
       {0}};

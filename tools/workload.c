@@ -82,37 +82,81 @@ qgen_wl_params qgen_wl_defaults(void) {
   return p;
 }
 
+/* One row per knob: its range (open at lo where lo_open; hi_open likewise) is where the
+   workload means what workload.h says, so a value outside it is refused, not clamped. */
 typedef struct {
   const char *name;
   int is_int;
   size_t off;
+  double lo, hi;
+  int lo_open, hi_open;
 } knob;
-#define KI(f) {#f, 1, offsetof(qgen_wl_params, f)}
-#define KD(f) {#f, 0, offsetof(qgen_wl_params, f)}
+#define KI(f, lo, hi) {#f, 1, offsetof(qgen_wl_params, f), lo, hi, 0, 0}
+#define KD(f, lo, hi, lo_open, hi_open) {#f, 0, offsetof(qgen_wl_params, f), lo, hi, lo_open, hi_open}
+#define BIG 1e6 /* a bound only so a typo of many digits is caught */
 static const knob KNOBS[] = {
-    KI(active_pairs),  KD(active_std),    KD(inactive_std), KI(outlier_pairs), KD(outlier_mean), KD(rope_base),
-    KD(value_mean),    KD(logit_std),     KD(head_spread),  KD(outlier_logit), KD(sink_mass),    KI(recent_window),
-    KD(recent_boost),  KD(recent_tau),    KI(owners),       KI(multikey),      KI(multivalue),   KI(topic_len),
-    KD(topic_share),   KD(drift),
+    KI(active_pairs, 0, BIG), /* 0 = head_dim / 8 */
+    KD(active_std, 0, BIG, 0, 0),
+    KD(inactive_std, 0, BIG, 0, 0),
+    KI(outlier_pairs, 0, BIG),
+    KD(outlier_mean, -BIG, BIG, 0, 0),
+    KD(rope_base, 1, 1e12, 0, 0),
+    KD(value_mean, -BIG, BIG, 0, 0),
+    KD(logit_std, 0, BIG, 0, 0),
+    KD(head_spread, 0, BIG, 0, 0),
+    KD(outlier_logit, -BIG, BIG, 0, 0),
+    KD(sink_mass, 0, 1, 0, 1), /* 0 = no sink; a share of the mass, so < 1 */
+    KI(recent_window, 0, 1e9),
+    KD(recent_boost, -BIG, BIG, 0, 0),
+    KD(recent_tau, 0, 1e9, 1, 0), /* divides */
+    KI(owners, 0, BIG),           /* 0 = max(1, n_head_kv / 4); at most n_head_kv are used */
+    KI(multikey, 1, QGEN_WL_MAX_PLANTED),
+    KI(multivalue, 1, QGEN_WL_MAX_PLANTED),
+    KI(topic_len, 1, 1e9),
+    KD(topic_share, 0, 1, 0, 0),
+    KD(drift, 0, 1, 0, 0),
 };
+#undef BIG
 
-int qgen_wl_params_set(qgen_wl_params *p, const char *a) {
+/* 0 if x is in k's range, else -1 with why naming the knob and the value as given. */
+static int knob_check(const knob *k, double x, const char *given, char *why, size_t n) {
+  if (k->is_int && x != floor(x)) return snprintf(why, n, "%s: %s is not an integer", k->name, given), -1;
+  if (!(x >= k->lo && x <= k->hi) || (k->lo_open && x == k->lo) || (k->hi_open && x == k->hi))
+    return snprintf(why, n, "%s: %s is not in %c%.10g, %.10g%c", k->name, given, k->lo_open ? '(' : '[', k->lo, k->hi,
+                    k->hi_open ? ')' : ']'), -1;
+  return 0;
+}
+
+int qgen_wl_params_set(qgen_wl_params *p, const char *a, char *why, size_t n) {
   const char *eq = strchr(a, '=');
-  if (!eq) return -1;
+  const size_t len = eq ? (size_t)(eq - a) : strlen(a);
   for (size_t i = 0; i < sizeof KNOBS / sizeof KNOBS[0]; i++) {
-    if (strlen(KNOBS[i].name) != (size_t)(eq - a) || strncmp(a, KNOBS[i].name, (size_t)(eq - a)) != 0) continue;
+    const knob *k = &KNOBS[i];
+    if (strlen(k->name) != len || strncmp(a, k->name, len) != 0) continue;
+    if (!eq) return snprintf(why, n, "%s needs =VALUE", k->name), -1;
     char *end;
-    double x = strtod(eq + 1, &end);
-    if (end == eq + 1 || *end || !isfinite(x)) return -1;
-    if (KNOBS[i].is_int) {
-      if (x != floor(x) || x < 0 || x > 1e9) return -1;
-      *(int *)((char *)p + KNOBS[i].off) = (int)x;
-    } else {
-      *(double *)((char *)p + KNOBS[i].off) = x;
-    }
+    const double x = strtod(eq + 1, &end);
+    if (end == eq + 1 || *end || !isfinite(x)) return snprintf(why, n, "%s: '%s' is not a finite number", k->name, eq + 1), -1;
+    if (knob_check(k, x, eq + 1, why, n) != 0) return -1;
+    if (k->is_int)
+      *(int *)((char *)p + k->off) = (int)x;
+    else
+      *(double *)((char *)p + k->off) = x;
     return 0;
   }
+  snprintf(why, n, "no workload knob '%.*s' (the names of qgen_wl_params in tools/workload.h)", (int)(len < 64 ? len : 64), a);
   return -1;
+}
+
+int qgen_wl_params_check(const qgen_wl_params *p, char *why, size_t n) {
+  for (size_t i = 0; i < sizeof KNOBS / sizeof KNOBS[0]; i++) {
+    const knob *k = &KNOBS[i];
+    const double x = k->is_int ? *(const int *)((const char *)p + k->off) : *(const double *)((const char *)p + k->off);
+    char given[32];
+    snprintf(given, sizeof given, "%.10g", x);
+    if (knob_check(k, x, given, why, n) != 0) return -1;
+  }
+  return 0;
 }
 
 void qgen_wl_params_json(const qgen_wl_params *p, char *buf, size_t n) {

@@ -142,8 +142,11 @@ typedef struct qgen_wl_params {
 } qgen_wl_params;
 
 qgen_wl_params qgen_wl_defaults(void);
-/* Set one knob from "name=value" (the names of qgen_wl_params). 0, or -1 if unknown/bad. */
-int qgen_wl_params_set(qgen_wl_params *p, const char *assignment);
+/* Set one knob from "name=value" (the names of qgen_wl_params, each within its range:
+   workload.c's table). 0, or -1 with the reason in why (n bytes) if unknown or out of range. */
+int qgen_wl_params_set(qgen_wl_params *p, const char *assignment, char *why, size_t n);
+/* 0 if every knob of p is within its range, else -1 with the first one out of it in why. */
+int qgen_wl_params_check(const qgen_wl_params *p, char *why, size_t n);
 /* The knobs as a JSON object (no newline) into buf. */
 void qgen_wl_params_json(const qgen_wl_params *p, char *buf, size_t n);
 
