@@ -91,6 +91,16 @@ def _tokens(x, what, low):
     return n
 
 
+def _rows(x, fn, name, rows, dims):
+    """The leading size of x, which must be a 3-d array or tensor [rows, *dims] (the rest of
+    its checks are Cache._tensor's, once the row count is known)."""
+    if not hasattr(x, "shape"):
+        raise invalid(f"{fn}: {name} must be a NumPy array or a torch tensor, got {type(x).__name__}")
+    if len(x.shape) != 3:
+        raise invalid(f"{fn}: {name} must be [{rows}, {dims[0]}, {dims[1]}], got shape {list(x.shape)}")
+    return x.shape[0]
+
+
 class _Handle:
     """A libqgen object: closed by close(), at the end of a with block, or when collected."""
 
@@ -263,10 +273,7 @@ class Cache(_Handle):
         in order. seqs defaults to [0]; n_new to the tokens split equally over seqs."""
         kv = self._live()
         seqs = self._seqs(seqs, [0], "append")
-        tokens = k.shape[0] if len(getattr(k, "shape", ())) == 3 else None
-        if tokens is None:
-            raise invalid(f"append: k must be [tokens, {self._kv_shape[0]}, {self._kv_shape[1]}], "
-                          f"got shape {list(getattr(k, 'shape', []))}")
+        tokens = _rows(k, "append", "k", "tokens", self._kv_shape)
         if n_new is None:
             if not seqs or tokens % len(seqs):
                 raise invalid(f"append: {tokens} tokens do not split equally over {len(seqs)} sequences; give n_new")
@@ -296,10 +303,7 @@ class Cache(_Handle):
         dropped; sync() reports it. Once used, the lengths live on the device: seq_len(),
         append(), sync() wait for it (never call them while capturing)."""
         kv = self._live()
-        if len(getattr(k, "shape", ())) != 3:
-            raise invalid(f"append_decode: k must be [n_seq, {self._kv_shape[0]}, {self._kv_shape[1]}], "
-                          f"got shape {list(getattr(k, 'shape', []))}")
-        n = k.shape[0]
+        n = _rows(k, "append_decode", "k", "n_seq", self._kv_shape)
         seqs = self._seqs(seqs, list(range(n)), "append_decode")
         if len(seqs) != n:
             raise invalid(f"append_decode: k has {n} rows for {len(seqs)} sequences")
@@ -323,10 +327,7 @@ class Cache(_Handle):
         sequence over its last sparse selection extended to its current length, selecting
         nothing (QGEN_ATTEND_REUSE: a sparse attend since the sequence's last reset first)."""
         kv = self._live()
-        if len(getattr(q, "shape", ())) != 3:
-            raise invalid(f"attend: q must be [n_seq, {self._q_shape[0]}, {self._q_shape[1]}], "
-                          f"got shape {list(getattr(q, 'shape', []))}")
-        n = q.shape[0]
+        n = _rows(q, "attend", "q", "n_seq", self._q_shape)
         seqs = self._seqs(seqs, list(range(n)), "attend")
         if len(seqs) != n:
             raise invalid(f"attend: q has {n} rows for {len(seqs)} sequences")
