@@ -13,7 +13,11 @@
 # PART runs one share of it, so a run fits calls of a few minutes each, logs apart
 # (OUT_DIR/gpu-check-PART.log): specs (specs/*.lua), gpu-specs (tests/gpu/*.lua), paths
 # (select's paths, the earlier quantized operands, the sm_80 PTX bundles, eval, the big
-# sequence), sanitizers; all (the default) is every part in one log.
+# sequence), sanitizers; all (the default) is every part in one log. Measured on the H200
+# (d9664ce), to plan device calls: quick specs 105 s; tests/gpu/rescore.lua alone at quick
+# sizes 118 s; full sanitizers ~420 s (memcheck of a two-stage top-p variant 9 s, its
+# racecheck 126 s, racecheck of select's cluster path 84 s); full paths over 400 s (select's
+# general and cluster paths at full sizes took ~380 s of it).
 set -u -o pipefail
 build=${1:?build dir}
 out=${2:-.}
