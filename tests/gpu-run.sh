@@ -15,9 +15,11 @@
 # (select's paths, the earlier quantized operands, the sm_80 PTX bundles, eval, the big
 # sequence), sanitizers; all (the default) is every part in one log. Measured on the H200
 # (d9664ce), to plan device calls: quick specs 105 s; tests/gpu/rescore.lua alone at quick
-# sizes 118 s; full sanitizers ~420 s (memcheck of a two-stage top-p variant 9 s, its
-# racecheck 126 s, racecheck of select's cluster path 84 s); full paths over 400 s (select's
-# general and cluster paths at full sizes took ~380 s of it).
+# sizes 118 s; full sanitizers more than 200 s for its first four runs (memcheck of two specs,
+# racecheck of two), then racecheck of select's cluster path (84 s for qwen3-4b's first
+# variant alone; the part runs all four), memcheck of the two-stage top-p variant 9 s and its
+# racecheck 126 s: over 10 minutes in all; full paths over 400 s (select's general and
+# cluster paths at full sizes took ~380 s of it).
 set -u -o pipefail
 build=${1:?build dir}
 out=${2:-.}
