@@ -1284,6 +1284,7 @@ int qgen_check_main(int argc, char **argv) {
   }
   if (qgen_opts_variant(spec, o.variant) != 0) return 1;
   printf("qgen check %s (seed %llu)\n", spec, o.seed);
+  fflush(stdout); /* before any error on stderr, also when stdout is a pipe */
   int r = qgen_check_spec(spec, &o);
   return r == 77 ? 77 : r < 0 ? (r == -1 ? 1 : 2) : r > 0 ? 1 : 0;
 }
