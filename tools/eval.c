@@ -537,7 +537,7 @@ static int fail(ev *e, int code, const char *fmt, ...) {
   return code;
 }
 
-#define API(vi, call) QGEN_API_CHECK(e->ctx[vi], call, return fail(e, 2, "%s", why))
+#define API(vi, call) QGEN_API_CHECK(e->ctx[vi], call, return fail(e, 2, "qgen eval: %s", why))
 
 /* Whether a cache of type cache holds every value of type in unchanged. */
 static int stores_exactly(qgen_type cache, qgen_type in) {
