@@ -55,6 +55,11 @@ static void test_workload(void) {
   qgen_wl_params p = qgen_wl_defaults();
   qgen_wl w;
   char err[512];
+  check(qgen_wl_params_check(&p, err, sizeof err) == 0, "workload: the default knobs are within their ranges");
+  qgen_wl_params bad = p;
+  bad.sink_mass = 1.0;
+  check(qgen_wl_params_check(&bad, err, sizeof err) != 0 && strstr(err, "sink_mass: 1 is not in [0, 1)"),
+        "workload: a knob out of its range is named (%s)", err);
   if (qgen_wl_init(&w, &s, &p, 7, err, sizeof err) != 0) {
     check(0, "workload: init: %s", err);
     return;
