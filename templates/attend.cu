@@ -58,8 +58,10 @@
 // to publish the decision for a sub-tile a few stages ahead (a K-first ring whose V copy
 // waits on it), which costs the pipeline its depth; not done.
 // bf16 operands carry a residue (hi + lo, two mmas) so bf16 caches are not less exact than
-// f16. fp8 caches are copied as 16-bit ones and read as quantized ones (qtypes.cuh); their
-// per-tensor scales go into the score scale (K) and the output (V). The token groups'
+// f16. fp8 caches are copied as 16-bit ones and read by ldmatrix as if of 16-bit pairs,
+// each word then widened to f16 (qtypes.cuh; K: 4 channels of a token in the k-slot order,
+// V: .trans, 2 channels of 2 tokens, re-paired by token); their per-tensor scales go into
+// the score scale (K) and the output (V). The token groups'
 // (m, l, O) meet in shared memory; a single split writes the output, more write f32
 // partials and the last of them merges all in split order (combine.cu).
 
@@ -75,6 +77,9 @@ template <typename T> struct has_oct<T, decltype((void)&T::oct)> { static conste
 template <typename T, typename = void> struct has_tpair { static constexpr bool value = false; };
 template <typename T> struct has_tpair<T, decltype((void)&T::tpair)> { static constexpr bool value = true; };
 constexpr bool OLD_K = QG_OLD_DEQUANT || !has_oct<KT>::value, OLD_V = QG_OLD_DEQUANT || !has_tpair<VT>::value;
+// fp8 tiles read by ldmatrix (K: 4 channels of a token a word, in load8's k-slot order;
+// V: .trans, tokpair); QGEN_TUNE olddq=1 reads them by load4 / load8
+constexpr bool FP8_K = SWIZZLED<KT> && !KT::Q16 && !QG_OLD_DEQUANT, FP8_V = SWIZZLED<VT> && !VT::Q16 && !QG_OLD_DEQUANT;
 #ifdef QG_V_TAU
 constexpr float V_TAU = QG_V_TAU; // sparse.v_tau: skip a sub-tile's V work when all its weights are below it
 #else
@@ -110,6 +115,7 @@ template <typename TT> __device__ __forceinline__ int vch_of(int g, int u) { ret
 // Physical channel of O's column n (0..7) of n-tile nt.
 __device__ __forceinline__ int vcol(int nt, int n) {
   if constexpr (VT::Q16) return 8 * nt + n;
+  else if constexpr (FP8_V) return 16 * (nt >> 1) + 2 * n + (nt & 1);
   else if constexpr (OLD_V) return 32 * (nt >> 2) + 4 * n + (nt & 3);
   else return 32 * (nt >> 2) + vch_of<VT>(n, nt & 3);
 }
@@ -127,12 +133,13 @@ template <typename A, typename B> constexpr bool SAME = false;
 template <typename A> constexpr bool SAME<A, A> = true;
 template <typename TT> __device__ __forceinline__ uint2 fp8_load4(const u8 *tile, int row, int d0) {
   constexpr int PB = SAME<TT, KT> ? K_PB : V_PB; // K_PB == V_PB when K and V share the type
-  return TT::cvt4(tile + sw_off<PB>(row / TT::ROW, d0 / 16) + d0 % 16);
+  return TT::cvt4(*(const u32 *)(tile + sw_off<PB>(row / TT::ROW, d0 / 16) + d0 % 16));
 }
 template <typename TT> __device__ __forceinline__ uint4 fp8_load8(const u8 *tile, int row, int d0) {
   const uint2 a = fp8_load4<TT>(tile, row, d0), b = fp8_load4<TT>(tile, row, d0 + 16);
   return make_uint4(a.x, a.y, b.x, b.y);
 }
+template <typename TT> __device__ __forceinline__ uint2 fp8_cvt4(u32 w) { return TT::cvt4(w); }
 template <> __device__ __forceinline__ uint2 load4<qg_e4m3>(const u8 *tile, int row, int d0) { return fp8_load4<qg_e4m3>(tile, row, d0); }
 template <> __device__ __forceinline__ uint2 load4<qg_e5m2>(const u8 *tile, int row, int d0) { return fp8_load4<qg_e5m2>(tile, row, d0); }
 template <> __device__ __forceinline__ uint4 load8<qg_e4m3>(const u8 *tile, int row, int d0) { return fp8_load8<qg_e4m3>(tile, row, d0); }
@@ -268,11 +275,19 @@ __device__ __forceinline__ void qk_tile(float (&s)[2][4], const u8 *qa, const u8
   const int g = lane >> 2, j = lane & 3;
   const int krow = ((lane >> 4) << 3) + (lane & 7), khalf = (lane >> 3) & 1;
   uint4 kq[2]; // quantized K: this lane's 8 elements of a block, per n-tile
+  u32 kf[4];   // fp8 K: (token half, chunk) = (0, kk), (1, kk), (0, kk + 1), (1, kk + 1)
 #pragma unroll
   for (int kk = 0; kk < D / 16; kk++) {
     u32 a[4];
     ldmatrix_x4(a, qa + kk * 32);
-    if constexpr (KT::Q16) {
+    if constexpr (FP8_K) { // lane (g, j): token g's channels 16 kk + 4j .. 4j+3, its k-slots of step kk
+      if (kk % 2 == 0) ldmatrix_x4(kf, ks + sw_off<K_PB>(((lane >> 3) & 1) * 8 + (lane & 7), kk + (lane >> 4)));
+#pragma unroll
+      for (int nt = 0; nt < 2; nt++) {
+        const uint2 b = fp8_cvt4<KT>(kf[2 * (kk % 2) + nt]);
+        mma16816<false>(s[nt], a, b.x, b.y);
+      }
+    } else if constexpr (KT::Q16) {
       u32 kb[4];
       ldmatrix_x4(kb, ks + sw_off<K_PB>(krow, 2 * kk + khalf));
       mma16816<KT::BF>(s[0], a, kb[0], kb[1]);
@@ -377,6 +392,24 @@ template <typename TT> __device__ __forceinline__ void pv_quant(float (&o)[D / 8
   }
 }
 
+// O += P V of one sub-tile of fp8 V: ldmatrix.trans of 16-byte chunks c, c + 1, tokens
+// 0-7 and 8-15, gives lane (g, j) channels 16c + 2g, 2g + 1 of tokens 2j, 2j + 1 (and + 8) a
+// word: n-tile 2c takes the even channel, 2c + 1 the odd one (vcol).
+template <typename TT> __device__ __forceinline__ void pv_fp8(float (&o)[D / 8][4], const u32 (&pa)[4], const u8 *vs, int lane) {
+  const int vrow = (lane & 7) + ((lane >> 3) & 1) * 8;
+#pragma unroll
+  for (int c = 0; c < D / 16; c += 2) {
+    u32 w[4];
+    ldmatrix_x4_trans(w, vs + sw_off<V_PB>(vrow, c + (lane >> 4)));
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+      const uint2 lo = TT::tokpair(w[2 * h]), hi = TT::tokpair(w[2 * h + 1]);
+      mma16816<false>(o[2 * (c + h)], pa, lo.x, hi.x);
+      mma16816<false>(o[2 * (c + h) + 1], pa, lo.y, hi.y);
+    }
+  }
+}
+
 // O += P V of one sub-tile.
 __device__ __forceinline__ void pv_tile(float (&o)[D / 8][4], const u32 (&pa)[4], const u32 (&pl)[4], const u8 *vs, int lane) {
   if constexpr (VT::Q16) {
@@ -392,6 +425,8 @@ __device__ __forceinline__ void pv_tile(float (&o)[D / 8][4], const u32 (&pa)[4]
         mma16816<true>(o[nt + 1], pl, vb[2], vb[3]);
       }
     }
+  } else if constexpr (FP8_V) {
+    pv_fp8<VT>(o, pa, vs, lane);
   } else if constexpr (!OLD_V) {
     pv_quant<VT>(o, pa, vs, lane);
   } else {

@@ -15,11 +15,12 @@
 //                                 aligned shared tile, unscaled (small integers, exact in
 //                                 f16) as two packed f16 pairs. attend reads them through
 //                                 load4 / load8 below, which apply the block's scale.
-//   cvt4(p)                       fp8 types: 4 codes to two packed f16 pairs (attend.cu
-//                                 specialises load4 / load8 with it); TENSOR_UNIT and
-//                                 SWIZZLED below say how attend scales and lays out a type.
-//                                 load4 / load8 below, which apply the block's scale
-//                                 (QGEN_TUNE olddq=1: the earlier dequantization).
+//   cvt4(q)                       fp8 types: the 4 codes of the word q to two packed f16
+//                                 pairs (codes 0, 1 and 2, 3); TENSOR_UNIT and SWIZZLED below
+//                                 say how attend scales and lays out a type
+//   tokpair(w)                    fp8 types: the word ldmatrix.trans gives of two rows (bytes:
+//                                 row 0's channels c, c+1, then row 1's) as the f16 pairs
+//                                 (row 0, row 1) of channel c and of channel c + 1
 //   oct(tile, blk, j)             the default path's K operand: 8 unscaled elements of the
 //                                 block, channels {4j, 4j+2}, {4j+1, 4j+3}, {4j+16, 4j+18},
 //                                 {4j+17, 4j+19} as four f16 pairs (OCT order, j = 0..3)
@@ -266,13 +267,15 @@ template <typename TT> __device__ __forceinline__ uint4 load8(const u8 *tile, in
 // cache's per-tensor scale is outside the bytes: append stores fp8(x / scale)
 // (store_row_scaled), attend applies TENSOR_UNIT times the scale once per tensor, folded
 // into the score scale for K and into the output for V. attend's tiles of them are laid
-// out as 16-bit ones (SWIZZLED: swizzled 16-byte chunks, so the reads below hit distinct
-// banks, and rows past the valid ones zeroed, so a NaN code there cannot reach P V) and
-// read as quantized ones (4 channels a lane: load4 / load8, specialised in attend.cu by
-// cvt4). The codes become f16 exactly: e5m2 is an f16's high byte; e4m3 by the hardware
-// conversion on sm_89+ (unit 1), before that by shifting its exponent and mantissa bits
-// into an f16's, which is its value times 2^-8, subnormals included (unit 2^8: a power of
-// two, so both give the same bits). The e4m3 NaN code (never written from a finite input)
+// out as 16-bit ones (SWIZZLED: swizzled 16-byte chunks, so ldmatrix of 8 rows hits
+// distinct banks, and rows past the valid ones zeroed, so a NaN code there cannot reach
+// P V) and read by ldmatrix as if of 16-bit pairs: K's words are 4 channels of a token
+// (cvt4), V's (.trans) 2 channels of 2 tokens (tokpair). QGEN_TUNE olddq=1 reads them
+// 4 bytes a row at a time instead (load4 / load8, specialised in attend.cu by cvt4). The
+// codes become f16 exactly: e5m2 is an f16's high byte; e4m3 by the hardware conversion on
+// sm_89+ (unit 1), before that by shifting its exponent and mantissa bits into an f16's,
+// which is its value times 2^-8, subnormals included (unit 2^8: a power of two, so both
+// give the same bits). The e4m3 NaN code (never written from a finite input)
 // reads as NaN on sm_89+ and as 480 before. The quantizer is CUDA's round-to-nearest-even,
 // saturating conversion (hardware on sm_89+, software before), bit-exact with
 // base/qtypes.c's.
@@ -288,9 +291,8 @@ template <__nv_fp8_interpretation_t KIND> struct qg_fp8 {
 #pragma unroll
     for (int i = 0; i < D / 32; i++) row[lane + 32 * i] = __nv_cvt_float_to_fp8(x[i], __NV_SATFINITE, KIND);
   }
-  // The 4 codes at p (4-byte aligned) as two packed f16 pairs, unscaled.
-  static __device__ __forceinline__ uint2 cvt4(const u8 *p) {
-    const u32 q = *(const u32 *)p;
+  // The 4 codes of q (byte i: code i) as two packed f16 pairs, unscaled.
+  static __device__ __forceinline__ uint2 cvt4(u32 q) {
     u32 lo, hi;
     if constexpr (KIND == __NV_E4M3 && FP8_CVT) {
       asm("{.reg .b16 l, h;\n\tmov.b32 {l, h}, %2;\n\tcvt.rn.f16x2.e4m3x2 %0, l;\n\tcvt.rn.f16x2.e4m3x2 %1, h;}"
@@ -305,6 +307,7 @@ template <__nv_fp8_interpretation_t KIND> struct qg_fp8 {
     }
     return make_uint2(lo, hi);
   }
+  static __device__ __forceinline__ uint2 tokpair(u32 w) { return cvt4(__byte_perm(w, 0, 0x3120)); }
 };
 struct qg_e4m3 : qg_fp8<__NV_E4M3> {};
 struct qg_e5m2 : qg_fp8<__NV_E5M2> {};

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # test_spec_grid.sh — every spec of the shape grid compiles for sm_80 and sm_90 without
 # spills: head_dim 32..256 (step 32) x group {1,2,3,4,5,7,8,16,32,64} x in_type
-# {f16,f32,bf16} x K/V type {f16,bf16,q8_0,q4_0,q5_0}, sparse (so all six kernels are built),
+# {f16,f32,bf16} x K/V type {f16,bf16,q8_0,q4_0,q5_0,e4m3,e5m2} (fp8: head_dim a multiple of
+# 64, as the validator asks), sparse (so all six kernels are built),
 # with f16 page bounds and, in the corner and every other sampled one, 8-bit bounds
 # (sparse.bounds = "i8": another estimate and append).
 #
-# The whole grid is 1200 variants at ~1-2 s each; by default this runs the corner where
+# The whole grid is 1440 variants at ~1-2 s each; by default this runs the corner where
 # estimate is largest (head_dim 256, group 64: every in_type x K/V type) and a fixed sample
 # of 40 others; QGEN_GRID=all runs every one. Each combination is a variant of a generated multi-variant spec, emitted
 # by `qgen emit` into a fresh cache; it must exit 0 and its report show, for each variant
@@ -19,11 +20,12 @@
 dims=(32 64 96 128 160 192 224 256)
 groups=(1 2 3 4 5 7 8 16 32 64)
 ins=(f16 f32 bf16)
-kvs=(f16 bf16 q8_0 q4_0 q5_0)
+kvs=(f16 bf16 q8_0 q4_0 q5_0 e4m3 e5m2)
 
 # The combinations, one "D G IN KV" a line.
 all() {
   for d in "${dims[@]}"; do for g in "${groups[@]}"; do for i in "${ins[@]}"; do for k in "${kvs[@]}"; do
+    case $k in e4m3 | e5m2) [ $((d % 64)) = 0 ] || continue ;; esac
     echo "$d $g $i $k"
   done; done; done; done
 }
