@@ -16,25 +16,34 @@
 // normalised weights (every split's pair loaded at once); then each thread sums four
 // channels of one head over the splits, 16-byte loads 16 splits deep: the merge runs on
 // one SM after all the others finished, so each L2 round trip here is on the step's
-// critical path.
+// critical path. The first 16 splits of a thread's first four channels do not depend on
+// the weights: they are loaded before them, so that round trip overlaps the weights'.
 template <int THREADS>
 __device__ __forceinline__ void combine_group(const qg_work &wk, int b, int h, int ns, void *out, float *wsm) {
   constexpr int NWARP = THREADS / 32, MW = (QG_MAX_SPLITS + 31) / 32, DEEP = 16;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const i64 row0 = (i64)b * N_HEAD + h * G;
+  // splits s0 .. s0 + DEEP - 1 of the four channels i of the partials (0 past ns)
+  auto load_batch = [&](int i, int s0, float4 (&v)[DEEP]) {
+    const float4 *po = (const float4 *)(wk.part_o + (row0 + i / (D / 4)) * wk.max_splits * D + (i % (D / 4)) * 4);
+#pragma unroll
+    for (int u = 0; u < DEEP; u++) v[u] = s0 + u < ns ? __ldcg(po + (i64)(s0 + u) * (D / 4)) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  };
+  float4 v[DEEP];
+  if ((int)threadIdx.x < G * (D / 4)) load_batch(threadIdx.x, 0, v);
   for (int r = warp; r < G; r += NWARP) {
     const float2 *ml = (const float2 *)(wk.part_ml + (row0 + r) * wk.max_splits * 2);
-    float2 v[MW];
+    float2 mlv[MW];
 #pragma unroll
-    for (int k = 0; k < MW; k++) v[k] = lane + 32 * k < ns ? __ldcg(ml + lane + 32 * k) : make_float2(-INFINITY, 0.0f);
+    for (int k = 0; k < MW; k++) mlv[k] = lane + 32 * k < ns ? __ldcg(ml + lane + 32 * k) : make_float2(-INFINITY, 0.0f);
     float ms = -INFINITY;
 #pragma unroll
-    for (int k = 0; k < MW; k++) ms = fmaxf(ms, v[k].x);
+    for (int k = 0; k < MW; k++) ms = fmaxf(ms, mlv[k].x);
     ms = warp_max(ms);
     const float mref = ms == -INFINITY ? 0.0f : ms;
     float f[MW], lsum = 0.0f;
 #pragma unroll
-    for (int k = 0; k < MW; k++) f[k] = fast_exp2(v[k].x - mref), lsum += f[k] * v[k].y;
+    for (int k = 0; k < MW; k++) f[k] = fast_exp2(mlv[k].x - mref), lsum += f[k] * mlv[k].y;
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) lsum += __shfl_xor_sync(0xffffffffu, lsum, o);
     const float inv = lsum > 0.0f ? 1.0f / lsum : 0.0f;
@@ -45,12 +54,9 @@ __device__ __forceinline__ void combine_group(const qg_work &wk, int b, int h, i
   __syncthreads();
   for (int i = threadIdx.x; i < G * (D / 4); i += THREADS) {
     const int r = i / (D / 4), d = (i % (D / 4)) * 4;
-    const float4 *po = (const float4 *)(wk.part_o + (row0 + r) * wk.max_splits * D + d);
     float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     for (int s0 = 0; s0 < ns; s0 += DEEP) {
-      float4 v[DEEP]; // all loads of the batch before any use
-#pragma unroll
-      for (int u = 0; u < DEEP; u++) v[u] = s0 + u < ns ? __ldcg(po + (i64)(s0 + u) * (D / 4)) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      if (s0 > 0 || i != (int)threadIdx.x) load_batch(i, s0, v); // all loads of the batch before any use
 #pragma unroll
       for (int u = 0; u < DEEP; u++)
         if (s0 + u < ns) {
