@@ -6,7 +6,7 @@
  *    issue-bound on dequantization and its stages are small; bench/NOTES.md 24), fewer
  *    when the group has several m-tiles or when ~106 KiB would give a group under two
  *    stages; 2..4 stages a group (one computing, the rest in flight): for f16, 3 x 4 beat
- *    6 x 2, 7 x 3, 2 x 6, 3 x 5 and 4 x 4.
+ *    6 x 2, 7 x 3, 2 x 6, 3 x 5 and 4 x 4; for fp8 K and V 2 (3 x 2 beat 3 x 3 and 3 x 4).
  *  - 16-bit tiles are stored unpadded and swizzled in 128-byte pieces of a row (64 when
  *    128 does not divide the row), in which ldmatrix of 8 rows is conflict-free. Tiles are
  *    128-byte multiples and the ring starts on a 128-byte line: when the 128 bytes that 8
@@ -109,6 +109,9 @@ void qgen_plan_make(const qgen_layout *L, const qgen_tune *tp, qgen_plan *p) {
   if (p->warps_m * groups + 1 > 32) groups = 31 / p->warps_m; /* at most 1024 threads */
   int per = budget / (stage * groups);
   per = per < 2 ? 2 : per > 4 ? 4 : per;
+  /* fp8 K and V: 2 stages a group (bench/NOTES.md 51: e4m3 dense 3-7 % faster than 4, every
+     cell 128K-1M, B1 and B4; f16 and the ggml types did not gain from 2) */
+  if (qgen_type_traits_of(L->k_type)->tensor_scale && qgen_type_traits_of(L->v_type)->tensor_scale) per = 2;
   if (t.stages) per = t.stages;
   p->warps_t = groups;
   p->stages = groups * per;

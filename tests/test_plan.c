@@ -112,6 +112,14 @@ int main(void) {
   qgen_plan_make(&L, NULL, &P);
   check(P.warps_t == 3 && P.stages == 12 && P.attend_threads == 128, "qwen3-4b f16: 3 groups x 4 stages, 128 threads (got %d, %d, %d)",
         P.warps_t, P.stages, P.attend_threads);
+  /* fp8 K and V: 2 stages a group; fp8 on one side only keeps the budget's ring */
+  qgen_layout_init(&L, 128, 32, 8, 64, QGEN_TYPE_E4M3, QGEN_TYPE_E4M3, QGEN_TYPE_F16, QGEN_TYPE_F16, 0.088, 1);
+  qgen_plan_make(&L, NULL, &P);
+  check(P.warps_t == 3 && P.stages == 6, "qwen3-4b e4m3: 3 groups x 2 stages (got %d, %d)", P.warps_t, P.stages);
+  qgen_layout_init(&L, 128, 32, 8, 64, QGEN_TYPE_E5M2, QGEN_TYPE_F16, QGEN_TYPE_F16, QGEN_TYPE_F16, 0.088, 1);
+  qgen_plan_make(&L, NULL, &P);
+  check(P.stages / P.warps_t == 4, "e5m2 K, f16 V: 4 stages a group (got %d / %d)", P.stages, P.warps_t);
+  qgen_layout_init(&L, 128, 32, 8, 64, QGEN_TYPE_F16, QGEN_TYPE_F16, QGEN_TYPE_F16, QGEN_TYPE_F16, 0.088, 1);
 
   char err[256];
   int rc = qgen_tune_parse("groups=2,stages=3", &t, err, sizeof err);
