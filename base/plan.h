@@ -55,9 +55,10 @@ typedef struct qgen_plan {
  *   selreg=N   select's short path: keys a thread holds in registers (0..32, sel x N <= 16384; 0 = off)
  *   pdl=0|1    programmatic dependent launch
  *   bulk=0|1   attend's quantized slabs by bulk copies (sm_90+) or cp.async
- *   olddq=0|1  attend's quantized operands as before issue 19 (load4/load8: every element
- *              scaled; 1) or oct/tpair (V's scales on P; 0), for A/B runs; unset: oct/tpair
- *              but for q8_0 K with q8_0 V (measured slower there)
+ *   olddq=0|1  attend's quantized and fp8 operands as before issue 19 (load4/load8: every
+ *              element scaled, 4 bytes a row; 1) or oct/tpair (V's scales on P) and fp8 by
+ *              ldmatrix (0), for A/B runs; unset: 0 but for q8_0 K with q8_0 V (measured
+ *              slower there)
  * All but pdl and bulk change the generated kernels (and so their cache key); bundles hold the
  * default plan, so qgen_open of a bundle and qgen bundle refuse while one of them is set.
  * qgen_open parses it once (qgen_tune_parse) and keeps the result for its plan and its JIT
