@@ -154,7 +154,7 @@ template <> __device__ __forceinline__ uint4 load8<qg_e5m2>(const u8 *tile, int 
 // pool: 136-byte q8_0 rows are not 16-byte multiples) go row by row in the largest chunks
 // that divide a row, zero-filled past nvalid like 16-bit rows.
 template <typename TT, int PB, bool SLAB>
-__device__ __forceinline__ void copy_rows(u8 *dst, const u8 *src, i64 ts, int nvalid, int lane) {
+__device__ __forceinline__ void copy_rows(u8 *dst, const u8 *src, i64 ts, int nvalid, int lane, u64 pol) {
   constexpr int N = SUB * TT::ROW / 16; // 16-byte chunks of the sub-tile
   if constexpr (SWIZZLED<TT>) {
     constexpr int CPR = TT::ROW / 16;
@@ -164,12 +164,12 @@ __device__ __forceinline__ void copy_rows(u8 *dst, const u8 *src, i64 ts, int nv
       const int i = lane + 32 * k, row = i / CPR;
       const bool ok = row < nvalid;
       const u8 *s = SLAB ? src + 16 * i : src + row * ts + 16 * (i % CPR);
-      cp_async16(dst + sw_off<PB>(row, i % CPR), ok ? s : src, ok ? 16 : 0);
+      cp_async16(dst + sw_off<PB>(row, i % CPR), ok ? s : src, ok ? 16 : 0, pol);
     }
   } else if constexpr (SLAB) {
 #pragma unroll
     for (int k = 0; k < (N + 31) / 32; k++)
-      if (lane + 32 * k < N) cp_async16(dst + 16 * (lane + 32 * k), src + 16 * (lane + 32 * k), 16);
+      if (lane + 32 * k < N) cp_async16(dst + 16 * (lane + 32 * k), src + 16 * (lane + 32 * k), 16, pol);
   } else if constexpr (TT::ROW % 4 == 0) { // (VIEWS)
     // lane: row lane % 16, every other chunk of it from lane / 16 (one row address a lane)
     constexpr int CH = TT::ROW % 16 == 0 ? 16 : TT::ROW % 8 == 0 ? 8 : 4, CPR = TT::ROW / CH;
@@ -179,7 +179,7 @@ __device__ __forceinline__ void copy_rows(u8 *dst, const u8 *src, i64 ts, int nv
     u8 *d = dst + row * TT::ROW;
 #pragma unroll 1
     for (int k = 0; k < CPR; k += 2)
-      if (k + lane / SUB < CPR) cp_async_n<CH>(d + (k + lane / SUB) * CH, s + (ok ? (k + lane / SUB) * CH : 0), ok ? CH : 0);
+      if (k + lane / SUB < CPR) cp_async_n<CH>(d + (k + lane / SUB) * CH, s + (ok ? (k + lane / SUB) * CH : 0), ok ? CH : 0, pol);
   }
 }
 
@@ -234,6 +234,10 @@ __device__ __forceinline__ void produce(const qg_cache &c, const int *list, int 
     const u8 *ksrc = VIEW ? c.k + phys * c.k_page + h * c.k_head + slot0 * c.k_token : c.k + (phys * N_KV + h) * (BLOCK * KT::ROW) + slot0 * KT::ROW;
     const u8 *vsrc = VIEW ? c.v + phys * c.v_page + h * c.v_head + slot0 * c.v_token : c.v + (phys * N_KV + h) * (BLOCK * VT::ROW) + slot0 * VT::ROW;
     u8 *st = stages + si * STAGE;
+    // K/V rows are read once a step: evicted first, so the step's metadata stays in L2
+    // (bench/NOTES.md 52; made here, not held across the loop: a register the consumers
+    // would pay for too). Not on the bulk copies, where it measured slower.
+    const u64 pol = l2_evict_first();
     // whole slabs (a view's only when every row is the sequence's), quantized ones by one
     // bulk copy each (sm_90, bulk set), the rest by cp.async
     const bool full_rows = !VIEW || nvalid >= SUB;
@@ -245,8 +249,8 @@ __device__ __forceinline__ void produce(const qg_cache &c, const int *list, int 
       if (kb) bulk_load(st, ksrc, SUB * KT::ROW, &full[si]);
       if (vb) bulk_load(st + K_TILE, vsrc, SUB * VT::ROW, &full[si]);
     }
-    if (!kb) ks ? copy_rows<KT, K_PB, true>(st, ksrc, 0, nvalid, lane) : copy_rows<KT, K_PB, false>(st, ksrc, c.k_token, nvalid, lane);
-    if (!vb) vs ? copy_rows<VT, V_PB, true>(st + K_TILE, vsrc, 0, nvalid, lane) : copy_rows<VT, V_PB, false>(st + K_TILE, vsrc, c.v_token, nvalid, lane);
+    if (!kb) ks ? copy_rows<KT, K_PB, true>(st, ksrc, 0, nvalid, lane, pol) : copy_rows<KT, K_PB, false>(st, ksrc, c.k_token, nvalid, lane, pol);
+    if (!vb) vs ? copy_rows<VT, V_PB, true>(st + K_TILE, vsrc, 0, nvalid, lane, pol) : copy_rows<VT, V_PB, false>(st + K_TILE, vsrc, c.v_token, nvalid, lane, pol);
     cp_async_arrive(&full[si]); // one of the phase's 32 arrivals, when this lane's cp.async land
   }
 }

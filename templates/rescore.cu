@@ -91,13 +91,14 @@ extern "C" __global__ void __launch_bounds__(QG_RESC_THREADS) qg_rescore(qg_cach
     lp = __shfl_sync(0xffffffffu, pi.lp, (int)(i & 31));
     pp = __shfl_sync(0xffffffffu, pi.pp, (int)(i & 31));
   };
+  const u64 pol = l2_evict_normal();
   auto issue = [&](i64 u) { // unit u's 16 rows into stage u % RS_S (nothing past the end)
     if (u < units) {
       int lp, pp;
       ids(at_copy, u / RS_MT, true, lp, pp);
       const u8 *src = slabs + ((i64)pp * N_KV + h) * (i64)(BLOCK * SK::ROW) + (u % RS_MT) * 16 * SK::ROW;
       u8 *dst = ring + (u % RS_S) * RS_TILE;
-      for (int i = lane; i < SK::ROW; i += 32) cp_async16(dst + 16 * i, src + 16 * i, 16); // 16 rows = ROW chunks
+      for (int i = lane; i < SK::ROW; i += 32) cp_async16(dst + 16 * i, src + 16 * i, 16, pol); // 16 rows = ROW chunks
     }
     cp_async_commit();
   };
