@@ -16,8 +16,9 @@
 // `empty` mbarrier (an arrival releases only the arriving thread's own reads). No CTA-wide
 // barrier sits in the loop and consumers issue no copies.
 //
-// Copies: 16-bit rows by 16-byte cp.async, 32 consecutive chunks per instruction, each
-// producer lane's copies arriving on `full`; a quantized slab (16 rows, contiguous) the
+// Copies: 16-bit rows by 16-byte cp.async (under an L2 evict_first policy: read once a
+// step, they must not push out the step's metadata), 32 consecutive chunks per
+// instruction, each producer lane's copies arriving on `full`; a quantized slab (16 rows, contiguous) the
 // same way, or on sm_90 with `bulk` set by one bulk copy counted in bytes on `full`; a
 // view's strided quantized rows one by one (copy_rows). A view's rows are where its
 // strides say (base/kargs.h qg_cache); an owned cache's producer has its layout's strides
