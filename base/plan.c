@@ -37,7 +37,7 @@
 
 static void tune_none(qgen_tune *t) {
   memset(t, 0, sizeof *t);
-  t->selreg = t->pdl = t->bulk = t->olddq = -1;
+  t->selreg = t->pdl = t->bulk = t->olddq = t->swap = -1;
 }
 
 int qgen_tune_parse(const char *s, qgen_tune *t, char *err, size_t errlen) {
@@ -46,7 +46,8 @@ int qgen_tune_parse(const char *s, qgen_tune *t, char *err, size_t errlen) {
       {"smem", 16, 220, offsetof(qgen_tune, smem_kib)},
       {"split", 64, 65536, offsetof(qgen_tune, split)}, {"sel", 128, 1024, offsetof(qgen_tune, sel)},
       {"selreg", 0, 32, offsetof(qgen_tune, selreg)}, {"pdl", 0, 1, offsetof(qgen_tune, pdl)},
-      {"bulk", 0, 1, offsetof(qgen_tune, bulk)},     {"olddq", 0, 1, offsetof(qgen_tune, olddq)}};
+      {"bulk", 0, 1, offsetof(qgen_tune, bulk)},     {"olddq", 0, 1, offsetof(qgen_tune, olddq)},
+      {"swap", 0, 1, offsetof(qgen_tune, swap)}};
   tune_none(t);
   unsigned seen = 0; /* keys given so far: each at most once */
   while (s && *s) {
@@ -58,7 +59,7 @@ int qgen_tune_parse(const char *s, qgen_tune *t, char *err, size_t errlen) {
     long v = k < nk ? strtol(eq + 1, &stop, 10) : 0;
     if (k == nk || stop == eq + 1 || stop != s + n || v < keys[k].lo || v > keys[k].hi || (end && !end[1]) ||
         (keys[k].off == offsetof(qgen_tune, sel) && (v & (v - 1)))) {
-      snprintf(err, errlen, "QGEN_TUNE: '%.*s' is not one of groups=1..16, stages=2..8, smem=16..220, split=64..65536, sel=128|256|512|1024, selreg=0..32, pdl=0|1, bulk=0|1, olddq=0|1",
+      snprintf(err, errlen, "QGEN_TUNE: '%.*s' is not one of groups=1..16, stages=2..8, smem=16..220, split=64..65536, sel=128|256|512|1024, selreg=0..32, pdl=0|1, bulk=0|1, olddq=0|1, swap=0|1",
                (int)n, s);
       tune_none(t);
       return -1;
@@ -79,7 +80,7 @@ int qgen_tune_parse(const char *s, qgen_tune *t, char *err, size_t errlen) {
     tune_none(t);
     return -1;
   }
-  return t->groups || t->stages || t->smem_kib || t->split || t->sel || t->selreg >= 0 || t->olddq >= 0;
+  return t->groups || t->stages || t->smem_kib || t->split || t->sel || t->selreg >= 0 || t->olddq >= 0 || t->swap >= 0;
 }
 
 static int pad_rows16(int bytes) { return (bytes / 16) % 2 == 0 ? bytes + 16 : bytes; }
@@ -143,7 +144,12 @@ void qgen_plan_make(const qgen_layout *L, const qgen_tune *tp, qgen_plan *p) {
   p->resc_smem = est_nq * est_nt * (D / 16) * 32 * 8 + p->resc_threads / 32 * p->resc_stages * p->resc_tile;
   p->pdl = t.pdl != 0;
   p->bulk = t.bulk != 0;
-  /* q8_0 K and V keep the per-element operands: measured on an H200 (bench/NOTES.md, the
-     results of 43) oct/tpair cost q8_0 2-4 % and gained q4_0 5-6 %, q5_0 9-13 % */
-  p->old_dequant = t.olddq >= 0 ? t.olddq : L->k_type == QGEN_TYPE_Q8_0 && L->v_type == QGEN_TYPE_Q8_0;
+  /* attend's swapped operands (S^T = K Q^T, O^T = V^T P^T; attend.cu) where K and V are both
+     block-quantized and the group fits one n-tile of 8 heads: half the mma of a sub-tile and
+     half of O's registers. Otherwise q8_0 K and V keep the per-element operands: measured on
+     an H200 (bench/NOTES.md, the results of 43) oct/tpair cost q8_0 2-4 % and gained q4_0
+     5-6 %, q5_0 9-13 %. olddq=1 turns the swap off (it is built on oct/tpair). */
+  const int swappable = !k16 && !v16 && L->group <= 8;
+  p->old_dequant = t.olddq >= 0 ? t.olddq : L->k_type == QGEN_TYPE_Q8_0 && L->v_type == QGEN_TYPE_Q8_0 && !(swappable && t.swap != 0);
+  p->swap_ops = swappable && t.swap != 0 && !p->old_dequant;
 }

@@ -40,7 +40,8 @@
   X(resc_threads, 0) X(resc_stages, 0) X(resc_tile, 0) X(resc_smem, 0)                        \
   X(pdl, 0)  /* launch select and attend of a sparse step as programmatic dependents (sm_90+) */ \
   X(bulk, 0) /* attend copies quantized slabs by bulk copies (sm_90+), else by cp.async */    \
-  X(old_dequant, 1) /* attend dequantizes quantized K/V per element (the earlier path) */
+  X(old_dequant, 1) /* attend dequantizes quantized K/V per element (the earlier path) */      \
+  X(swap_ops, 1)    /* attend's swapped operands: S^T = K Q^T, O^T = V^T P^T (attend.cu) */
 
 #define QGEN_PLAN_FIELD(field, unit) int field;
 typedef struct qgen_plan {
@@ -59,13 +60,16 @@ typedef struct qgen_plan {
  *              element scaled, 4 bytes a row; 1) or oct/tpair (V's scales on P) and fp8 by
  *              ldmatrix (0), for A/B runs; unset: 0 but for q8_0 K with q8_0 V (measured
  *              slower there)
+ *   swap=0|1   attend's swapped operands where K and V are block-quantized and the group
+ *              is at most 8 heads (1, the default there) or the plain ones (0); elsewhere, and
+ *              under olddq=1, it changes nothing
  * All but pdl and bulk change the generated kernels (and so their cache key); bundles hold the
  * default plan, so qgen_open of a bundle and qgen bundle refuse while one of them is set.
  * qgen_open parses it once (qgen_tune_parse) and keeps the result for its plan and its JIT
  * build; the CLI parses it once at start. Nothing below reads the environment. */
 typedef struct qgen_tune {
   int groups, stages, smem_kib, split, sel, selreg, pdl, bulk; /* 0 / -1 (selreg, pdl, bulk): not set */
-  int olddq;                                                   /* -1: not set */
+  int olddq, swap;                                             /* -1: not set */
 } qgen_tune;
 
 /* Parse a QGEN_TUNE value (NULL = unset) into *t. Returns 1 when a key that changes the

@@ -51,6 +51,10 @@
 //                                     scale loads and converts and 4 FFMA per block, against
 //                                     4 HMUL2; bench/NOTES.md 41). QGEN_TUNE olddq=1 keeps the
 //                                     earlier operands (load4 / load8: every element scaled)
+// Swapped (plan swap_ops, the default where K and V are block-quantized and G <= 8: the m16
+// tiles above would carry at most 8 real heads): S^T = K Q^T and O^T = V^T P^T, tokens and
+// channels on the m side, the heads one n-tile; K's block scales on the scores, P^T moved
+// into the B layout by movmatrix.trans (consume_swap).
 // Sparse-V (spec sparse.v_tau = tau > 0, QG_V_TAU; at 0 no code): a warp whose softmax
 // weights p = exp2(s - m_running) of a sub-tile are all below tau for its real heads skips
 // that sub-tile's P V (its shared-memory loads, dequantization and mma; l still counts the
@@ -81,6 +85,10 @@ constexpr bool OLD_K = QG_OLD_DEQUANT || !has_oct<KT>::value, OLD_V = QG_OLD_DEQ
 // fp8 tiles read by ldmatrix (K: 4 channels of a token a word, in load8's k-slot order;
 // V: .trans, tokpair); QGEN_TUNE olddq=1 reads them by load4 / load8
 constexpr bool FP8_K = SWIZZLED<KT> && !KT::Q16 && !QG_OLD_DEQUANT, FP8_V = SWIZZLED<VT> && !VT::Q16 && !QG_OLD_DEQUANT;
+// Swapped operands (plan swap_ops: K and V block-quantized, G <= 8): see consume_swap.
+constexpr bool SWAP = QG_SWAP_OPS;
+static_assert(!SWAP || (G <= 8 && MT == 1 && !KT::Q16 && !VT::Q16 && !SWIZZLED<KT> && !SWIZZLED<VT> && !OLD_K && !OLD_V),
+              "the swapped operands are for block-quantized K and V (oct / tpair) and one n-tile of heads");
 #ifdef QG_V_TAU
 constexpr float V_TAU = QG_V_TAU; // sparse.v_tau: skip a sub-tile's V work when all its weights are below it
 #else
@@ -120,6 +128,9 @@ __device__ __forceinline__ int vcol(int nt, int n) {
   else if constexpr (OLD_V) return 32 * (nt >> 2) + 4 * n + (nt & 3);
   else return 32 * (nt >> 2) + vch_of<VT>(n, nt & 3);
 }
+
+// Under SWAP: the physical channel of O^T's row g (+ 8 when hi) of m-tile mt.
+template <typename TT> __device__ __forceinline__ int vrow_swap(int mt, int g, int hi) { return 32 * (mt >> 1) + TT::vch(g, 2 * (mt & 1) + hi); }
 
 // Byte offset of 16-byte chunk cg of row r in a swizzled 16-bit tile of PB-byte pieces.
 template <int PB> __device__ __forceinline__ int sw_off(int r, int cg) {
@@ -464,6 +475,116 @@ __device__ __forceinline__ void consume(float (&o)[D / 8][4], float (&m)[2], flo
   if (!softmax_tile(s, o, m, l, pa, pl, nvalid, nrows, lane, sl2)) pv_tile(o, pa, pl, vs, lane);
 }
 
+// The swapped operands (SWAP: K and V block-quantized, G <= 8). With Q as the A operand the
+// m16 tiles carry 16 heads of which at most 8 are real; here the tokens and channels take
+// the m side: S^T[16 tokens x 8 heads] = K Q^T and O^T[D channels x 8 heads] += V^T P^T, half
+// the mma of a sub-tile (D/16 + D/16, was D/8 + D/8) and half of O's registers (lane (g, j):
+// O^T rows g, g + 8 of each m-tile, heads 2j, 2j + 1; the first D/16 tiles of o). K is the A
+// operand exactly as oct gives it (rows = tokens g, g + 8: the two n-tiles of the plain
+// path's B), Q^T the B operand, held in registers for the whole share (qb). K's block scales
+// multiply the scores, per block of two k-steps: its mma run on the unscaled quants (small
+// integers, exact in f16) into an f32 partial, then one FFMA per score. S^T's columns are
+// heads, so the softmax reduces over the lanes of one j (xor 4, 8, 16). P^T reaches the B
+// layout by two movmatrix.trans (tokens g, g + 8 x heads 2j, 2j + 1 become head g x tokens
+// 2j, 2j + 1 and 2j + 8, 2j + 9), where V's block scales multiply it (one HMUL2 per word and
+// block); V^T is the A operand as tpair gives it (rows = channels vch(g, u)).
+
+// This lane's Q^T B-fragments of every k-step: head g's k-slots 2j, 2j + 1 and 2j + 8, 2j + 9
+// (rows past G are zero in the staged q).
+__device__ __forceinline__ void load_qb(u32 (&qb)[D / 16][2], const u8 *qsm, int lane) {
+  const int g = lane >> 2, j = lane & 3;
+#pragma unroll
+  for (int kk = 0; kk < D / 16; kk++) {
+    qb[kk][0] = *(const u32 *)(qsm + g * Q_SROW + 2 * (16 * kk + 2 * j));
+    qb[kk][1] = *(const u32 *)(qsm + g * Q_SROW + 2 * (16 * kk + 2 * j + 8));
+  }
+}
+
+// S^T = K Q^T of one sub-tile: s[0], s[1] token g, heads 2j, 2j + 1; s[2], s[3] token g + 8.
+template <typename TT> __device__ __forceinline__ void qk_swap(float (&s)[4], const u32 (&qb)[D / 16][2], const u8 *ks, int lane) {
+  const int g = lane >> 2, j = lane & 3;
+#pragma unroll
+  for (int t = 0; t < D / 32; t++) {
+    const int b0 = g * K_SROW + t * TT::BLK, b8 = b0 + 8 * K_SROW;
+    const uint4 x0 = TT::oct(ks, b0, j), x8 = TT::oct(ks, b8, j);
+    const u32 a0[4] = {x0.x, x8.x, x0.y, x8.y}, a1[4] = {x0.z, x8.z, x0.w, x8.w};
+    float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    mma16816<false>(c, a0, qb[2 * t][0], qb[2 * t][1]);
+    mma16816<false>(c, a1, qb[2 * t + 1][0], qb[2 * t + 1][1]);
+    const float d0 = __half2float(*(const __half *)(ks + b0)), d8 = __half2float(*(const __half *)(ks + b8));
+    s[0] = fmaf(d0, c[0], s[0]), s[1] = fmaf(d0, c[1], s[1]);
+    s[2] = fmaf(d8, c[2], s[2]), s[3] = fmaf(d8, c[3], s[3]);
+  }
+}
+
+// Online softmax of S^T (tokens past nvalid masked; heads 2j + c past nrows are padding)
+// into the running (m, l, O^T) of heads 2j, 2j + 1; leaves P^T as the B operand (pb). Returns
+// whether the P V of the sub-tile may be skipped (sparse-V, as softmax_tile).
+__device__ __forceinline__ bool softmax_swap(float (&s)[4], float (&o)[D / 8][4], float (&m)[2], float (&l)[2], u32 (&pb)[2], int nvalid,
+                                             int nrows, int lane, float sl2) {
+  const int g = lane >> 2, j = lane & 3;
+  float mx[2];
+#pragma unroll
+  for (int e = 0; e < 4; e++) s[e] = g + 8 * (e >> 1) < nvalid ? s[e] * sl2 : -INFINITY;
+  float ref[2], alpha[2];
+#pragma unroll
+  for (int c = 0; c < 2; c++) {
+    mx[c] = fmaxf(s[c], s[c + 2]);
+#pragma unroll
+    for (int x = 4; x < 32; x <<= 1) mx[c] = fmaxf(mx[c], __shfl_xor_sync(0xffffffffu, mx[c], x));
+    const float mnew = fmaxf(m[c], mx[c]);
+    ref[c] = mnew == -INFINITY ? 0.0f : mnew;
+    alpha[c] = mnew == m[c] ? 1.0f : fast_exp2(m[c] - ref[c]);
+    m[c] = mnew;
+    l[c] *= alpha[c];
+  }
+  float p[4];
+  bool small = true;
+#pragma unroll
+  for (int e = 0; e < 4; e++) {
+    p[e] = fast_exp2(s[e] - ref[e & 1]);
+    l[e & 1] += p[e];
+    if constexpr (V_TAU > 0.0f) small = small && (p[e] < V_TAU || 2 * j + (e & 1) >= nrows);
+  }
+  if (__any_sync(0xffffffffu, alpha[0] != 1.0f || alpha[1] != 1.0f)) {
+#pragma unroll
+    for (int i = 0; i < D / 16; i++) o[i][0] *= alpha[0], o[i][1] *= alpha[1], o[i][2] *= alpha[0], o[i][3] *= alpha[1];
+  }
+  pb[0] = movmatrix_trans(pack2<false>(p[0], p[1]));
+  pb[1] = movmatrix_trans(pack2<false>(p[2], p[3]));
+  if constexpr (V_TAU > 0.0f) return __all_sync(0xffffffffu, small);
+  return false;
+}
+
+// O^T += V^T P^T of one sub-tile: per block, P^T scaled by its tokens' scales (pb[0] holds
+// tokens 2j, 2j + 1, pb[1] 2j + 8, 2j + 9), then the block's two m-tiles of channels.
+template <typename TT> __device__ __forceinline__ void pv_swap(float (&o)[D / 8][4], const u32 (&pb)[2], const u8 *vs, int lane) {
+  const int g = lane >> 2, j = lane & 3;
+#pragma unroll
+  for (int blk = 0; blk < D / 32; blk++) {
+    const int r0 = (2 * j) * V_SROW + blk * TT::BLK, r1 = r0 + V_SROW, r8 = r0 + 8 * V_SROW, r9 = r8 + V_SROW;
+    const u32 d01 = __byte_perm(*(const u16 *)(vs + r0), *(const u16 *)(vs + r1), 0x5410);
+    const u32 d89 = __byte_perm(*(const u16 *)(vs + r8), *(const u16 *)(vs + r9), 0x5410);
+    u32 b0, b1;
+    *(__half2 *)&b0 = __hmul2(*(const __half2 *)&pb[0], *(const __half2 *)&d01);
+    *(__half2 *)&b1 = __hmul2(*(const __half2 *)&pb[1], *(const __half2 *)&d89);
+    const uint4 lo = TT::tpair(vs, r0, r1, g), hi = TT::tpair(vs, r8, r9, g);
+    const u32 a0[4] = {lo.x, lo.y, hi.x, hi.y}, a1[4] = {lo.z, lo.w, hi.z, hi.w};
+    mma16816<false>(o[2 * blk], a0, b0, b1);
+    mma16816<false>(o[2 * blk + 1], a1, b0, b1);
+  }
+}
+
+// consume's swapped form (SWAP); nrows of the 8 heads are real.
+template <typename TK, typename TV>
+__device__ __forceinline__ void consume_swap(float (&o)[D / 8][4], float (&m)[2], float (&l)[2], const u32 (&qb)[D / 16][2], const u8 *ks,
+                                             const u8 *vs, int nvalid, int nrows, int lane, float sl2) {
+  float s[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  qk_swap<TK>(s, qb, ks, lane);
+  u32 pb[2];
+  if (!softmax_swap(s, o, m, l, pb, nvalid, nrows, lane, sl2)) pv_swap<TV>(o, pb, vs, lane);
+}
+
 // Merge the WARPS_T token groups of each m-tile: every consumer warp's (m, l, O) into
 // shared memory (reusing the stages: red_o [WARPS_T][MT*16][D], red_m and red_l
 // [WARPS_T][MT*16]), then per (head, channel) the merged value: the output when the share
@@ -473,8 +594,18 @@ __device__ __forceinline__ void merge_groups(const qg_work &wk, const float (&o)
                                              float *red_o, float *red_m, float *red_l, int b, int h, int split, int ns, void *out, int g,
                                              int j, int wm, int wt, int warp) {
   __syncthreads(); // the ring is drained
+  if constexpr (SWAP) { // O^T: lane (g, j) holds channels of rows g, g + 8 for heads 2j, 2j + 1
+    if (warp < NC) {
 #pragma unroll
-  for (int r = 0; r < 2 && warp < NC; r++) {
+      for (int mt = 0; mt < D / 16; mt++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) red_o[((i64)wt * 16 + 2 * j + (e & 1)) * D + vrow_swap<VT>(mt, g, e >> 1)] = o[mt][e];
+      if (g == 0)
+        for (int c = 0; c < 2; c++) red_m[wt * 16 + 2 * j + c] = m[c], red_l[wt * 16 + 2 * j + c] = l[c];
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < 2 && warp < NC && !SWAP; r++) {
     const int row = wm * 16 + g + 8 * r;
     float *dst = red_o + ((i64)wt * MT * 16 + row) * D;
 #pragma unroll
@@ -582,13 +713,16 @@ extern "C" __global__ void __launch_bounds__(QG_ATTEND_THREADS) qg_attend(qg_cac
   if (warp == NC) {
     produce_any(c, list, seq, h, sh, n_sub, stages, full, empty, lane, bulk);
   } else {
+    u32 qb[D / 16][2]; // SWAP: Q^T's B-fragments
+    if constexpr (SWAP) load_qb(qb, qsm, lane);
     for (int jt = wt; jt < n_sub; jt += WARPS_T) { // consumers of token group wt
       const int si = jt % STAGES;
       mbar_wait(&full[si], (jt / STAGES) & 1);
       const int nvalid = sh.valid(jt);
       const u8 *ks = stages + si * STAGE;
       const u8 *qa = qsm + (wm * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * Q_SROW + ((lane >> 4) * 8) * 2;
-      consume(o, m, l, qa, ks, ks + K_TILE, nvalid, G - wm * 16, lane, sl2);
+      if constexpr (SWAP) consume_swap<KT, VT>(o, m, l, qb, ks, ks + K_TILE, nvalid, G, lane, sl2);
+      else consume(o, m, l, qa, ks, ks + K_TILE, nvalid, G - wm * 16, lane, sl2);
       mbar_arrive(&empty[si]); // every lane, after its own reads of the stage (release)
     }
     if constexpr (TENSOR_UNIT<VT> != 0.0f) {
@@ -598,12 +732,11 @@ extern "C" __global__ void __launch_bounds__(QG_ATTEND_THREADS) qg_attend(qg_cac
     }
   }
 
-  // Row sums: each lane held 4 of the 16 columns of a tile.
+  // Row sums: each lane held 4 of the 16 columns of a tile (SWAP: 2 of the 16 rows).
 #pragma unroll
-  for (int r = 0; r < 2; r++) {
-    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
-    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
-  }
+  for (int r = 0; r < 2; r++)
+#pragma unroll
+    for (int x = SWAP ? 4 : 1; x < (SWAP ? 32 : 4); x <<= 1) l[r] += __shfl_xor_sync(0xffffffffu, l[r], x);
   float *red_o = (float *)stages;                         // [WARPS_T][MT*16][D]
   float *red_m = red_o + WARPS_T * MT * 16 * D;           // [WARPS_T][MT*16]
   float *red_l = red_m + WARPS_T * MT * 16;               // [WARPS_T][MT*16]

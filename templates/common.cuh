@@ -243,6 +243,14 @@ __device__ __forceinline__ void ldmatrix_x4_trans(u32 r[4], const void *p) {
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(smem_u32(p)));
 }
 
+// The transpose of an 8x8 matrix of 16-bit values held one word a lane (lane 4r + c: row r,
+// columns 2c, 2c + 1), in the same layout (sm_75+).
+__device__ __forceinline__ u32 movmatrix_trans(u32 a) {
+  u32 d;
+  asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;\n" : "=r"(d) : "r"(a));
+  return d;
+}
+
 // D(16x8 f32) += A(16x16) * B(16x8); BF selects bf16 operands instead of f16.
 template <bool BF> __device__ __forceinline__ void mma16816(float c[4], const u32 a[4], u32 b0, u32 b1) {
   if constexpr (BF)

@@ -4,7 +4,8 @@
 # Prints the machine (GPU, driver), runs `qgen check` on every spec in specs/ and tests/gpu/,
 # on qwen3-4b with select's short path off (QGEN_TUNE=selreg=0: the general path at small
 # sizes) and with 128-thread select CTAs of one key a thread (QGEN_TUNE=sel=128,selreg=1:
-# the cluster path at small sizes) and with attend's earlier quantized operands (olddq=1), on
+# the cluster path at small sizes), with attend's earlier quantized operands (olddq=1) and
+# its plain ones where the swapped are the default (swap=0), on
 # qwen3-4b's and qwen3-4b-fp8's variants from sm_80-only bundles (the driver JITs their PTX,
 # so the sm_80 code paths run too) and, unless quick, on the > 4 GiB sequence for qwen3-4b;
 # qgen eval on the GPU backend with its fp64 reference; the log is OUT_DIR/gpu-check.log. Then, unless quick, compute-sanitizer: memcheck on every
@@ -57,6 +58,9 @@ if want paths; then
   [ "${PIPESTATUS[0]}" = 0 ] || fail=$((fail + 1))
   # attend's earlier quantized operands (QGEN_TUNE olddq=1: the default of q8_0/q8_0 only; the others A/B it).
   QGEN_TUNE=olddq=1 "$build/qgen" check --spec specs/qwen3-4b.lua $quick 2>&1 | sed 's/^/olddq=1: /' | tee -a "$log"
+  [ "${PIPESTATUS[0]}" = 0 ] || fail=$((fail + 1))
+  # attend's plain operands where the swapped ones are the default (quantized K and V, G <= 8).
+  QGEN_TUNE=swap=0 "$build/qgen" check --spec specs/qwen3-4b.lua $quick 2>&1 | sed 's/^/swap=0: /' | tee -a "$log"
   [ "${PIPESTATUS[0]}" = 0 ] || fail=$((fail + 1))
   # The sm_80 code paths (cp.async producer) run here as sm_80 PTX, from sm_80-only bundles.
   mkdir -p "$out/sm80"

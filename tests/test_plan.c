@@ -69,6 +69,9 @@ static const char *broken(const qgen_layout *L, const qgen_plan *P, int tuned) {
   if (P->est_smem > 163 * 1024) return "estimate: shared memory over 163 KiB (the A100's per-block limit)";
   if (P->est_min_ctas < 2 || P->est_min_ctas > 4 || (est_nt == 1 && P->est_min_ctas != (D <= 128 ? 4 : 3)))
     return "estimate: 2..4 CTAs an SM, 4 (3 above head_dim 128) for groups of up to 8";
+  const int swappable = qgen_type_traits_of(types[0])->is_quant && qgen_type_traits_of(types[1])->is_quant && L->group <= 8;
+  if (!tuned && P->swap_ops != swappable) return "attend's swapped operands exactly where K and V are block-quantized and G <= 8";
+  if (P->swap_ops && (!swappable || P->old_dequant)) return "swapped operands only where they apply, and never under olddq";
   return NULL;
 }
 
@@ -144,6 +147,16 @@ int main(void) {
   qgen_plan_make(&L, NULL, &P);
   check(P.warps_t == 4 && P.stages == 16 && P.attend_threads == 160, "qwen3-4b q8_0: 4 groups x 4 stages, 160 threads (got %d, %d, %d)",
         P.warps_t, P.stages, P.attend_threads);
+  check(P.swap_ops == 1 && P.old_dequant == 0, "qwen3-4b q8_0: swapped operands, on oct/tpair (got swap %d, olddq %d)", P.swap_ops,
+        P.old_dequant);
+  rc = qgen_tune_parse("swap=0", &t, err, sizeof err);
+  qgen_plan_make(&L, &t, &P);
+  check(rc == 1 && P.swap_ops == 0 && P.old_dequant == 1, "QGEN_TUNE=swap=0: q8_0 back to per-element operands (got rc %d, swap %d, olddq %d)",
+        rc, P.swap_ops, P.old_dequant);
+  rc = qgen_tune_parse("olddq=1,swap=1", &t, err, sizeof err);
+  qgen_plan_make(&L, &t, &P);
+  check(rc == 1 && P.swap_ops == 0 && P.old_dequant == 1, "QGEN_TUNE=olddq=1,swap=1: olddq wins (got swap %d, olddq %d)", P.swap_ops,
+        P.old_dequant);
 
   check(P.sel_regs == 4 && P.sel_threads == 1024, "default select: 1024 threads, short lists of up to 4 keys a thread (got %d, %d)",
         P.sel_threads, P.sel_regs);
