@@ -699,7 +699,8 @@ static void check_bits(env *e, qgen_ctx *gc, qgen_ctx *cc, uint64_t seed, int qu
    through qgen_view_open give that cache's dense output bit for bit; with a 16-bit K the
    view's bounds (qgen_view_update, two chunks of slots) equal a reference view's over the
    same pool byte for byte, and the sparse output and page lists equal the cache's. A spec
-   with 8-bit bounds or two-stage selection must be refused (a view keeps f16 bounds only). */
+   with 8-bit bounds or two-stage selection (a view keeps f16 bounds only), or with K or V rows
+   not of 4-byte multiples (a view copies 4 bytes at least), must be refused. */
 static void check_views(env *e, qgen_ctx *gc, qgen_ctx *cc, uint64_t seed) {
   enum { NB = 3 };
   const qgen_layout *L = qgen_ext_layout(gc);
@@ -753,11 +754,14 @@ static void check_views(env *e, qgen_ctx *gc, qgen_ctx *cc, uint64_t seed) {
     dc.k = (qgen_ptr)(uintptr_t)hk, dc.v = (qgen_ptr)(uintptr_t)hv, dc.block_table = (qgen_ptr)(uintptr_t)bt;
     dc.seq_lens = (qgen_ptr)(uintptr_t)len32;
     qgen_kv *vg = NULL, *vc = NULL;
-    const int refused = L->bounds_i8 || L->rescore > 1; /* a view keeps only f16 bounds */
+    /* a view keeps only f16 bounds, and copies rows of 4-byte multiples (q8_0 at head_dim 32: 34) */
+    const int odd_rows = L->k_row_bytes % 4 || L->v_row_bytes % 4;
+    const int refused = L->bounds_i8 || L->rescore > 1 || odd_rows;
     if (refused) {
       const qgen_status sg = qgen_view_open(gc, &dg, &vg), sc = qgen_view_open(cc, &dc, &vc);
       verdict(e, sg == QGEN_ERR_UNSUPPORTED && sc == QGEN_ERR_UNSUPPORTED && !vg && !vc,
-              "views    refused on both backends (%s), nothing opened", L->bounds_i8 ? "8-bit bounds" : "two-stage selection");
+              "views    refused on both backends (%s), nothing opened",
+              L->bounds_i8 ? "8-bit bounds" : L->rescore > 1 ? "two-stage selection" : "rows not of 4-byte multiples");
     } else {
       API(qgen_view_open(gc, &dg, &vg));
       API(qgen_view_open(cc, &dc, &vc));
