@@ -3,8 +3,8 @@
 -- output, f32 inputs/output and mixed quantized types on shapes the model specs do not have
 -- (head_dim 96, 64 and 32, group 3, 5 and 7, blocks 32, 128 and 256), and sparse-V
 -- (sparse.v_tau: the check's reference skips in the GPU's sub-tile order) on q4_0 and on an
--- f16 K with a q5_0 V and two m-tiles of heads (group 20). Run by tests/gpu-run.sh and
--- test_gpu; not a model.
+-- f16 K with a q5_0 V and two m-tiles of heads (group 20), and attend's swapped operands
+-- (groups 1, 2, 3, 5, 8, and 9 past them). Run by tests/gpu-run.sh and test_gpu; not a model.
 local types = { "f16", "q8_0", "q4_0", "q5_0" }
 local variants = {}
 for _, k in ipairs(types) do
@@ -43,4 +43,22 @@ variants[#variants + 1] = spec{
   k_type = "q8_0", v_type = "q5_0",
   sparse = { block = 256, coverage = 0.25 }, archs = { "sm_90" },
 }
+-- attend's swapped operands (block-quantized K and V, groups of at most 8) on the groups,
+-- head_dims, io types and blocks the model specs do not have, and the first group past them
+local swapped = {
+  { "q4_0", "q4_0", 256, 4, 4, 32, "f16", "f16" },
+  { "q8_0", "q4_0", 64, 8, 4, 128, "f16", "f16" },
+  { "q5_0", "q5_0", 96, 6, 2, 64, "bf16", "bf16" },
+  { "q4_0", "q8_0", 160, 10, 2, 64, "f16", "f16" },
+  { "q8_0", "q8_0", 128, 16, 2, 64, "f32", "f32" },
+  { "q5_0", "q8_0", 64, 9, 1, 64, "f16", "f16" },
+}
+for _, c in ipairs(swapped) do
+  variants[#variants + 1] = spec{
+    name = string.format("swap-%s-%s-d%d-g%d", c[1], c[2], c[3], c[4] // c[5]),
+    head_dim = c[3], n_head = c[4], n_head_kv = c[5],
+    k_type = c[1], v_type = c[2], in_type = c[7], out_type = c[8],
+    sparse = { block = c[6], coverage = 0.25 }, archs = { "sm_90" },
+  }
+end
 return variants
