@@ -384,6 +384,16 @@ __device__ __forceinline__ bool softmax_tile(float (&s)[2][4], float (&o)[D / 8]
   return false;
 }
 
+// The f16 scales of block blk of quantized V for lane j's tokens as pairs: 2j, 2j + 1 (d01)
+// and 2j + 8, 2j + 9 (d89); r0 is token 2j's block (its rows r0 + k * V_SROW). Both forms of
+// P V multiply their P words by them (pv_quant, pv_swap).
+template <typename TT> __device__ __forceinline__ int v_scales(const u8 *vs, int blk, int j, u32 &d01, u32 &d89) {
+  const int r0 = (2 * j) * V_SROW + blk * TT::BLK, r1 = r0 + V_SROW, r8 = r0 + 8 * V_SROW, r9 = r8 + V_SROW;
+  d01 = __byte_perm(*(const u16 *)(vs + r0), *(const u16 *)(vs + r1), 0x5410);
+  d89 = __byte_perm(*(const u16 *)(vs + r8), *(const u16 *)(vs + r9), 0x5410);
+  return r0;
+}
+
 // O += P V of one sub-tile of quantized V. The block scales go into P, one HMUL2 per P word
 // and block (rows 2j, 2j+1, 2j+8, 2j+9 are the tokens of this lane's P words), and V's
 // operand is the unscaled tpair: no multiply per element, no shuffle from channel pairs to
@@ -392,15 +402,14 @@ template <typename TT> __device__ __forceinline__ void pv_quant(float (&o)[D / 8
   const int g = lane >> 2, j = lane & 3;
 #pragma unroll
   for (int blk = 0; blk < D / 32; blk++) {
-    const int r0 = (2 * j) * V_SROW + blk * TT::BLK, r1 = r0 + V_SROW, r8 = r0 + 8 * V_SROW, r9 = r8 + V_SROW;
-    const u32 d01 = __byte_perm(*(const u16 *)(vs + r0), *(const u16 *)(vs + r1), 0x5410);
-    const u32 d89 = __byte_perm(*(const u16 *)(vs + r8), *(const u16 *)(vs + r9), 0x5410);
+    u32 d01, d89;
+    const int r0 = v_scales<TT>(vs, blk, j, d01, d89);
     u32 ps[4];
     *(__half2 *)&ps[0] = __hmul2(*(const __half2 *)&pa[0], *(const __half2 *)&d01);
     *(__half2 *)&ps[1] = __hmul2(*(const __half2 *)&pa[1], *(const __half2 *)&d01);
     *(__half2 *)&ps[2] = __hmul2(*(const __half2 *)&pa[2], *(const __half2 *)&d89);
     *(__half2 *)&ps[3] = __hmul2(*(const __half2 *)&pa[3], *(const __half2 *)&d89);
-    const uint4 lo = TT::tpair(vs, r0, r1, g), hi = TT::tpair(vs, r8, r9, g);
+    const uint4 lo = TT::tpair(vs, r0, r0 + V_SROW, g), hi = TT::tpair(vs, r0 + 8 * V_SROW, r0 + 9 * V_SROW, g);
     mma16816<false>(o[4 * blk + 0], ps, lo.x, hi.x);
     mma16816<false>(o[4 * blk + 1], ps, lo.y, hi.y);
     mma16816<false>(o[4 * blk + 2], ps, lo.z, hi.z);
@@ -562,13 +571,12 @@ template <typename TT> __device__ __forceinline__ void pv_swap(float (&o)[D / 8]
   const int g = lane >> 2, j = lane & 3;
 #pragma unroll
   for (int blk = 0; blk < D / 32; blk++) {
-    const int r0 = (2 * j) * V_SROW + blk * TT::BLK, r1 = r0 + V_SROW, r8 = r0 + 8 * V_SROW, r9 = r8 + V_SROW;
-    const u32 d01 = __byte_perm(*(const u16 *)(vs + r0), *(const u16 *)(vs + r1), 0x5410);
-    const u32 d89 = __byte_perm(*(const u16 *)(vs + r8), *(const u16 *)(vs + r9), 0x5410);
+    u32 d01, d89;
+    const int r0 = v_scales<TT>(vs, blk, j, d01, d89);
     u32 b0, b1;
     *(__half2 *)&b0 = __hmul2(*(const __half2 *)&pb[0], *(const __half2 *)&d01);
     *(__half2 *)&b1 = __hmul2(*(const __half2 *)&pb[1], *(const __half2 *)&d89);
-    const uint4 lo = TT::tpair(vs, r0, r1, g), hi = TT::tpair(vs, r8, r9, g);
+    const uint4 lo = TT::tpair(vs, r0, r0 + V_SROW, g), hi = TT::tpair(vs, r0 + 8 * V_SROW, r0 + 9 * V_SROW, g);
     const u32 a0[4] = {lo.x, lo.y, hi.x, hi.y}, a1[4] = {lo.z, lo.w, hi.z, hi.w};
     mma16816<false>(o[2 * blk], a0, b0, b1);
     mma16816<false>(o[2 * blk + 1], a1, b0, b1);
