@@ -69,22 +69,30 @@ __device__ __forceinline__ u32 h2_fma(u32 x, float a, float c) {
   __half2 r = __hfma2(*(__half2 *)&x, __float2half2_rn(a), __float2half2_rn(-c));
   return *(u32 *)&r;
 }
+// (x & M) | c, or (x & M) ^ c under XOR, as one LOP3. Written in C with both constants
+// immediate, it compiles to an AND and then an OR (a LOP3 takes one immediate); c in a
+// register (the magic number, hoisted out of attend's loop) makes it one instruction.
+template <u32 M, bool XOR = false> __device__ __forceinline__ u32 and_or(u32 x, u32 c) {
+  u32 r;
+  asm("lop3.b32 %0, %1, %2, %3, %4;" : "=r"(r) : "r"(x), "n"(M), "r"(c), "n"(XOR ? 0x6a : 0xea));
+  return r;
+}
+constexpr u32 MAGIC2 = 0x64006400u; // two f16 1024s
 // Bytes 0 and 2 of x (values < 256, flipped by the xor's low byte) as f16 pairs 1024 + byte.
-template <u32 FLIP> __device__ __forceinline__ u32 magic_b02(u32 x) { return (x & 0x00ff00ffu) ^ (0x64006400u | FLIP * 0x00010001u); }
-// The low / high nibbles of bytes 0 and 2 of x as f16 pairs 1024 + n / 1024 + 16 n.
-__device__ __forceinline__ u32 magic_lo(u32 x) { return (x & 0x000f000fu) | 0x64006400u; }
-__device__ __forceinline__ u32 magic_hi(u32 x) { return (x & 0x00f000f0u) | 0x64006400u; }
+template <u32 FLIP> __device__ __forceinline__ u32 magic_b02(u32 x) { return and_or<0x00ff00ffu, true>(x, MAGIC2 | FLIP * 0x00010001u); }
 // Four byte-sized quants (bias B: q - B is the value) of two words in OCT order.
 template <u32 FLIP, int B> __device__ __forceinline__ uint4 oct_of_bytes(u32 lo, u32 hi) {
   return make_uint4(h2_sub(magic_b02<FLIP>(lo), 1024.0f + B), h2_sub(magic_b02<FLIP>(lo >> 8), 1024.0f + B),
                     h2_sub(magic_b02<FLIP>(hi), 1024.0f + B), h2_sub(magic_b02<FLIP>(hi >> 8), 1024.0f + B));
 }
 // Nibble quants (bias B) of the 4 bytes q (low nibble element i, high nibble i + 16) in OCT
-// order; h5 (q5_0) ORs the fifth bits in: bit 4/20 for the low pairs, 8/24 for the high.
-template <int B> __device__ __forceinline__ uint4 oct_of_nibbles(u32 q, const u32 (&h5)[4]) {
+// order: the low / high nibbles of bytes 0 and 2 as f16 pairs 1024 + n / 1024 + 16 n. hm
+// holds the magic number ORed with q5_0's fifth bits (bit 4/20 for the low pairs, 8/24 for
+// the high; MAGIC2 alone for q4_0).
+template <int B> __device__ __forceinline__ uint4 oct_of_nibbles(u32 q, const u32 (&hm)[4]) {
   const u32 r = q >> 8;
-  return make_uint4(h2_sub(magic_lo(q) | h5[0], 1024.0f + B), h2_sub(magic_lo(r) | h5[1], 1024.0f + B),
-                    h2_fma(magic_hi(q) | h5[2], 1.0f / 16, 64.0f + B), h2_fma(magic_hi(r) | h5[3], 1.0f / 16, 64.0f + B));
+  return make_uint4(h2_sub(and_or<0x000f000fu>(q, hm[0]), 1024.0f + B), h2_sub(and_or<0x000f000fu>(r, hm[1]), 1024.0f + B),
+                    h2_fma(and_or<0x00f000f0u>(q, hm[2]), 1.0f / 16, 64.0f + B), h2_fma(and_or<0x00f000f0u>(r, hm[3]), 1.0f / 16, 64.0f + B));
 }
 
 // The element of largest magnitude in a 32-value block held one per lane (the first one on
@@ -193,15 +201,15 @@ struct qg_q4_0 {
     return bytes_to_half4((ld_u32_at(tile, blk + QGEN_Q4_0_QS_OFF + (w & 15)) >> (w & 16 ? 4 : 0)) & 0x0f0f0f0fu, 8.0f);
   }
   static __device__ __forceinline__ uint4 oct(const u8 *tile, int blk, int j) {
-    const u32 none[4] = {0, 0, 0, 0};
-    return oct_of_nibbles<8>(ld_u32_at(tile, blk + QGEN_Q4_0_QS_OFF + 4 * j), none);
+    const u32 hm[4] = {MAGIC2, MAGIC2, MAGIC2, MAGIC2};
+    return oct_of_nibbles<8>(ld_u32_at(tile, blk + QGEN_Q4_0_QS_OFF + 4 * j), hm);
   }
   // lane g: the bytes 2g, 2g+1 (one 16-bit load a row): channels 2g, 2g+1, 2g+16, 2g+17
   static __device__ __forceinline__ int vch(int g, int u) { return 2 * g + (u & 1) + 16 * (u >> 1); }
   static __device__ __forceinline__ uint4 tpair(const u8 *tile, int b0, int b1, int g) {
-    const u32 none[4] = {0, 0, 0, 0};
+    const u32 hm[4] = {MAGIC2, MAGIC2, MAGIC2, MAGIC2};
     return oct_of_nibbles<8>(__byte_perm(*(const u16 *)(tile + b0 + QGEN_Q4_0_QS_OFF + 2 * g),
-                                         *(const u16 *)(tile + b1 + QGEN_Q4_0_QS_OFF + 2 * g), 0x5410), none);
+                                         *(const u16 *)(tile + b1 + QGEN_Q4_0_QS_OFF + 2 * g), 0x5410), hm);
   }
 };
 
@@ -233,9 +241,9 @@ struct qg_q5_0 {
     const u32 h = ld_u32_at(tile, blk + QGEN_Q5_0_QH_OFF) >> 4 * j, lo = h & 15u, hi = h >> 16 & 15u; // element 4j+i: lo bit i
     // the fifth bits at the pairs' bits 4 and 20 (8 and 24 for the high nibbles): one multiply
     // places both shifted copies of a 4-bit field, which cannot overlap or carry
-    const u32 h5[4] = {lo * 0x40010u & 0x00100010u, lo * 0x20008u & 0x00100010u, hi * 0x400100u & 0x01000100u,
-                       hi * 0x200080u & 0x01000100u};
-    return oct_of_nibbles<16>(ld_u32_at(tile, blk + QGEN_Q5_0_QS_OFF + 4 * j), h5);
+    const u32 hm[4] = {and_or<0x00100010u>(lo * 0x40010u, MAGIC2), and_or<0x00100010u>(lo * 0x20008u, MAGIC2),
+                       and_or<0x01000100u>(hi * 0x400100u, MAGIC2), and_or<0x01000100u>(hi * 0x200080u, MAGIC2)};
+    return oct_of_nibbles<16>(ld_u32_at(tile, blk + QGEN_Q5_0_QS_OFF + 4 * j), hm);
   }
   static __device__ __forceinline__ int vch(int g, int u) { return 2 * g + (u & 1) + 16 * (u >> 1); }
   static __device__ __forceinline__ uint4 tpair(const u8 *tile, int b0, int b1, int g) {
@@ -243,9 +251,10 @@ struct qg_q5_0 {
     // qh >> 2g: row 0's in the low half of lw / hw, row 1's in the high half
     const u32 h0 = ld_u32_at(tile, b0 + QGEN_Q5_0_QH_OFF) >> 2 * g, h1 = ld_u32_at(tile, b1 + QGEN_Q5_0_QH_OFF) >> 2 * g;
     const u32 lw = __byte_perm(h0, h1, 0x5410), hw = __byte_perm(h0, h1, 0x7632);
-    const u32 h5[4] = {lw << 4 & 0x00100010u, lw << 3 & 0x00100010u, hw << 8 & 0x01000100u, hw << 7 & 0x01000100u};
+    const u32 hm[4] = {and_or<0x00100010u>(lw << 4, MAGIC2), and_or<0x00100010u>(lw << 3, MAGIC2), and_or<0x01000100u>(hw << 8, MAGIC2),
+                       and_or<0x01000100u>(hw << 7, MAGIC2)};
     return oct_of_nibbles<16>(__byte_perm(*(const u16 *)(tile + b0 + QGEN_Q5_0_QS_OFF + 2 * g),
-                                          *(const u16 *)(tile + b1 + QGEN_Q5_0_QS_OFF + 2 * g), 0x5410), h5);
+                                          *(const u16 *)(tile + b1 + QGEN_Q5_0_QS_OFF + 2 * g), 0x5410), hm);
   }
 };
 
