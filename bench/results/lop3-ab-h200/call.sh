@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# (Its summary step ran bench/results/<this folder>/summary.py, now bench/ab_summary.py.)
 # One device call: the one-LOP3 magic words (this tree's templates, embedded in build-dev)
 # checked on the GPU, their attend loop counted in SASS, and A/B'd against the previous
 # templates (.carry/main-templates, by QGEN_TEMPLATE_DIR) in alternating rounds.
@@ -34,5 +35,5 @@ unset QGEN_TEMPLATE_DIR
 export QGEN_CACHE_DIR=/tmp/qc-new
 timeout 60 ncu --clock-control none --metrics smsp__inst_executed_pipe_fma.sum,smsp__inst_executed_pipe_alu.sum,smsp__inst_executed_pipe_tensor.sum,smsp__inst_executed_pipe_lsu.sum,smsp__inst_executed.sum,gpu__time_duration.sum \
   --kernel-name qg_attend --launch-skip 3 --launch-count 1 build-dev/qgen bench --spec specs/qwen3-4b.lua --variant qwen3-4b-q4_0 --ctx 128K --batch 1 --coverage 1 --runs 2 --warmup 2 > $OUT/r/ncu-pipes-q4-128k.txt 2>&1
-python3 bench/results/lop3-ab-h200/summary.py $OUT/r > $OUT/r/summary.txt; cat $OUT/r/summary.txt $OUT/r/sass.txt
+python3 bench/ab_summary.py $OUT/r > $OUT/r/summary.txt; cat $OUT/r/summary.txt $OUT/r/sass.txt
 cd $OUT && tar czf all.tgz r

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-# summary.py DIR — the A/B table of DIR/ab-TYPE-TREE-ROUND.json (qgen bench --json rows):
-# per cell the step and attend medians of each round, and the best step over the stream read.
+# ab_summary.py DIR — the table of a same-call A/B (bench/results/*-ab-h200/call.sh): DIR holds
+# ab-TYPE-TREE-ROUND.json (qgen bench --json rows); per cell the step and attend medians of each
+# round, and the best step over the stream read.
 import collections, glob, json, os, sys
 
 d = collections.defaultdict(list)
