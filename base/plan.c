@@ -7,6 +7,10 @@
  *    when the group has several m-tiles or when ~106 KiB would give a group under two
  *    stages; 2..4 stages a group (one computing, the rest in flight): for f16, 3 x 4 beat
  *    6 x 2, 7 x 3, 2 x 6, 3 x 5 and 4 x 4; for fp8 K and V 2 (3 x 2 beat 3 x 3 and 3 x 4).
+ *    The ring is filled and released in chunks of up to 4 sub-tiles of a page (the producer
+ *    warp's own instructions held quantized steps: chunks of 4 cut q4_0 dense 16-22 %, q8_0
+ *    at 1M 9 %, f16 1-2 %; bench/NOTES.md 63). Registers are left to ptxas: sized for more
+ *    CTAs an SM (80 a thread, 6 warps a scheduler) every quantized type lost 5-25 %.
  *  - 16-bit tiles are stored unpadded and swizzled in 128-byte pieces of a row (64 when
  *    128 does not divide the row), in which ldmatrix of 8 rows is conflict-free. Tiles are
  *    128-byte multiples and the ring starts on a 128-byte line: when the 128 bytes that 8
@@ -26,7 +30,8 @@
  *    held in registers and placed by one block scan (select.cu's short path); on sm_90 a
  *    cluster of up to 8 such CTAs shares a longer one (runtime/gpu.c select_cluster).
  *  - QGEN_TUNE overrides groups, stages, the stage budget, the split size, select's size
- *    and short path, PDL, the bulk copies and attend's quantized operands (plan.h).
+ *    and short path, PDL, the bulk copies, attend's quantized operands, its chunks and the
+ *    CTAs an SM its registers are sized for (plan.h).
  */
 #include "base/plan.h"
 
@@ -47,7 +52,8 @@ int qgen_tune_parse(const char *s, qgen_tune *t, char *err, size_t errlen) {
       {"split", 64, 65536, offsetof(qgen_tune, split)}, {"sel", 128, 1024, offsetof(qgen_tune, sel)},
       {"selreg", 0, 32, offsetof(qgen_tune, selreg)}, {"pdl", 0, 1, offsetof(qgen_tune, pdl)},
       {"bulk", 0, 1, offsetof(qgen_tune, bulk)},     {"olddq", 0, 1, offsetof(qgen_tune, olddq)},
-      {"swap", 0, 1, offsetof(qgen_tune, swap)}};
+      {"swap", 0, 1, offsetof(qgen_tune, swap)},     {"ctas", 1, 16, offsetof(qgen_tune, ctas)},
+      {"chunk", 1, 16, offsetof(qgen_tune, chunk)}};
   tune_none(t);
   unsigned seen = 0; /* keys given so far: each at most once */
   while (s && *s) {
@@ -59,7 +65,7 @@ int qgen_tune_parse(const char *s, qgen_tune *t, char *err, size_t errlen) {
     long v = k < nk ? strtol(eq + 1, &stop, 10) : 0;
     if (k == nk || stop == eq + 1 || stop != s + n || v < keys[k].lo || v > keys[k].hi || (end && !end[1]) ||
         (keys[k].off == offsetof(qgen_tune, sel) && (v & (v - 1)))) {
-      snprintf(err, errlen, "QGEN_TUNE: '%.*s' is not one of groups=1..16, stages=2..8, smem=16..220, split=64..65536, sel=128|256|512|1024, selreg=0..32, pdl=0|1, bulk=0|1, olddq=0|1, swap=0|1",
+      snprintf(err, errlen, "QGEN_TUNE: '%.*s' is not one of groups=1..16, stages=2..8, smem=16..220, split=64..65536, sel=128|256|512|1024, selreg=0..32, pdl=0|1, bulk=0|1, olddq=0|1, swap=0|1, ctas=1..16, chunk=1..16",
                (int)n, s);
       tune_none(t);
       return -1;
@@ -80,7 +86,7 @@ int qgen_tune_parse(const char *s, qgen_tune *t, char *err, size_t errlen) {
     tune_none(t);
     return -1;
   }
-  return t->groups || t->stages || t->smem_kib || t->split || t->sel || t->selreg >= 0 || t->olddq >= 0 || t->swap >= 0;
+  return t->groups || t->stages || t->smem_kib || t->split || t->sel || t->selreg >= 0 || t->olddq >= 0 || t->swap >= 0 || t->ctas || t->chunk;
 }
 
 static int pad_rows16(int bytes) { return (bytes / 16) % 2 == 0 ? bytes + 16 : bytes; }
@@ -125,6 +131,12 @@ void qgen_plan_make(const qgen_layout *L, const qgen_tune *tp, qgen_plan *p) {
   if (red > area) area = red;
   if (comb > area) area = comb;
   p->attend_smem = q_bytes + area + 128; /* + slack to start the ring on a 128-byte line */
+  p->attend_min_ctas = t.ctas; /* 0: no minimum (ptxas sizes the registers itself) */
+  /* the ring's chunks: CH sub-tiles of one page, >= 2 chunk stages */
+  const int spp = L->block / 16;
+  int ch = t.chunk ? t.chunk : 4; /* bench/NOTES.md 63: 4 beat 1 and 2 on every cache type */
+  while (ch > 1 && (spp % ch || p->stages % ch || p->stages / ch < 2)) ch--;
+  p->chunk = ch;
   p->min_split_tokens = t.split ? t.split : 256;
 
   p->est_threads = 128;

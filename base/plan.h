@@ -26,6 +26,8 @@
      does not divide it); 0 = quantized slab */                                             \
   X(k_piece, 1) X(v_piece, 1)                                                                  \
   X(attend_smem, 0)      /* dynamic shared memory of attend, bytes */                          \
+  X(attend_min_ctas, 1)  /* the CTAs an SM attend's registers are sized for (0: ptxas's choice) */ \
+  X(chunk, 1)            /* attend's ring unit: consecutive sub-tiles of a page copied together */ \
   X(min_split_tokens, 1) /* a split gets at least this many tokens */                          \
   /* estimate: CTA size, pages a CTA per round, staged q row bytes, the staged q (dynamic    \
      shared memory, bytes), the CTAs an SM its registers are sized for (launch bounds) */     \
@@ -60,6 +62,9 @@ typedef struct qgen_plan {
  *              element scaled, 4 bytes a row; 1) or oct/tpair (V's scales on P) and fp8 by
  *              ldmatrix (0), for A/B runs; unset: 0 but for q8_0 K with q8_0 V (measured
  *              slower there)
+ *   ctas=N     attend's registers sized for N CTAs an SM (1..16; launch bounds)
+ *   chunk=N    attend's ring unit: N sub-tiles of a page (1..16; the largest <= N that divides
+ *              the page's sub-tiles and the stages, leaving >= 2 chunk stages)
  *   swap=0|1   attend's swapped operands where K and V are block-quantized and the group
  *              is at most 8 heads (1, the default there) or the plain ones (0); elsewhere, and
  *              under olddq=1, it changes nothing
@@ -70,6 +75,7 @@ typedef struct qgen_plan {
 typedef struct qgen_tune {
   int groups, stages, smem_kib, split, sel, selreg, pdl, bulk; /* 0 / -1 (selreg, pdl, bulk): not set */
   int olddq, swap;                                             /* -1: not set */
+  int ctas, chunk;                                             /* 0: not set */
 } qgen_tune;
 
 /* Parse a QGEN_TUNE value (NULL = unset) into *t. Returns 1 when a key that changes the

@@ -8,13 +8,17 @@
 // page).
 //
 // Warp-specialized: one producer warp and WARPS_M x WARPS_T consumer warps. The producer
-// looks the pages up (32 at a time, one per lane) and fills a ring of STAGES stages, each
-// one sub-tile's K and V rows; a stage's `full` mbarrier completes when its copies have
-// landed. Sub-tile j goes to stage j % STAGES and is consumed by token group j % WARPS_T;
-// STAGES is a multiple of WARPS_T, so a stage always serves the same group and a phase
-// parity names its round unambiguously. Every lane of the group releases the stage on its
-// `empty` mbarrier (an arrival releases only the arriving thread's own reads). No CTA-wide
-// barrier sits in the loop and consumers issue no copies.
+// looks the pages up (32 at a time, one per lane) and fills a ring of STAGES sub-tile
+// buffers (K and V rows) in chunks of CH consecutive sub-tiles of one page: chunk c goes to
+// chunk stage c % NCHUNK, whose `full` mbarrier completes when its copies have landed.
+// Sub-tile j is consumed by token group j % WARPS_T; STAGES is a multiple of WARPS_T and of
+// CH, so a chunk stage always serves the same groups, each in every round, and a phase
+// parity names its round unambiguously. Every lane of a consuming warp releases each of its
+// sub-tiles on the stage's `empty` mbarrier (an arrival releases only the arriving thread's
+// own reads). No CTA-wide barrier sits in the loop and consumers issue no copies. Chunks,
+// not single sub-tiles, because the producer's own instructions (page lookup shuffle, waits,
+// arrivals, the uniform moves around each bulk copy) were the step's limit for quantized
+// caches: one chunk of 4 is one wait, one arrival and two bulk copies (bench/NOTES.md 63).
 //
 // Copies: 16-bit rows by 16-byte cp.async (under an L2 evict_first policy: read once a
 // step, they must not push out the step's metadata), 32 consecutive chunks per
@@ -103,6 +107,12 @@ constexpr int NQ = KT::BF ? 2 : 1; // staged copies of q: value (+ residue)
 constexpr int Q_BYTES = NQ * MT * 16 * Q_SROW;
 constexpr int SUB = 16, SPP = BLOCK / SUB; // tokens a sub-tile, sub-tiles a page
 static_assert(BLOCK % SUB == 0 && STAGES % WARPS_T == 0 && STAGES >= 2 * WARPS_T, "a ring of whole rounds, >= 2 stages a group");
+// The ring's unit: a chunk of CH consecutive sub-tiles of one page (NCHUNK chunk stages),
+// copied and released together; its K tiles, then its V tiles. CONTIG: the tiles are
+// unpadded, so a chunk's CH * SUB rows of K (of V) are one contiguous copy.
+constexpr int CH = QG_CHUNK, NCHUNK = STAGES / CH;
+constexpr bool CONTIG = K_TILE == SUB * KT::ROW && V_TILE == SUB * VT::ROW;
+static_assert(SPP % CH == 0 && STAGES % CH == 0 && NCHUNK >= 2, "chunks of whole sub-tiles of one page, >= 2 chunk stages");
 static_assert(THREADS == QG_ATTEND_THREADS, "plan and template disagree on the CTA size");
 static_assert(K_TILE % 128 == 0 && V_TILE % 128 == 0 && Q_BYTES % 16 == 0 && (SUB * KT::ROW) % 16 == 0 && (SUB * VT::ROW) % 16 == 0,
               "16-byte copies of 16-byte sizes; tiles on 128-byte lines");
@@ -210,12 +220,13 @@ struct share {
 // views of others, so their units compile only the owned cache's path).
 constexpr bool VIEWS = KT::ROW % 4 == 0 && VT::ROW % 4 == 0;
 
-// The producer warp: sub-tile jt of the share into stage jt % STAGES, once the stage's
-// previous round was consumed. Lane k holds the physical page of page (batch*32 + k) of
-// the share; the sub-tile loop reads it with a shuffle. VIEW: the rows are where the
-// cache's strides say (base/kargs.h), else the owned layout's. A view whose pages are smaller
-// than BLOCK (R = BLOCK / page_size of them a selection page) looks each sub-tile's page
-// up itself; a view's sub-tile wholly past the sequence reads nothing (page 0, zero-filled).
+// The producer warp: chunk jc / CH of the share (sub-tiles jc .. jc + CH - 1, one page's)
+// into chunk stage (jc / CH) % NCHUNK, once the stage's previous round was consumed. Lane k
+// holds the physical page of page (batch*32 + k) of the share; the loop reads it with a
+// shuffle. VIEW: the rows are where the cache's strides say (base/kargs.h), else the owned
+// layout's. A view whose pages are smaller than BLOCK (R = BLOCK / page_size of them a
+// selection page) looks each sub-tile's page up itself; a view's sub-tile wholly past the
+// sequence reads nothing (page 0, zero-filled).
 template <int R, bool VIEW>
 __device__ __forceinline__ void produce(const qg_cache &c, const int *list, int seq, int h, const share &sh, int n_sub, u8 *stages,
                                         u64 *full, u64 *empty, int lane, int bulk) {
@@ -223,8 +234,8 @@ __device__ __forceinline__ void produce(const qg_cache &c, const int *list, int 
   constexpr int spe = SPP / R; // sub-tiles an engine page (R of them a selection page)
   i64 phys_l = 0, lp_l = 0;
   int batch = -1;
-  for (int jt = 0; jt < n_sub; jt++) {
-    const int pi = jt / SPP, si = jt % STAGES;
+  for (int jc = 0; jc < n_sub; jc += CH) {
+    const int pi = jc / SPP, ci = jc / CH % NCHUNK;
     if (pi >> 5 != batch) {
       batch = pi >> 5;
       const i64 i = sh.p0 + (i64)batch * 32 + lane;
@@ -233,37 +244,53 @@ __device__ __forceinline__ void produce(const qg_cache &c, const int *list, int 
         phys_l = pt[lp_l * R];
       }
     }
-    i64 phys = __shfl_sync(0xffffffffu, phys_l, pi & 31);
-    const int nvalid = sh.valid(jt);
-    if constexpr (R > 1) { // (an engine page past the sequence may be past the block table's row too)
-      const i64 lp = __shfl_sync(0xffffffffu, lp_l, pi & 31);
-      if (nvalid > 0) phys = pt[lp * R + (jt % SPP) / spe];
+    const i64 phys0 = __shfl_sync(0xffffffffu, phys_l, pi & 31);
+    if (jc >= STAGES) mbar_wait(&empty[ci], (jc / STAGES + 1) & 1); // its previous round was consumed
+    u8 *cs = stages + ci * CH * STAGE;
+    // An owned cache's chunk is CH * SUB contiguous rows of K and of V: by bulk copies (sm_90,
+    // bulk set), one each when the tiles are unpadded (the chunk's K tiles are contiguous)
+    if (!VIEW && BULK && bulk && !SWIZZLED<KT> && !SWIZZLED<VT> && CONTIG) {
+      if (lane == 0) {
+        const i64 slot0 = (jc % SPP) * SUB;
+        mbar_expect_tx(&full[ci], CH * SUB * (KT::ROW + VT::ROW));
+        bulk_load(cs, c.k + (phys0 * N_KV + h) * (BLOCK * KT::ROW) + slot0 * KT::ROW, CH * SUB * KT::ROW, &full[ci]);
+        bulk_load(cs + CH * K_TILE, c.v + (phys0 * N_KV + h) * (BLOCK * VT::ROW) + slot0 * VT::ROW, CH * SUB * VT::ROW, &full[ci]);
+      }
+    } else {
+#pragma unroll 1
+      for (int jt = jc; jt < jc + CH; jt++) {
+        i64 phys = phys0;
+        const int nvalid = sh.valid(jt);
+        if constexpr (R > 1) { // (an engine page past the sequence may be past the block table's row too)
+          const i64 lp = __shfl_sync(0xffffffffu, lp_l, pi & 31);
+          if (nvalid > 0) phys = pt[lp * R + (jt % SPP) / spe];
+        }
+        if (VIEW && nvalid <= 0) phys = 0;
+        const i64 slot0 = (jt % SPP % spe) * SUB; // first token's slot in its engine page
+        // (an owned cache's strides are known here: its layout.h layout)
+        const u8 *ksrc = VIEW ? c.k + phys * c.k_page + h * c.k_head + slot0 * c.k_token : c.k + (phys * N_KV + h) * (BLOCK * KT::ROW) + slot0 * KT::ROW;
+        const u8 *vsrc = VIEW ? c.v + phys * c.v_page + h * c.v_head + slot0 * c.v_token : c.v + (phys * N_KV + h) * (BLOCK * VT::ROW) + slot0 * VT::ROW;
+        u8 *kst = cs + (jt - jc) * K_TILE, *vst = cs + CH * K_TILE + (jt - jc) * V_TILE;
+        // K/V rows are read once a step: evicted first, so the step's metadata stays in L2
+        // (bench/NOTES.md 52; made here, not held across the loop: a register the consumers
+        // would pay for too). Not on the bulk copies, where it measured slower.
+        const u64 pol = l2_evict_first();
+        // whole slabs (a view's only when every row is the sequence's), quantized ones by one
+        // bulk copy each (sm_90, bulk set), the rest by cp.async
+        const bool full_rows = !VIEW || nvalid >= SUB;
+        const bool ks = !VIEW || ((c.flags & QG_CACHE_K_SLAB) && (SWIZZLED<KT> || full_rows)),
+                   vs = !VIEW || ((c.flags & QG_CACHE_V_SLAB) && (SWIZZLED<VT> || full_rows));
+        const bool kb = BULK && !SWIZZLED<KT> && bulk && ks, vb = BULK && !SWIZZLED<VT> && bulk && vs;
+        if ((kb || vb) && lane == 0) {
+          mbar_expect_tx(&full[ci], (kb ? SUB * KT::ROW : 0) + (vb ? SUB * VT::ROW : 0));
+          if (kb) bulk_load(kst, ksrc, SUB * KT::ROW, &full[ci]);
+          if (vb) bulk_load(vst, vsrc, SUB * VT::ROW, &full[ci]);
+        }
+        if (!kb) ks ? copy_rows<KT, K_PB, true>(kst, ksrc, 0, nvalid, lane, pol) : copy_rows<KT, K_PB, false>(kst, ksrc, c.k_token, nvalid, lane, pol);
+        if (!vb) vs ? copy_rows<VT, V_PB, true>(vst, vsrc, 0, nvalid, lane, pol) : copy_rows<VT, V_PB, false>(vst, vsrc, c.v_token, nvalid, lane, pol);
+      }
     }
-    if (VIEW && nvalid <= 0) phys = 0;
-    if (jt >= STAGES) mbar_wait(&empty[si], (jt / STAGES + 1) & 1); // its previous round was consumed
-    const i64 slot0 = (jt % SPP % spe) * SUB; // first token's slot in its engine page
-    // (an owned cache's strides are known here: its layout.h layout)
-    const u8 *ksrc = VIEW ? c.k + phys * c.k_page + h * c.k_head + slot0 * c.k_token : c.k + (phys * N_KV + h) * (BLOCK * KT::ROW) + slot0 * KT::ROW;
-    const u8 *vsrc = VIEW ? c.v + phys * c.v_page + h * c.v_head + slot0 * c.v_token : c.v + (phys * N_KV + h) * (BLOCK * VT::ROW) + slot0 * VT::ROW;
-    u8 *st = stages + si * STAGE;
-    // K/V rows are read once a step: evicted first, so the step's metadata stays in L2
-    // (bench/NOTES.md 52; made here, not held across the loop: a register the consumers
-    // would pay for too). Not on the bulk copies, where it measured slower.
-    const u64 pol = l2_evict_first();
-    // whole slabs (a view's only when every row is the sequence's), quantized ones by one
-    // bulk copy each (sm_90, bulk set), the rest by cp.async
-    const bool full_rows = !VIEW || nvalid >= SUB;
-    const bool ks = !VIEW || ((c.flags & QG_CACHE_K_SLAB) && (SWIZZLED<KT> || full_rows)),
-               vs = !VIEW || ((c.flags & QG_CACHE_V_SLAB) && (SWIZZLED<VT> || full_rows));
-    const bool kb = BULK && !SWIZZLED<KT> && bulk && ks, vb = BULK && !SWIZZLED<VT> && bulk && vs;
-    if ((kb || vb) && lane == 0) {
-      mbar_expect_tx(&full[si], (kb ? SUB * KT::ROW : 0) + (vb ? SUB * VT::ROW : 0));
-      if (kb) bulk_load(st, ksrc, SUB * KT::ROW, &full[si]);
-      if (vb) bulk_load(st + K_TILE, vsrc, SUB * VT::ROW, &full[si]);
-    }
-    if (!kb) ks ? copy_rows<KT, K_PB, true>(st, ksrc, 0, nvalid, lane, pol) : copy_rows<KT, K_PB, false>(st, ksrc, c.k_token, nvalid, lane, pol);
-    if (!vb) vs ? copy_rows<VT, V_PB, true>(st + K_TILE, vsrc, 0, nvalid, lane, pol) : copy_rows<VT, V_PB, false>(st + K_TILE, vsrc, c.v_token, nvalid, lane, pol);
-    cp_async_arrive(&full[si]); // one of the phase's 32 arrivals, when this lane's cp.async land
+    cp_async_arrive(&full[ci]); // one of the phase's 32 arrivals, when this lane's cp.async land
   }
 }
 
@@ -668,10 +695,17 @@ __device__ __forceinline__ void merge_splits(const qg_work &wk, int b, int h, in
   }
 }
 
-extern "C" __global__ void __launch_bounds__(QG_ATTEND_THREADS) qg_attend(qg_cache c, qg_work wk, qg_batch bt, const void *q, void *out, int dense,
+// registers sized by ptxas, or for QG_ATTEND_MIN_CTAS CTAs an SM (an explicit 1 is not the
+// same: ptxas then took 121 registers for q4_0's attend, not 96)
+#if QG_ATTEND_MIN_CTAS
+#define QG_ATTEND_BOUNDS __launch_bounds__(QG_ATTEND_THREADS, QG_ATTEND_MIN_CTAS)
+#else
+#define QG_ATTEND_BOUNDS __launch_bounds__(QG_ATTEND_THREADS)
+#endif
+extern "C" __global__ void QG_ATTEND_BOUNDS qg_attend(qg_cache c, qg_work wk, qg_batch bt, const void *q, void *out, int dense,
                                                                           int bulk) {
   extern __shared__ __align__(16) u8 smem[];
-  __shared__ __align__(8) u64 full[STAGES], empty[STAGES];
+  __shared__ __align__(8) u64 full[NCHUNK], empty[NCHUNK];
   // q first, then the ring from the next 128-byte line (the plan allots the slack): the
   // 128 bytes that 8 lanes copy must land in one shared-memory line, or the L2 is asked
   // for their sectors twice (bench/NOTES.md 23)
@@ -683,7 +717,7 @@ extern "C" __global__ void __launch_bounds__(QG_ATTEND_THREADS) qg_attend(qg_cac
   const i64 len = c.seq_len[seq], n = pages_of(len);
 
   if (threadIdx.x == 0) { // every producer lane / every lane of the consuming group arrives
-    for (int s = 0; s < STAGES; s++) mbar_init(&full[s], 32), mbar_init(&empty[s], 32 * WARPS_M);
+    for (int s = 0; s < NCHUNK; s++) mbar_init(&full[s], 32), mbar_init(&empty[s], CH * 32 * WARPS_M);
     mbar_init_fence(); // visible to bulk-copy completions too
   }
   // The group's queries in the k-slot permutation (rows >= G zero), staged by the
@@ -724,14 +758,14 @@ extern "C" __global__ void __launch_bounds__(QG_ATTEND_THREADS) qg_attend(qg_cac
     u32 qb[D / 16][2]; // SWAP: Q^T's B-fragments
     if constexpr (SWAP) load_qb(qb, qsm, lane);
     for (int jt = wt; jt < n_sub; jt += WARPS_T) { // consumers of token group wt
-      const int si = jt % STAGES;
-      mbar_wait(&full[si], (jt / STAGES) & 1);
+      const int ci = jt / CH % NCHUNK;
+      mbar_wait(&full[ci], (jt / STAGES) & 1);
       const int nvalid = sh.valid(jt);
-      const u8 *ks = stages + si * STAGE;
+      const u8 *ks = stages + ci * CH * STAGE + jt % CH * K_TILE, *vs = stages + ci * CH * STAGE + CH * K_TILE + jt % CH * V_TILE;
       const u8 *qa = qsm + (wm * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * Q_SROW + ((lane >> 4) * 8) * 2;
-      if constexpr (SWAP) consume_swap<KT, VT>(o, m, l, qb, ks, ks + K_TILE, nvalid, G, lane, sl2);
-      else consume(o, m, l, qa, ks, ks + K_TILE, nvalid, G - wm * 16, lane, sl2);
-      mbar_arrive(&empty[si]); // every lane, after its own reads of the stage (release)
+      if constexpr (SWAP) consume_swap<KT, VT>(o, m, l, qb, ks, vs, nvalid, G, lane, sl2);
+      else consume(o, m, l, qa, ks, vs, nvalid, G - wm * 16, lane, sl2);
+      mbar_arrive(&empty[ci]); // every lane, after its own reads of the stage (release)
     }
     if constexpr (TENSOR_UNIT<VT> != 0.0f) {
       const float vsc = c.v_scale * TENSOR_UNIT<VT>;

@@ -16,7 +16,9 @@
  *   - estimate (also for f32 queries): its staged Qsplit is n-tiles x 8 rows (twice with
  *     the residue of an f32/bf16 query), at most 163 KiB; its launch bounds ask 4 CTAs an
  *     SM (3 above head_dim 128) for groups of up to 8 as before, 2..4 for larger ones;
- *   - QGEN_TUNE groups= / stages= / selreg= reach the plan, a CTA never exceeds 1024
+ *   - the ring's chunks: whole sub-tiles of a page dividing the stages, >= 2 chunk stages,
+ *     by default the largest such of at most 4; attend's registers left to ptxas;
+ *   - QGEN_TUNE groups= / stages= / selreg= / chunk= / ctas= reach the plan, a CTA never exceeds 1024
  *     threads, and out-of-range values are refused by name.
  * Prints one line per check and "N passed, N failed"; exits 1 on any failure.
  */
@@ -72,6 +74,11 @@ static const char *broken(const qgen_layout *L, const qgen_plan *P, int tuned) {
   const int swappable = qgen_type_traits_of(types[0])->is_quant && qgen_type_traits_of(types[1])->is_quant && L->group <= 8;
   if (!tuned && P->swap_ops != swappable) return "attend's swapped operands exactly where K and V are block-quantized and G <= 8";
   if (P->swap_ops && (!swappable || P->old_dequant)) return "swapped operands only where they apply, and never under olddq";
+  const int spp = L->block / 16, ch = P->chunk;
+  if (ch < 1 || spp % ch || P->stages % ch || P->stages / ch < 2) return "ring chunks: whole sub-tiles of a page, dividing the stages, >= 2 chunk stages";
+  for (int c = ch + 1; !tuned && c <= 4; c++)
+    if (spp % c == 0 && P->stages % c == 0 && P->stages / c >= 2) return "ring chunks: the largest of at most 4 that fits";
+  if (!tuned && P->attend_min_ctas != 0) return "attend's registers left to ptxas by default";
   return NULL;
 }
 
@@ -164,7 +171,16 @@ int main(void) {
   qgen_plan_make(&L, &t, &P);
   check(rc == 1 && P.sel_regs == 0, "QGEN_TUNE=selreg=0: short path off, a kernel-shaping key (got %d)", P.sel_regs);
 
-  const char *refused[] = {"groups=0", "groups=17", "stages=1", "stages=9", "groups=x", "groups=", "bulk=2", "selreg=33", "selreg=-1"};
+  rc = qgen_tune_parse("chunk=3,ctas=4", &t, err, sizeof err);
+  qgen_plan_make(&L, &t, &P);
+  check(rc == 1 && P.chunk == 2 && P.attend_min_ctas == 4, "QGEN_TUNE=chunk=3,ctas=4: 3 does not divide 64-token pages, 2 given; 4 CTAs (got %d, %d)",
+        P.chunk, P.attend_min_ctas);
+  qgen_plan_make(&L, NULL, &P);
+  check(P.chunk == 4 && P.attend_min_ctas == 0, "qwen3-4b q8_0: chunks of 4 sub-tiles, registers left to ptxas (got %d, %d)", P.chunk,
+        P.attend_min_ctas);
+
+  const char *refused[] = {"groups=0", "groups=17", "stages=1", "stages=9", "groups=x", "groups=", "bulk=2", "selreg=33", "selreg=-1",
+                           "chunk=0", "chunk=17", "ctas=0", "ctas=17"};
   for (size_t i = 0; i < sizeof refused / sizeof *refused; i++) {
     err[0] = 0;
     check(qgen_tune_parse(refused[i], &t, err, sizeof err) == -1 && strstr(err, "groups=1..16"), "QGEN_TUNE=%s is refused: %s",
