@@ -94,6 +94,10 @@ template <int B> __device__ __forceinline__ uint4 oct_of_nibbles(u32 q, const u3
   return make_uint4(h2_sub(and_or<0x000f000fu>(q, hm[0]), 1024.0f + B), h2_sub(and_or<0x000f000fu>(r, hm[1]), 1024.0f + B),
                     h2_fma(and_or<0x00f000f0u>(q, hm[2]), 1.0f / 16, 64.0f + B), h2_fma(and_or<0x00f000f0u>(r, hm[3]), 1.0f / 16, 64.0f + B));
 }
+template <int B> __device__ __forceinline__ uint4 oct_of_nibbles(u32 q) { // no fifth bits (q4_0)
+  const u32 hm[4] = {MAGIC2, MAGIC2, MAGIC2, MAGIC2};
+  return oct_of_nibbles<B>(q, hm);
+}
 
 // The element of largest magnitude in a 32-value block held one per lane (the first one on
 // ties, +0 when all are zero), as ggml's q4_0/q5_0 quantizers pick it.
@@ -201,15 +205,13 @@ struct qg_q4_0 {
     return bytes_to_half4((ld_u32_at(tile, blk + QGEN_Q4_0_QS_OFF + (w & 15)) >> (w & 16 ? 4 : 0)) & 0x0f0f0f0fu, 8.0f);
   }
   static __device__ __forceinline__ uint4 oct(const u8 *tile, int blk, int j) {
-    const u32 hm[4] = {MAGIC2, MAGIC2, MAGIC2, MAGIC2};
-    return oct_of_nibbles<8>(ld_u32_at(tile, blk + QGEN_Q4_0_QS_OFF + 4 * j), hm);
+    return oct_of_nibbles<8>(ld_u32_at(tile, blk + QGEN_Q4_0_QS_OFF + 4 * j));
   }
   // lane g: the bytes 2g, 2g+1 (one 16-bit load a row): channels 2g, 2g+1, 2g+16, 2g+17
   static __device__ __forceinline__ int vch(int g, int u) { return 2 * g + (u & 1) + 16 * (u >> 1); }
   static __device__ __forceinline__ uint4 tpair(const u8 *tile, int b0, int b1, int g) {
-    const u32 hm[4] = {MAGIC2, MAGIC2, MAGIC2, MAGIC2};
     return oct_of_nibbles<8>(__byte_perm(*(const u16 *)(tile + b0 + QGEN_Q4_0_QS_OFF + 2 * g),
-                                         *(const u16 *)(tile + b1 + QGEN_Q4_0_QS_OFF + 2 * g), 0x5410), hm);
+                                         *(const u16 *)(tile + b1 + QGEN_Q4_0_QS_OFF + 2 * g), 0x5410));
   }
 };
 
