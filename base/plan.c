@@ -7,9 +7,9 @@
  *    when the group has several m-tiles or when ~106 KiB would give a group under two
  *    stages; 2..4 stages a group (one computing, the rest in flight): for f16, 3 x 4 beat
  *    6 x 2, 7 x 3, 2 x 6, 3 x 5 and 4 x 4; for fp8 K and V 2 (3 x 2 beat 3 x 3 and 3 x 4).
- *    The ring is filled and released in chunks of up to 4 sub-tiles of a page (the producer
- *    warp's own instructions held quantized steps: chunks of 4 cut q4_0 dense 16-22 %, q8_0
- *    at 1M 9 %, f16 1-2 %; bench/NOTES.md 63). Registers are left to ptxas: sized for more
+ *    Where K and V are both block-quantized the ring is filled and released in chunks of up
+ *    to 4 sub-tiles of a page (the producer warp's own instructions held those steps: chunks
+ *    of 4 cut q4_0 dense 16-22 %, q8_0 at 1M 9 %; bench/NOTES.md 63); elsewhere one sub-tile. Registers are left to ptxas: sized for more
  *    CTAs an SM (80 a thread, 6 warps a scheduler) every quantized type lost 5-25 %.
  *  - 16-bit tiles are stored unpadded and swizzled in 128-byte pieces of a row (64 when
  *    128 does not divide the row), in which ldmatrix of 8 rows is conflict-free. Tiles are
@@ -132,9 +132,12 @@ void qgen_plan_make(const qgen_layout *L, const qgen_tune *tp, qgen_plan *p) {
   if (comb > area) area = comb;
   p->attend_smem = q_bytes + area + 128; /* + slack to start the ring on a 128-byte line */
   p->attend_min_ctas = t.ctas; /* 0: no minimum (ptxas sizes the registers itself) */
-  /* the ring's chunks: CH sub-tiles of one page, >= 2 chunk stages */
+  /* the ring's chunks: CH sub-tiles of one page, >= 2 chunk stages. Only where K and V are
+     both block-quantized (bulk-copied slabs, 10-22 % faster at 4; bench/NOTES.md 63): with
+     16-bit or fp8 tiles of 128-byte rows (qwen2.5-0.5b, qwen3-4b-fp8) chunks of 2 and 4
+     faulted on the H200, cause not yet found, and f16 gained only 1-2 %. */
   const int spp = L->block / 16;
-  int ch = t.chunk ? t.chunk : 4; /* bench/NOTES.md 63: 4 beat 1 and 2 on every cache type */
+  int ch = k16 || v16 ? 1 : t.chunk ? t.chunk : 4;
   while (ch > 1 && (spp % ch || p->stages % ch || p->stages / ch < 2)) ch--;
   p->chunk = ch;
   p->min_split_tokens = t.split ? t.split : 256;

@@ -15,10 +15,11 @@
 // CH, so a chunk stage always serves the same groups, each in every round, and a phase
 // parity names its round unambiguously. Every lane of a consuming warp releases each of its
 // sub-tiles on the stage's `empty` mbarrier (an arrival releases only the arriving thread's
-// own reads). No CTA-wide barrier sits in the loop and consumers issue no copies. Chunks,
-// not single sub-tiles, because the producer's own instructions (page lookup shuffle, waits,
-// arrivals, the uniform moves around each bulk copy) were the step's limit for quantized
-// caches: one chunk of 4 is one wait, one arrival and two bulk copies (bench/NOTES.md 63).
+// own reads). No CTA-wide barrier sits in the loop and consumers issue no copies. Chunks
+// (CH > 1 where the plan makes them: K and V block-quantized), because the producer's own
+// instructions (page lookup shuffle, waits, arrivals, the uniform moves around each bulk
+// copy) were the step's limit for quantized caches: one chunk of 4 is one wait, one arrival
+// and two bulk copies (bench/NOTES.md 63).
 //
 // Copies: 16-bit rows by 16-byte cp.async (under an L2 evict_first policy: read once a
 // step, they must not push out the step's metadata), 32 consecutive chunks per
