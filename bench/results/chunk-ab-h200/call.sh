@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# (Ran with its checks spelled inline; they now go through bench/device-lib.sh: the same
+# commands and logs.)
 # One device call: attend's ring in chunks of CH sub-tiles of a page (QGEN_TUNE chunk=N; an
 # owned cache's quantized chunk is one bulk copy of K and one of V). ncu of the q4_0 attend
 # (ctas-probe-h200) put 43 % of its warp samples on the consumers' wait for a full stage and
@@ -7,15 +9,11 @@
 # two rounds, dense B1 128K and 1M for every cache type and q4_0 sparse at 1M; then ncu's
 # stall sampling of q4_0 at 128K under chunk=4.
 set -u
-mkdir -p $OUT/r
-nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > $OUT/r/gpu.txt
+. bench/device-lib.sh
 export QGEN_CACHE_DIR=/tmp/qgen-cache
-t0=$(date +%s)
 export QGEN_TUNE=chunk=4
-timeout 120 build-dev/qgen check --quick --spec specs/qwen3-4b.lua > $OUT/r/check-qwen3-chunk4.log 2>&1
-echo "qwen3 chunk=4: exit $? ($(grep -c PASS $OUT/r/check-qwen3-chunk4.log) PASS, $(grep -c FAIL $OUT/r/check-qwen3-chunk4.log) FAIL) at $(( $(date +%s) - t0 )) s"
-timeout 200 build-dev/qgen check --quick --spec tests/gpu/kv-pairs.lua > $OUT/r/check-kv-pairs-chunk4.log 2>&1
-echo "kv-pairs chunk=4: exit $? ($(grep -c PASS $OUT/r/check-kv-pairs-chunk4.log) PASS, $(grep -c FAIL $OUT/r/check-kv-pairs-chunk4.log) FAIL) at $(( $(date +%s) - t0 )) s"
+check_quick qwen3-chunk4 specs/qwen3-4b.lua 120
+check_quick kv-pairs-chunk4 tests/gpu/kv-pairs.lua 200
 for round in 1 2; do
   for ch in 1 2 4; do
     export QGEN_TUNE=chunk=$ch

@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# (Ran with its checks spelled inline; they now go through bench/device-lib.sh: the same
+# commands and logs.)
 # Ran on 3f31496 (chunk 4 the default for every cache type). Its specs and paths parts faulted
 # on qwen2.5-0.5b, qwen3-4b-e4m3/e5m2 (sm_90 and sm_80 PTX): see NOTES 63; the logs are
 # tests/gpu-results/gpu-check-{specs,paths}-quick-3f31496-h200.log. The probe's e4m3 bench hit
@@ -13,19 +15,12 @@
 # qwen3-4b-q4_0 (the bulk chunk copies and the chunk mbarriers); then, with the time left,
 # the probe grid with the peers and targets.py.
 set -u
-mkdir -p $OUT/r
+. bench/device-lib.sh
 export QGEN_CACHE_DIR=/tmp/qgen-cache
-t0=$(date +%s)
 for part in specs paths; do
-  timeout 240 bash tests/gpu-run.sh build-dev $OUT/r quick $part > /dev/null 2>&1
-  echo "$part: exit $? ($(grep -c PASS $OUT/r/gpu-check-$part.log) PASS, $(grep -c FAIL $OUT/r/gpu-check-$part.log) FAIL) at $(( $(date +%s) - t0 )) s"
+  gpu_run_quick $part 240
 done
 timeout 90 compute-sanitizer --tool racecheck build-dev/qgen check --spec specs/qwen3-4b.lua --variant qwen3-4b-q4_0 --quick > $OUT/r/racecheck-q4_0.log 2>&1
 echo "racecheck q4_0: exit $? $(grep -E 'RACECHECK SUMMARY|checks passed' $OUT/r/racecheck-q4_0.log | tr '\n' ' ') at $(( $(date +%s) - t0 )) s"
-left=$((560 - ($(date +%s) - t0)))
-echo "seconds left for the probe: $left"
-if [ $left -gt 200 ]; then
-  timeout $left bash bench/run.sh build-dev $OUT/r/probe probe > $OUT/r/probe.log 2>&1; echo "probe: rc $?"
-  cat $OUT/r/probe/targets.txt 2>/dev/null
-fi
+probe_if_time 560
 cd $OUT && tar czf all.tgz r

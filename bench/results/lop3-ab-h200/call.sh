@@ -1,16 +1,15 @@
 #!/usr/bin/env bash
+# (Ran with its checks spelled inline; they now go through bench/device-lib.sh: the same
+# commands and logs.)
 # (Its summary step ran bench/results/<this folder>/summary.py, now bench/ab_summary.py.)
 # One device call: the one-LOP3 magic words (this tree's templates, embedded in build-dev)
 # checked on the GPU, their attend loop counted in SASS, and A/B'd against the previous
 # templates (.carry/main-templates, by QGEN_TEMPLATE_DIR) in alternating rounds.
 set -u
-mkdir -p $OUT/r
-nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > $OUT/r/gpu.txt
+. bench/device-lib.sh
 export QGEN_CACHE_DIR=/tmp/qc-new
-timeout 90 build-dev/qgen check --quick --spec specs/qwen3-4b.lua > $OUT/r/check-qwen3-new.log 2>&1
-echo "qwen3 new: exit $? ($(grep -c PASS $OUT/r/check-qwen3-new.log) PASS, $(grep -c FAIL $OUT/r/check-qwen3-new.log) FAIL)"
-timeout 150 build-dev/qgen check --quick --spec tests/gpu/kv-pairs.lua > $OUT/r/check-kv-pairs-new.log 2>&1
-echo "kv-pairs new: exit $? ($(grep -c PASS $OUT/r/check-kv-pairs-new.log) PASS, $(grep -c FAIL $OUT/r/check-kv-pairs-new.log) FAIL)"
+check_quick qwen3-new specs/qwen3-4b.lua 90
+check_quick kv-pairs-new tests/gpu/kv-pairs.lua 150
 # SASS of both trees' attend loops (sm_90 cubins of the emitted units)
 for t in main new; do
   if [ $t = main ]; then export QGEN_TEMPLATE_DIR=$PWD/.carry/main-templates; else unset QGEN_TEMPLATE_DIR; fi

@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# (Ran with its checks spelled inline; they now go through bench/device-lib.sh: the same
+# commands and logs.)
 # (Its summary step ran bench/results/<this folder>/summary.py, now bench/ab_summary.py.)
 # One device call: two sub-tiles a consumer step for the swapped operands (this tree's
 # templates, embedded in build-dev: 4 CTAs an SM asked at head_dim <= 128) checked on the GPU,
@@ -6,15 +8,11 @@
 # templates), lop3 (the one-LOP3 magic words alone), pair (= the embedded tree), free (pair
 # with no CTA minimum: ptxas takes ~128 registers, 3 CTAs an SM).
 set -u
-mkdir -p $OUT/r
-nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > $OUT/r/gpu.txt
+. bench/device-lib.sh
 export QGEN_CACHE_DIR=/tmp/qc-emb
-timeout 90 build-dev/qgen check --quick --spec specs/qwen3-4b.lua > $OUT/r/check-qwen3-pair.log 2>&1
-echo "qwen3 pair: exit $? ($(grep -c PASS $OUT/r/check-qwen3-pair.log) PASS, $(grep -c FAIL $OUT/r/check-qwen3-pair.log) FAIL)"
-timeout 200 build-dev/qgen check --quick --spec tests/gpu/kv-pairs.lua > $OUT/r/check-kv-pairs-pair.log 2>&1
-echo "kv-pairs pair: exit $? ($(grep -c PASS $OUT/r/check-kv-pairs-pair.log) PASS, $(grep -c FAIL $OUT/r/check-kv-pairs-pair.log) FAIL)"
-QGEN_CACHE_DIR=/tmp/qc-free QGEN_TEMPLATE_DIR=$PWD/.carry/t-free timeout 90 build-dev/qgen check --quick --spec specs/qwen3-4b.lua > $OUT/r/check-qwen3-free.log 2>&1
-echo "qwen3 free: exit $? ($(grep -c PASS $OUT/r/check-qwen3-free.log) PASS, $(grep -c FAIL $OUT/r/check-qwen3-free.log) FAIL)"
+check_quick qwen3-pair specs/qwen3-4b.lua 90
+check_quick kv-pairs-pair tests/gpu/kv-pairs.lua 200
+QGEN_CACHE_DIR=/tmp/qc-free QGEN_TEMPLATE_DIR=$PWD/.carry/t-free check_quick qwen3-free specs/qwen3-4b.lua 90
 tdir() { if [ $1 = main ]; then echo $PWD/.carry/main-templates; else echo $PWD/.carry/t-$1; fi; }
 for t in pair free; do
   QGEN_CACHE_DIR=/tmp/qc-$t QGEN_TEMPLATE_DIR=$(tdir $t) build-dev/qgen emit --spec specs/qwen3-4b.lua -o /tmp/emit-$t > /dev/null 2>&1

@@ -1,0 +1,32 @@
+# device-lib.sh — steps the one-off device-call scripts (bench/results/*/call.sh) share;
+# source it from the repository root with OUT set (the device tool's output folder):
+#   . bench/device-lib.sh
+# Results go under $OUT/r; each step prints one line with the seconds since sourcing.
+mkdir -p "$OUT/r"
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > "$OUT/r/gpu.txt"
+t0=${t0:-$(date +%s)}
+elapsed() { echo "at $(($(date +%s) - t0)) s"; }
+# "(N PASS, N FAIL)" of a qgen check log
+pass_counts() { echo "($(grep -c PASS "$1") PASS, $(grep -c FAIL "$1") FAIL)"; }
+# check_quick NAME SPEC SECONDS: qgen check --quick of SPEC (under the caller's QGEN_* env)
+# into $OUT/r/check-NAME.log
+check_quick() {
+  timeout "$3" build-dev/qgen check --quick --spec "$2" > "$OUT/r/check-$1.log" 2>&1
+  echo "$1: exit $? $(pass_counts "$OUT/r/check-$1.log") $(elapsed)"
+}
+# gpu_run_quick PART SECONDS: tests/gpu-run.sh's quick PART into $OUT/r/gpu-check-PART.log
+gpu_run_quick() {
+  timeout "$2" bash tests/gpu-run.sh build-dev "$OUT/r" quick "$1" > /dev/null 2>&1
+  echo "$1: exit $? $(pass_counts "$OUT/r/gpu-check-$1.log") $(elapsed)"
+}
+# probe_if_time BUDGET: the probe grid with the peers and targets.py (bench/run.sh probe) into
+# $OUT/r/probe, if more than 200 of the call's BUDGET seconds are left
+probe_if_time() {
+  local left=$(($1 - ($(date +%s) - t0)))
+  echo "seconds left for the probe: $left"
+  if [ $left -gt 200 ]; then
+    timeout $left bash bench/run.sh build-dev "$OUT/r/probe" probe > "$OUT/r/probe.log" 2>&1
+    echo "probe: rc $?"
+    cat "$OUT/r/probe/targets.txt" 2> /dev/null
+  fi
+}
