@@ -9,8 +9,11 @@
  *    6 x 2, 7 x 3, 2 x 6, 3 x 5 and 4 x 4; for fp8 K and V 2 (3 x 2 beat 3 x 3 and 3 x 4).
  *    Where K and V are both block-quantized the ring is filled and released in chunks of up
  *    to 4 sub-tiles of a page (the producer warp's own instructions held those steps: chunks
- *    of 4 cut q4_0 dense 16-22 %, q8_0 at 1M 9 %; bench/NOTES.md 63); elsewhere one sub-tile. Registers are left to ptxas: sized for more
- *    CTAs an SM (80 a thread, 6 warps a scheduler) every quantized type lost 5-25 %.
+ *    of 4 cut q4_0 dense 16-22 %, q8_0 at 1M 9 %; bench/NOTES.md 63); elsewhere one sub-tile.
+ *    Registers are left to ptxas (sized for more CTAs an SM, 80 a thread and 6 warps a
+ *    scheduler, every quantized type lost 5-25 %), except where the swapped consumers take
+ *    two sub-tiles a step (q4_0 and q8_0 at head_dim <= 128: 2-6 % faster; NOTES 64): there
+ *    96, four CTAs an SM, as before.
  *  - 16-bit tiles are stored unpadded and swizzled in 128-byte pieces of a row (64 when
  *    128 does not divide the row), in which ldmatrix of 8 rows is conflict-free. Tiles are
  *    128-byte multiples and the ring starts on a 128-byte line: when the 128 bytes that 8
@@ -30,8 +33,8 @@
  *    held in registers and placed by one block scan (select.cu's short path); on sm_90 a
  *    cluster of up to 8 such CTAs shares a longer one (runtime/gpu.c select_cluster).
  *  - QGEN_TUNE overrides groups, stages, the stage budget, the split size, select's size
- *    and short path, PDL, the bulk copies, attend's quantized operands, its chunks and the
- *    CTAs an SM its registers are sized for (plan.h).
+ *    and short path, PDL, the bulk copies, attend's quantized operands, its chunks, its pairs
+ *    and the CTAs an SM its registers are sized for (plan.h).
  */
 #include "base/plan.h"
 
@@ -42,7 +45,7 @@
 
 static void tune_none(qgen_tune *t) {
   memset(t, 0, sizeof *t);
-  t->selreg = t->pdl = t->bulk = t->olddq = t->swap = -1;
+  t->selreg = t->pdl = t->bulk = t->olddq = t->swap = t->pair = -1;
 }
 
 int qgen_tune_parse(const char *s, qgen_tune *t, char *err, size_t errlen) {
@@ -53,7 +56,7 @@ int qgen_tune_parse(const char *s, qgen_tune *t, char *err, size_t errlen) {
       {"selreg", 0, 32, offsetof(qgen_tune, selreg)}, {"pdl", 0, 1, offsetof(qgen_tune, pdl)},
       {"bulk", 0, 1, offsetof(qgen_tune, bulk)},     {"olddq", 0, 1, offsetof(qgen_tune, olddq)},
       {"swap", 0, 1, offsetof(qgen_tune, swap)},     {"ctas", 1, 16, offsetof(qgen_tune, ctas)},
-      {"chunk", 1, 16, offsetof(qgen_tune, chunk)}};
+      {"chunk", 1, 16, offsetof(qgen_tune, chunk)},   {"pair", 0, 1, offsetof(qgen_tune, pair)}};
   tune_none(t);
   unsigned seen = 0; /* keys given so far: each at most once */
   while (s && *s) {
@@ -65,7 +68,7 @@ int qgen_tune_parse(const char *s, qgen_tune *t, char *err, size_t errlen) {
     long v = k < nk ? strtol(eq + 1, &stop, 10) : 0;
     if (k == nk || stop == eq + 1 || stop != s + n || v < keys[k].lo || v > keys[k].hi || (end && !end[1]) ||
         (keys[k].off == offsetof(qgen_tune, sel) && (v & (v - 1)))) {
-      snprintf(err, errlen, "QGEN_TUNE: '%.*s' is not one of groups=1..16, stages=2..8, smem=16..220, split=64..65536, sel=128|256|512|1024, selreg=0..32, pdl=0|1, bulk=0|1, olddq=0|1, swap=0|1, ctas=1..16, chunk=1..16",
+      snprintf(err, errlen, "QGEN_TUNE: '%.*s' is not one of groups=1..16, stages=2..8, smem=16..220, split=64..65536, sel=128|256|512|1024, selreg=0..32, pdl=0|1, bulk=0|1, olddq=0|1, swap=0|1, ctas=1..16, chunk=1..16, pair=0|1",
                (int)n, s);
       tune_none(t);
       return -1;
@@ -86,7 +89,8 @@ int qgen_tune_parse(const char *s, qgen_tune *t, char *err, size_t errlen) {
     tune_none(t);
     return -1;
   }
-  return t->groups || t->stages || t->smem_kib || t->split || t->sel || t->selreg >= 0 || t->olddq >= 0 || t->swap >= 0 || t->ctas || t->chunk;
+  return t->groups || t->stages || t->smem_kib || t->split || t->sel || t->selreg >= 0 || t->olddq >= 0 || t->swap >= 0 || t->ctas || t->chunk ||
+         t->pair >= 0;
 }
 
 static int pad_rows16(int bytes) { return (bytes / 16) % 2 == 0 ? bytes + 16 : bytes; }
@@ -167,4 +171,15 @@ void qgen_plan_make(const qgen_layout *L, const qgen_tune *tp, qgen_plan *p) {
   const int swappable = !k16 && !v16 && L->group <= 8;
   p->old_dequant = t.olddq >= 0 ? t.olddq : L->k_type == QGEN_TYPE_Q8_0 && L->v_type == QGEN_TYPE_Q8_0 && !(swappable && t.swap != 0);
   p->swap_ops = swappable && t.swap != 0 && !p->old_dequant;
+  /* the swapped consumers two sub-tiles of their group a step (jt, jt + WARPS_T): one softmax
+     for 32 tokens and two independent K chains, fewer instructions a sub-tile (q4_0 dense
+     5-6 % faster, q8_0 1-2 %; bench/NOTES.md 64). Registers for 4 CTAs an SM (ptxas alone
+     takes ~125: 3), which the types' pair_ok says they fit; past head_dim 128 O^T alone is
+     too many, and sparse-V decides sub-tile by sub-tile. A step holds its first sub-tile while it waits for
+     the second: the ring then needs chunk + warps_t <= stages, or the producer could wait
+     for a release that waits for it. */
+  const int pairable = p->swap_ops && D <= 128 && L->v_tau == 0 && p->chunk + p->warps_t <= p->stages &&
+                       qgen_type_traits_of(L->k_type)->pair_ok && qgen_type_traits_of(L->v_type)->pair_ok;
+  p->pair = pairable && t.pair != 0;
+  if (p->pair && !t.ctas) p->attend_min_ctas = 4;
 }

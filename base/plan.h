@@ -43,7 +43,8 @@
   X(pdl, 0)  /* launch select and attend of a sparse step as programmatic dependents (sm_90+) */ \
   X(bulk, 0) /* attend copies quantized slabs by bulk copies (sm_90+), else by cp.async */    \
   X(old_dequant, 1) /* attend dequantizes quantized K/V per element (the earlier path) */      \
-  X(swap_ops, 1)    /* attend's swapped operands: S^T = K Q^T, O^T = V^T P^T (attend.cu) */
+  X(swap_ops, 1)    /* attend's swapped operands: S^T = K Q^T, O^T = V^T P^T (attend.cu) */ \
+  X(pair, 1)        /* attend's swapped consumers take their group's sub-tiles two a step */
 
 #define QGEN_PLAN_FIELD(field, unit) int field;
 typedef struct qgen_plan {
@@ -69,6 +70,8 @@ typedef struct qgen_plan {
  *   swap=0|1   attend's swapped operands where K and V are block-quantized and the group
  *              is at most 8 heads (1, the default there) or the plain ones (0); elsewhere, and
  *              under olddq=1, it changes nothing
+ *   pair=0|1   the swapped consumers two sub-tiles a step (1, the default where it applies:
+ *              head_dim <= 128, no sparse-V) or one (0); elsewhere it changes nothing
  * All but pdl and bulk change the generated kernels (and so their cache key); bundles hold the
  * default plan, so qgen_open of a bundle and qgen bundle refuse while one of them is set.
  * qgen_open parses it once (qgen_tune_parse) and keeps the result for its plan and its JIT
@@ -77,6 +80,7 @@ typedef struct qgen_tune {
   int groups, stages, smem_kib, split, sel, selreg, pdl, bulk; /* 0 / -1 (selreg, pdl, bulk): not set */
   int olddq, swap;                                             /* -1: not set */
   int ctas, chunk;                                             /* 0: not set */
+  int pair;                                                    /* -1: not set */
 } qgen_tune;
 
 /* Parse a QGEN_TUNE value (NULL = unset) into *t. Returns 1 when a key that changes the

@@ -63,6 +63,9 @@ typedef struct qgen_type_traits {
                              stages q for its K twice, value and residue (device BF) */
   int tensor_scale;       /* a cache of this type takes a per-tensor scale (fp8): stored =
                              fp8(x / scale), read = fp8 * scale */
+  int pair_ok;            /* block type whose swapped attend consumers take two sub-tiles a
+                             step (plan pair) within 96 registers: q5_0's high bits do not
+                             (24 bytes spilled, 4 % slower; bench/NOTES.md 64) */
   double check_tol;       /* io type: relative RMS error qgen check accepts in an output of
                              this type against the reference */
   /* n values (n a multiple of block) from src to f32. */

@@ -92,6 +92,8 @@ constexpr bool OLD_K = QG_OLD_DEQUANT || !has_oct<KT>::value, OLD_V = QG_OLD_DEQ
 constexpr bool FP8_K = SWIZZLED<KT> && !KT::Q16 && !QG_OLD_DEQUANT, FP8_V = SWIZZLED<VT> && !VT::Q16 && !QG_OLD_DEQUANT;
 // Swapped operands (plan swap_ops: K and V block-quantized, G <= 8): see consume_swap.
 constexpr bool SWAP = QG_SWAP_OPS;
+// The swapped consumers two sub-tiles of their group a step (plan pair; consume_step).
+constexpr bool PAIR = QG_PAIR;
 static_assert(!SWAP || (G <= 8 && MT == 1 && !KT::Q16 && !VT::Q16 && !SWIZZLED<KT> && !SWIZZLED<VT> && !OLD_K && !OLD_V),
               "the swapped operands are for block-quantized K and V (oct / tpair) and one n-tile of heads");
 #ifdef QG_V_TAU
@@ -114,6 +116,8 @@ static_assert(BLOCK % SUB == 0 && STAGES % WARPS_T == 0 && STAGES >= 2 * WARPS_T
 constexpr int CH = QG_CHUNK, NCHUNK = STAGES / CH;
 constexpr bool CONTIG = K_TILE == SUB * KT::ROW && V_TILE == SUB * VT::ROW;
 static_assert(SPP % CH == 0 && STAGES % CH == 0 && NCHUNK >= 2, "chunks of whole sub-tiles of one page, >= 2 chunk stages");
+static_assert(!PAIR || (SWAP && V_TAU == 0.0f && CH + WARPS_T <= STAGES),
+              "pairs: swapped operands, no sparse-V, and a step's second sub-tile never behind a release of its first");
 static_assert(THREADS == QG_ATTEND_THREADS, "plan and template disagree on the CTA size");
 static_assert(K_TILE % 128 == 0 && V_TILE % 128 == 0 && Q_BYTES % 16 == 0 && (SUB * KT::ROW) % 16 == 0 && (SUB * VT::ROW) % 16 == 0,
               "16-byte copies of 16-byte sizes; tiles on 128-byte lines");
@@ -518,77 +522,104 @@ __device__ __forceinline__ void consume(float (&o)[D / 8][4], float (&m)[2], flo
 // the mma of a sub-tile (D/16 + D/16, was D/8 + D/8) and half of O's registers (lane (g, j):
 // O^T rows g, g + 8 of each m-tile, heads 2j, 2j + 1; the first D/16 tiles of o). K is the A
 // operand exactly as oct gives it (rows = tokens g, g + 8: the two n-tiles of the plain
-// path's B), Q^T the B operand, held in registers for the whole share (qb). K's block scales
+// path's B), Q^T the B operand (qsrc). K's block scales
 // multiply the scores, per block of two k-steps: its mma run on the unscaled quants (small
 // integers, exact in f16) into an f32 partial, then one FFMA per score. S^T's columns are
 // heads, so the softmax reduces over the lanes of one j (xor 4, 8, 16). P^T reaches the B
 // layout by two movmatrix.trans (tokens g, g + 8 x heads 2j, 2j + 1 become head g x tokens
 // 2j, 2j + 1 and 2j + 8, 2j + 9), where V's block scales multiply it (one HMUL2 per word and
-// block); V^T is the A operand as tpair gives it (rows = channels vch(g, u)).
+// block); V^T is the A operand as tpair gives it (rows = channels vch(g, u)). Under PAIR a
+// consumer takes its group's sub-tiles two at a time (consume_step<2>): one softmax (max,
+// shuffles, rescale) for 32 tokens and two independent K chains, which the scheduler
+// interleaves; Q^T is then read from shared memory per k-step, once for both (held for the
+// share, it costs 16 registers at head_dim 128 that 4 CTAs an SM do not have).
 
-// This lane's Q^T B-fragments of every k-step: head g's k-slots 2j, 2j + 1 and 2j + 8, 2j + 9
-// (rows past G are zero in the staged q).
-__device__ __forceinline__ void load_qb(u32 (&qb)[D / 16][2], const u8 *qsm, int lane) {
-  const int g = lane >> 2, j = lane & 3;
+// Q^T's B-fragments: head g's k-slots 2j, 2j + 1 and 2j + 8, 2j + 9 of k-step kk (rows past G
+// are zero in the staged q), held in registers for the whole share, or under PAIR read from
+// the staged q when used.
+struct qsrc {
+  u32 r[PAIR ? 1 : D / 16][2];
+  const u8 *row; // this lane's head g in the staged q
+  __device__ __forceinline__ qsrc(const u8 *qsm, int lane) : row(qsm + (lane >> 2) * Q_SROW + 4 * (lane & 3)) {
+    if constexpr (!PAIR)
 #pragma unroll
-  for (int kk = 0; kk < D / 16; kk++) {
-    qb[kk][0] = *(const u32 *)(qsm + g * Q_SROW + 2 * (16 * kk + 2 * j));
-    qb[kk][1] = *(const u32 *)(qsm + g * Q_SROW + 2 * (16 * kk + 2 * j + 8));
+      for (int kk = 0; kk < D / 16; kk++) r[kk][0] = *(const u32 *)(row + 32 * kk), r[kk][1] = *(const u32 *)(row + 32 * kk + 16);
   }
-}
+  __device__ __forceinline__ void get(int kk, u32 &b0, u32 &b1) const {
+    if constexpr (PAIR) b0 = *(const u32 *)(row + 32 * kk), b1 = *(const u32 *)(row + 32 * kk + 16);
+    else b0 = r[kk][0], b1 = r[kk][1];
+  }
+};
 
-// S^T = K Q^T of one sub-tile: s[0], s[1] token g, heads 2j, 2j + 1; s[2], s[3] token g + 8.
-template <typename TT> __device__ __forceinline__ void qk_swap(float (&s)[4], const u32 (&qb)[D / 16][2], const u8 *ks, int lane) {
+// S^T = K Q^T of NS sub-tiles (K at ks[k]): s[k][0], s[k][1] token g, heads 2j, 2j + 1;
+// s[k][2], s[k][3] token g + 8.
+template <typename TT, int NS>
+__device__ __forceinline__ void qk_swap(float (&s)[NS][4], const qsrc &q, const u8 *const (&ks)[NS], int lane) {
   const int g = lane >> 2, j = lane & 3;
 #pragma unroll
   for (int t = 0; t < D / 32; t++) {
-    const int b0 = g * K_SROW + t * TT::BLK, b8 = b0 + 8 * K_SROW;
-    const uint4 x0 = TT::oct(ks, b0, j), x8 = TT::oct(ks, b8, j);
-    const u32 a0[4] = {x0.x, x8.x, x0.y, x8.y}, a1[4] = {x0.z, x8.z, x0.w, x8.w};
-    float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    mma16816<false>(c, a0, qb[2 * t][0], qb[2 * t][1]);
-    mma16816<false>(c, a1, qb[2 * t + 1][0], qb[2 * t + 1][1]);
-    const float d0 = __half2float(*(const __half *)(ks + b0)), d8 = __half2float(*(const __half *)(ks + b8));
-    s[0] = fmaf(d0, c[0], s[0]), s[1] = fmaf(d0, c[1], s[1]);
-    s[2] = fmaf(d8, c[2], s[2]), s[3] = fmaf(d8, c[3], s[3]);
+    u32 q0, q1, q2, q3;
+    q.get(2 * t, q0, q1), q.get(2 * t + 1, q2, q3);
+#pragma unroll
+    for (int k = 0; k < NS; k++) {
+      const int b0 = g * K_SROW + t * TT::BLK, b8 = b0 + 8 * K_SROW;
+      const uint4 x0 = TT::oct(ks[k], b0, j), x8 = TT::oct(ks[k], b8, j);
+      const u32 a0[4] = {x0.x, x8.x, x0.y, x8.y}, a1[4] = {x0.z, x8.z, x0.w, x8.w};
+      float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+      mma16816<false>(c, a0, q0, q1);
+      mma16816<false>(c, a1, q2, q3);
+      const float d0 = __half2float(*(const __half *)(ks[k] + b0)), d8 = __half2float(*(const __half *)(ks[k] + b8));
+      s[k][0] = fmaf(d0, c[0], s[k][0]), s[k][1] = fmaf(d0, c[1], s[k][1]);
+      s[k][2] = fmaf(d8, c[2], s[k][2]), s[k][3] = fmaf(d8, c[3], s[k][3]);
+    }
   }
 }
 
-// Online softmax of S^T (tokens past nvalid masked; heads 2j + c past nrows are padding)
-// into the running (m, l, O^T) of heads 2j, 2j + 1; leaves P^T as the B operand (pb). Returns
-// whether the P V of the sub-tile may be skipped (sparse-V, as softmax_tile).
-__device__ __forceinline__ bool softmax_swap(float (&s)[4], float (&o)[D / 8][4], float (&m)[2], float (&l)[2], u32 (&pb)[2], int nvalid,
-                                             int nrows, int lane, float sl2) {
+// Online softmax of the S^T of NS sub-tiles at once (tokens past nvalid[k] masked; heads
+// 2j + c past nrows are padding) into the running (m, l, O^T) of heads 2j, 2j + 1: one max,
+// one set of shuffles and one rescale of O^T for 16 NS tokens. Leaves each sub-tile's P^T as
+// the B operand (pb[k]). Returns whether the P V of the sub-tile may be skipped (sparse-V,
+// as softmax_tile; NS = 1 there).
+template <int NS>
+__device__ __forceinline__ bool softmax_swap(float (&s)[NS][4], float (&o)[D / 8][4], float (&m)[2], float (&l)[2], u32 (&pb)[NS][2],
+                                             const int (&nvalid)[NS], int nrows, int lane, float sl2) {
+  static_assert(NS == 1 || V_TAU == 0.0f, "sparse-V decides sub-tile by sub-tile");
   const int g = lane >> 2, j = lane & 3;
-  float mx[2];
 #pragma unroll
-  for (int e = 0; e < 4; e++) s[e] = g + 8 * (e >> 1) < nvalid ? s[e] * sl2 : -INFINITY;
+  for (int k = 0; k < NS; k++)
+#pragma unroll
+    for (int e = 0; e < 4; e++) s[k][e] = g + 8 * (e >> 1) < nvalid[k] ? s[k][e] * sl2 : -INFINITY;
   float ref[2], alpha[2];
 #pragma unroll
   for (int c = 0; c < 2; c++) {
-    mx[c] = fmaxf(s[c], s[c + 2]);
+    float mx = fmaxf(s[0][c], s[0][c + 2]);
 #pragma unroll
-    for (int x = 4; x < 32; x <<= 1) mx[c] = fmaxf(mx[c], __shfl_xor_sync(0xffffffffu, mx[c], x));
-    const float mnew = fmaxf(m[c], mx[c]);
+    for (int k = 1; k < NS; k++) mx = fmaxf(mx, fmaxf(s[k][c], s[k][c + 2]));
+#pragma unroll
+    for (int x = 4; x < 32; x <<= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, x));
+    const float mnew = fmaxf(m[c], mx);
     ref[c] = mnew == -INFINITY ? 0.0f : mnew;
     alpha[c] = mnew == m[c] ? 1.0f : fast_exp2(m[c] - ref[c]);
     m[c] = mnew;
     l[c] *= alpha[c];
   }
-  float p[4];
   bool small = true;
 #pragma unroll
-  for (int e = 0; e < 4; e++) {
-    p[e] = fast_exp2(s[e] - ref[e & 1]);
-    l[e & 1] += p[e];
-    if constexpr (V_TAU > 0.0f) small = small && (p[e] < V_TAU || 2 * j + (e & 1) >= nrows);
+  for (int k = 0; k < NS; k++) {
+    float p[4];
+#pragma unroll
+    for (int e = 0; e < 4; e++) {
+      p[e] = fast_exp2(s[k][e] - ref[e & 1]);
+      l[e & 1] += p[e];
+      if constexpr (V_TAU > 0.0f) small = small && (p[e] < V_TAU || 2 * j + (e & 1) >= nrows);
+    }
+    pb[k][0] = movmatrix_trans(pack2<false>(p[0], p[1]));
+    pb[k][1] = movmatrix_trans(pack2<false>(p[2], p[3]));
   }
   if (__any_sync(0xffffffffu, alpha[0] != 1.0f || alpha[1] != 1.0f)) {
 #pragma unroll
     for (int i = 0; i < D / 16; i++) o[i][0] *= alpha[0], o[i][1] *= alpha[1], o[i][2] *= alpha[0], o[i][3] *= alpha[1];
   }
-  pb[0] = movmatrix_trans(pack2<false>(p[0], p[1]));
-  pb[1] = movmatrix_trans(pack2<false>(p[2], p[3]));
   if constexpr (V_TAU > 0.0f) return __all_sync(0xffffffffu, small);
   return false;
 }
@@ -611,14 +642,47 @@ template <typename TT> __device__ __forceinline__ void pv_swap(float (&o)[D / 8]
   }
 }
 
-// consume's swapped form (SWAP); nrows of the 8 heads are real.
-template <typename TK, typename TV>
-__device__ __forceinline__ void consume_swap(float (&o)[D / 8][4], float (&m)[2], float (&l)[2], const u32 (&qb)[D / 16][2], const u8 *ks,
-                                             const u8 *vs, int nvalid, int nrows, int lane, float sl2) {
-  float s[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-  qk_swap<TK>(s, qb, ks, lane);
-  u32 pb[2];
-  if (!softmax_swap(s, o, m, l, pb, nvalid, nrows, lane, sl2)) pv_swap<TV>(o, pb, vs, lane);
+// consume's swapped form (SWAP) over NS sub-tiles (K at ks[k], V at vs[k]); nrows of the 8
+// heads are real.
+template <typename TK, typename TV, int NS>
+__device__ __forceinline__ void consume_swap(float (&o)[D / 8][4], float (&m)[2], float (&l)[2], const qsrc &q, const u8 *const (&ks)[NS],
+                                             const u8 *const (&vs)[NS], const int (&nvalid)[NS], int nrows, int lane, float sl2) {
+  float s[NS][4];
+#pragma unroll
+  for (int k = 0; k < NS; k++) s[k][0] = s[k][1] = s[k][2] = s[k][3] = 0.0f;
+  qk_swap<TK, NS>(s, q, ks, lane);
+  u32 pb[NS][2];
+  if (!softmax_swap<NS>(s, o, m, l, pb, nvalid, nrows, lane, sl2))
+#pragma unroll
+    for (int k = 0; k < NS; k++) pv_swap<TV>(o, pb[k], vs[k], lane);
+}
+
+// A consumer warp's step over NS sub-tiles of its token group, jt + k WARPS_T: their stages
+// waited for, consumed, then released (every lane, after its own reads: release). NS > 1
+// only under PAIR.
+template <int NS>
+__device__ __forceinline__ void consume_step(int jt, float (&o)[D / 8][4], float (&m)[2], float (&l)[2], const qsrc &q, const u8 *qsm,
+                                             const u8 *stages, u64 *full, u64 *empty, const share &sh, int wm, int lane, float sl2) {
+  const u8 *ks[NS], *vs[NS];
+  int nvalid[NS], ci[NS];
+#pragma unroll
+  for (int k = 0; k < NS; k++) {
+    const int jk = jt + k * WARPS_T;
+    ci[k] = jk / CH % NCHUNK;
+    mbar_wait(&full[ci[k]], (jk / STAGES) & 1);
+    nvalid[k] = sh.valid(jk);
+    ks[k] = stages + ci[k] * CH * STAGE + jk % CH * K_TILE;
+    vs[k] = stages + ci[k] * CH * STAGE + CH * K_TILE + jk % CH * V_TILE;
+  }
+  if constexpr (SWAP) {
+    consume_swap<KT, VT, NS>(o, m, l, q, ks, vs, nvalid, G, lane, sl2);
+  } else {
+    static_assert(NS == 1, "pairs are for the swapped operands");
+    const u8 *qa = qsm + (wm * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * Q_SROW + ((lane >> 4) * 8) * 2;
+    consume(o, m, l, qa, ks[0], vs[0], nvalid[0], G - wm * 16, lane, sl2);
+  }
+#pragma unroll
+  for (int k = 0; k < NS; k++) mbar_arrive(&empty[ci[k]]);
 }
 
 // Merge the WARPS_T token groups of each m-tile: every consumer warp's (m, l, O) into
@@ -756,18 +820,11 @@ extern "C" __global__ void QG_ATTEND_BOUNDS qg_attend(qg_cache c, qg_work wk, qg
   if (warp == NC) {
     produce_any(c, list, seq, h, sh, n_sub, stages, full, empty, lane, bulk);
   } else {
-    u32 qb[D / 16][2]; // SWAP: Q^T's B-fragments
-    if constexpr (SWAP) load_qb(qb, qsm, lane);
-    for (int jt = wt; jt < n_sub; jt += WARPS_T) { // consumers of token group wt
-      const int ci = jt / CH % NCHUNK;
-      mbar_wait(&full[ci], (jt / STAGES) & 1);
-      const int nvalid = sh.valid(jt);
-      const u8 *ks = stages + ci * CH * STAGE + jt % CH * K_TILE, *vs = stages + ci * CH * STAGE + CH * K_TILE + jt % CH * V_TILE;
-      const u8 *qa = qsm + (wm * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * Q_SROW + ((lane >> 4) * 8) * 2;
-      if constexpr (SWAP) consume_swap<KT, VT>(o, m, l, qb, ks, vs, nvalid, G, lane, sl2);
-      else consume(o, m, l, qa, ks, vs, nvalid, G - wm * 16, lane, sl2);
-      mbar_arrive(&empty[ci]); // every lane, after its own reads of the stage (release)
-    }
+    const qsrc q(qsm, lane); // SWAP: Q^T's B-fragments (unused otherwise)
+    int jt = wt;             // consumers of token group wt: two sub-tiles a step under PAIR, a last odd one alone
+    if constexpr (PAIR)
+      for (; jt + WARPS_T < n_sub; jt += 2 * WARPS_T) consume_step<2>(jt, o, m, l, q, qsm, stages, full, empty, sh, wm, lane, sl2);
+    for (; jt < n_sub; jt += WARPS_T) consume_step<1>(jt, o, m, l, q, qsm, stages, full, empty, sh, wm, lane, sl2);
     if constexpr (TENSOR_UNIT<VT> != 0.0f) {
       const float vsc = c.v_scale * TENSOR_UNIT<VT>;
 #pragma unroll

@@ -18,8 +18,12 @@
  *     SM (3 above head_dim 128) for groups of up to 8 as before, 2..4 for larger ones;
  *   - the ring's chunks: whole sub-tiles of a page dividing the stages, >= 2 chunk stages,
  *     by default the largest such of at most 4 where K and V are block-quantized, else one
- *     sub-tile (tuned or not); attend's registers left to ptxas;
- *   - QGEN_TUNE groups= / stages= / selreg= / chunk= / ctas= reach the plan, a CTA never exceeds 1024
+ *     sub-tile (tuned or not);
+ *   - pairs (two sub-tiles a consumer step) exactly where the swapped operands are, both types
+ *     pair_ok, head_dim <= 128, no sparse-V and chunk + groups <= stages (never elsewhere,
+ *     tuned or not), and
+ *     attend's registers then sized for 4 CTAs an SM; else left to ptxas;
+ *   - QGEN_TUNE groups= / stages= / selreg= / chunk= / ctas= / pair= reach the plan, a CTA never exceeds 1024
  *     threads, and out-of-range values are refused by name.
  * Prints one line per check and "N passed, N failed"; exits 1 on any failure.
  */
@@ -81,7 +85,11 @@ static const char *broken(const qgen_layout *L, const qgen_plan *P, int tuned) {
   if (!block_quant && ch != 1) return "ring chunks: one sub-tile unless K and V are block-quantized";
   for (int c = ch + 1; block_quant && !tuned && c <= 4; c++)
     if (spp % c == 0 && P->stages % c == 0 && P->stages / c >= 2) return "ring chunks: the largest of at most 4 that fits";
-  if (!tuned && P->attend_min_ctas != 0) return "attend's registers left to ptxas by default";
+  const int pairable = P->swap_ops && D <= 128 && L->v_tau == 0 && ch + P->warps_t <= P->stages &&
+                       qgen_type_traits_of(types[0])->pair_ok && qgen_type_traits_of(types[1])->pair_ok;
+  if (P->pair && !pairable) return "pairs only with swapped operands of pair_ok types, head_dim <= 128, no sparse-V, chunk + groups <= stages";
+  if (!tuned && P->pair != pairable) return "pairs by default wherever they apply";
+  if (!tuned && P->attend_min_ctas != (P->pair ? 4 : 0)) return "attend's registers for 4 CTAs an SM under pairs, else left to ptxas";
   return NULL;
 }
 
@@ -179,11 +187,27 @@ int main(void) {
   check(rc == 1 && P.chunk == 2 && P.attend_min_ctas == 4, "QGEN_TUNE=chunk=3,ctas=4: 3 does not divide 64-token pages, 2 given; 4 CTAs (got %d, %d)",
         P.chunk, P.attend_min_ctas);
   qgen_plan_make(&L, NULL, &P);
-  check(P.chunk == 4 && P.attend_min_ctas == 0, "qwen3-4b q8_0: chunks of 4 sub-tiles, registers left to ptxas (got %d, %d)", P.chunk,
+  check(P.chunk == 4 && P.pair == 1 && P.attend_min_ctas == 4, "qwen3-4b q8_0: chunks of 4 sub-tiles, pairs, registers for 4 CTAs (got %d, %d, %d)",
+        P.chunk, P.pair, P.attend_min_ctas);
+  rc = qgen_tune_parse("pair=0", &t, err, sizeof err);
+  qgen_plan_make(&L, &t, &P);
+  check(rc == 1 && P.pair == 0 && P.attend_min_ctas == 0, "QGEN_TUNE=pair=0: one sub-tile a step, registers left to ptxas (got %d, %d)", P.pair,
         P.attend_min_ctas);
+  rc = qgen_tune_parse("pair=1,ctas=3", &t, err, sizeof err);
+  qgen_plan_make(&L, &t, &P);
+  check(rc == 1 && P.pair == 1 && P.attend_min_ctas == 3, "QGEN_TUNE=pair=1,ctas=3: ctas wins over the pairs' 4 (got %d, %d)", P.pair,
+        P.attend_min_ctas);
+  rc = qgen_tune_parse("pair=1,swap=0", &t, err, sizeof err);
+  qgen_plan_make(&L, &t, &P);
+  check(rc == 1 && P.pair == 0, "QGEN_TUNE=pair=1,swap=0: no pairs without the swapped operands (got %d)", P.pair);
+  L.v_tau = 0.01;
+  qgen_plan_make(&L, NULL, &P);
+  check(P.pair == 0 && P.attend_min_ctas == 0 && !broken(&L, &P, 0), "q8_0 with sparse-V: no pairs (got %d, %d)", P.pair,
+        P.attend_min_ctas);
+  L.v_tau = 0;
 
   const char *refused[] = {"groups=0", "groups=17", "stages=1", "stages=9", "groups=x", "groups=", "bulk=2", "selreg=33", "selreg=-1",
-                           "chunk=0", "chunk=17", "ctas=0", "ctas=17"};
+                           "chunk=0", "chunk=17", "ctas=0", "ctas=17", "pair=2", "pair=-1"};
   for (size_t i = 0; i < sizeof refused / sizeof *refused; i++) {
     err[0] = 0;
     check(qgen_tune_parse(refused[i], &t, err, sizeof err) == -1 && strstr(err, "groups=1..16"), "QGEN_TUNE=%s is refused: %s",
