@@ -7,9 +7,9 @@
  *    when the group has several m-tiles or when ~106 KiB would give a group under two
  *    stages; 2..4 stages a group (one computing, the rest in flight): for f16, 3 x 4 beat
  *    6 x 2, 7 x 3, 2 x 6, 3 x 5 and 4 x 4; for fp8 K and V 2 (3 x 2 beat 3 x 3 and 3 x 4).
- *    Where K and V are both block-quantized the ring is filled and released in chunks of up
- *    to 4 sub-tiles of a page (the producer warp's own instructions held those steps: chunks
- *    of 4 cut q4_0 dense 16-22 %, q8_0 at 1M 9 %; bench/NOTES.md 63); elsewhere one sub-tile.
+ *    The ring is filled and released in chunks of up to 4 sub-tiles of a page (the producer
+ *    warp's own instructions held quantized and small 16-bit tiles: chunks of 4 cut q4_0
+ *    dense 16-22 %, q8_0 at 1M 9 %, f16 at head_dim 64 21-33 %; bench/NOTES.md 63, 65).
  *    Registers are left to ptxas (sized for more CTAs an SM, 80 a thread and 6 warps a
  *    scheduler, every quantized type lost 5-25 %), except where the swapped consumers take
  *    two sub-tiles a step (q4_0 and q8_0 at head_dim <= 128: 2-6 % faster; NOTES 64): there
@@ -136,12 +136,11 @@ void qgen_plan_make(const qgen_layout *L, const qgen_tune *tp, qgen_plan *p) {
   if (comb > area) area = comb;
   p->attend_smem = q_bytes + area + 128; /* + slack to start the ring on a 128-byte line */
   p->attend_min_ctas = t.ctas; /* 0: no minimum (ptxas sizes the registers itself) */
-  /* the ring's chunks: CH sub-tiles of one page, >= 2 chunk stages. Only where K and V are
-     both block-quantized (bulk-copied slabs, 10-22 % faster at 4; bench/NOTES.md 63): with
-     16-bit or fp8 tiles of 128-byte rows (qwen2.5-0.5b, qwen3-4b-fp8) chunks of 2 and 4
-     faulted on the H200, cause not yet found, and f16 gained only 1-2 %. */
+  /* the ring's chunks: CH sub-tiles of one page, >= 2 chunk stages, the largest of at most 4
+     (bench/NOTES.md 63, 65: q4_0 dense 16-22 % faster, f16 at head_dim 64 21-33 %, f16 at
+     128 the same; attend.cu drops the L2 policy of its cp.async in chunks: L2_HINT) */
   const int spp = L->block / 16;
-  int ch = k16 || v16 ? 1 : t.chunk ? t.chunk : 4;
+  int ch = t.chunk ? t.chunk : 4;
   while (ch > 1 && (spp % ch || p->stages % ch || p->stages / ch < 2)) ch--;
   p->chunk = ch;
   p->min_split_tokens = t.split ? t.split : 256;

@@ -64,9 +64,9 @@ typedef struct qgen_plan {
  *              ldmatrix (0), for A/B runs; unset: 0 but for q8_0 K with q8_0 V (measured
  *              slower there)
  *   ctas=N     attend's registers sized for N CTAs an SM (1..16; launch bounds)
- *   chunk=N    attend's ring unit where K and V are block-quantized: N sub-tiles of a page
- *              (1..16; the largest <= N that divides the page's sub-tiles and the stages,
- *              leaving >= 2 chunk stages); elsewhere always 1
+ *   chunk=N    attend's ring unit: N sub-tiles of a page (1..16; the largest <= N that
+ *              divides the page's sub-tiles and the stages, leaving >= 2 chunk stages;
+ *              default 4); 1 also puts the L2 policy back on its cp.async copies
  *   swap=0|1   attend's swapped operands where K and V are block-quantized and the group
  *              is at most 8 heads (1, the default there) or the plain ones (0); elsewhere, and
  *              under olddq=1, it changes nothing

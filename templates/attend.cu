@@ -16,13 +16,14 @@
 // parity names its round unambiguously. Every lane of a consuming warp releases each of its
 // sub-tiles on the stage's `empty` mbarrier (an arrival releases only the arriving thread's
 // own reads). No CTA-wide barrier sits in the loop and consumers issue no copies. Chunks
-// (CH > 1 where the plan makes them: K and V block-quantized), because the producer's own
-// instructions (page lookup shuffle, waits, arrivals, the uniform moves around each bulk
-// copy) were the step's limit for quantized caches: one chunk of 4 is one wait, one arrival
-// and two bulk copies (bench/NOTES.md 63).
+// (CH > 1 where the plan makes them), because the producer's own instructions (page lookup
+// shuffle, waits, arrivals, the uniform moves around each bulk copy) were the step's limit
+// for quantized caches and for 16-bit tiles of 128-byte rows: one chunk of 4 is one wait,
+// one arrival and, for quantized slabs, two bulk copies (bench/NOTES.md 63, 65).
 //
-// Copies: 16-bit rows by 16-byte cp.async (under an L2 evict_first policy: read once a
-// step, they must not push out the step's metadata), 32 consecutive chunks per
+// Copies: 16-bit rows by 16-byte cp.async (in a ring of one sub-tile a chunk under an L2
+// evict_first policy: read once a step, they must not push out the step's metadata; see
+// L2_HINT), 32 consecutive chunks per
 // instruction, each producer lane's copies arriving on `full`; a quantized slab (16 rows, contiguous) the
 // same way, or on sm_90 with `bulk` set by one bulk copy counted in bytes on `full`; a
 // view's strided quantized rows one by one (copy_rows). A view's rows are where its
@@ -116,6 +117,12 @@ static_assert(BLOCK % SUB == 0 && STAGES % WARPS_T == 0 && STAGES >= 2 * WARPS_T
 constexpr int CH = QG_CHUNK, NCHUNK = STAGES / CH;
 constexpr bool CONTIG = K_TILE == SUB * KT::ROW && V_TILE == SUB * VT::ROW;
 static_assert(SPP % CH == 0 && STAGES % CH == 0 && NCHUNK >= 2, "chunks of whole sub-tiles of one page, >= 2 chunk stages");
+// The cp.async copies carry the L2 evict_first policy only in a ring of one sub-tile a chunk:
+// in a chunk's loop a copy under a policy raised an illegal instruction on the H200 (16-bit
+// and fp8 tiles of 128-byte rows; compute-sanitizer names cp_async16, with the policy made
+// per sub-tile, per chunk or in the copy's own asm alike; bench/NOTES.md 65). What the
+// chunks save there outweighs what the policy bought.
+constexpr bool L2_HINT = CH == 1;
 static_assert(!PAIR || (SWAP && V_TAU == 0.0f && CH + WARPS_T <= STAGES),
               "pairs: swapped operands, no sparse-V, and a step's second sub-tile never behind a release of its first");
 static_assert(THREADS == QG_ATTEND_THREADS, "plan and template disagree on the CTA size");
@@ -191,12 +198,12 @@ __device__ __forceinline__ void copy_rows(u8 *dst, const u8 *src, i64 ts, int nv
       const int i = lane + 32 * k, row = i / CPR;
       const bool ok = row < nvalid;
       const u8 *s = SLAB ? src + 16 * i : src + row * ts + 16 * (i % CPR);
-      cp_async16(dst + sw_off<PB>(row, i % CPR), ok ? s : src, ok ? 16 : 0, pol);
+      cp_async16<L2_HINT>(dst + sw_off<PB>(row, i % CPR), ok ? s : src, ok ? 16 : 0, pol);
     }
   } else if constexpr (SLAB) {
 #pragma unroll
     for (int k = 0; k < (N + 31) / 32; k++)
-      if (lane + 32 * k < N) cp_async16(dst + 16 * (lane + 32 * k), src + 16 * (lane + 32 * k), 16, pol);
+      if (lane + 32 * k < N) cp_async16<L2_HINT>(dst + 16 * (lane + 32 * k), src + 16 * (lane + 32 * k), 16, pol);
   } else if constexpr (TT::ROW % 4 == 0) { // (VIEWS)
     // lane: row lane % 16, every other chunk of it from lane / 16 (one row address a lane)
     constexpr int CH = TT::ROW % 16 == 0 ? 16 : TT::ROW % 8 == 0 ? 8 : 4, CPR = TT::ROW / CH;
@@ -206,7 +213,7 @@ __device__ __forceinline__ void copy_rows(u8 *dst, const u8 *src, i64 ts, int nv
     u8 *d = dst + row * TT::ROW;
 #pragma unroll 1
     for (int k = 0; k < CPR; k += 2)
-      if (k + lane / SUB < CPR) cp_async_n<CH>(d + (k + lane / SUB) * CH, s + (ok ? (k + lane / SUB) * CH : 0), ok ? CH : 0, pol);
+      if (k + lane / SUB < CPR) cp_async_n<CH, L2_HINT>(d + (k + lane / SUB) * CH, s + (ok ? (k + lane / SUB) * CH : 0), ok ? CH : 0, pol);
   }
 }
 
@@ -276,10 +283,10 @@ __device__ __forceinline__ void produce(const qg_cache &c, const int *list, int 
         const u8 *ksrc = VIEW ? c.k + phys * c.k_page + h * c.k_head + slot0 * c.k_token : c.k + (phys * N_KV + h) * (BLOCK * KT::ROW) + slot0 * KT::ROW;
         const u8 *vsrc = VIEW ? c.v + phys * c.v_page + h * c.v_head + slot0 * c.v_token : c.v + (phys * N_KV + h) * (BLOCK * VT::ROW) + slot0 * VT::ROW;
         u8 *kst = cs + (jt - jc) * K_TILE, *vst = cs + CH * K_TILE + (jt - jc) * V_TILE;
-        // K/V rows are read once a step: evicted first, so the step's metadata stays in L2
-        // (bench/NOTES.md 52; made here, not held across the loop: a register the consumers
-        // would pay for too). Not on the bulk copies, where it measured slower.
-        const u64 pol = l2_evict_first();
+        // K/V rows are read once a step: evicted first (L2_HINT), so the step's metadata stays
+        // in L2 (bench/NOTES.md 52; made here, not held across the loop: a register the
+        // consumers would pay for too). Not on the bulk copies, where it measured slower.
+        const u64 pol = L2_HINT ? l2_evict_first() : 0;
         // whole slabs (a view's only when every row is the sequence's), quantized ones by one
         // bulk copy each (sm_90, bulk set), the rest by cp.async
         const bool full_rows = !VIEW || nvalid >= SUB;

@@ -166,18 +166,22 @@ __device__ __forceinline__ u64 l2_evict_normal() {
   return p;
 }
 
-// 16-byte global -> shared copy under L2 policy pol; src_bytes = 0 zero-fills the destination.
-__device__ __forceinline__ void cp_async16(void *dst, const void *src, int src_bytes, u64 pol) {
-  asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2, %3;\n" ::"r"(smem_u32(dst)), "l"(src), "r"(src_bytes),
-               "l"(pol));
+// 16-byte global -> shared copy, under L2 policy pol where HINT (else pol is unused); src_bytes
+// = 0 zero-fills the destination.
+template <bool HINT = true> __device__ __forceinline__ void cp_async16(void *dst, const void *src, int src_bytes, u64 pol) {
+  if constexpr (HINT)
+    asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2, %3;\n" ::"r"(smem_u32(dst)), "l"(src), "r"(src_bytes),
+                 "l"(pol));
+  else
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_u32(dst)), "l"(src), "r"(src_bytes));
 }
 
 // N-byte (4, 8 or 16) global -> shared copy through L1 (cp.async.cg takes only 16); src_bytes
 // = 0 zero-fills. The 4- and 8-byte copies carry no L2 policy: with one, an 8-byte copy of a
 // view's q8_0 K rows beside 16-byte copies of its f16 V raised an illegal instruction on an
 // H200 (compute-sanitizer, tests/gpu/kv-pairs.lua pair-q8_0-f16; bench/NOTES.md 54).
-template <int N> __device__ __forceinline__ void cp_async_n(void *dst, const void *src, int src_bytes, u64 pol) {
-  if constexpr (N == 16) cp_async16(dst, src, src_bytes, pol);
+template <int N, bool HINT = true> __device__ __forceinline__ void cp_async_n(void *dst, const void *src, int src_bytes, u64 pol) {
+  if constexpr (N == 16) cp_async16<HINT>(dst, src, src_bytes, pol);
   else
     asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"(smem_u32(dst)), "l"(src), "n"(N), "r"(src_bytes));
 }
