@@ -7,9 +7,10 @@
  *    when the group has several m-tiles or when ~106 KiB would give a group under two
  *    stages; 2..4 stages a group (one computing, the rest in flight): for f16, 3 x 4 beat
  *    6 x 2, 7 x 3, 2 x 6, 3 x 5 and 4 x 4; for fp8 K and V 2 (3 x 2 beat 3 x 3 and 3 x 4).
- *    The ring is filled and released in chunks of up to 4 sub-tiles of a page (the producer
- *    warp's own instructions held quantized and small 16-bit tiles: chunks of 4 cut q4_0
- *    dense 16-22 %, q8_0 at 1M 9 %, f16 at head_dim 64 21-33 %; bench/NOTES.md 63, 65).
+ *    The ring is filled and released in chunks of up to 4 sub-tiles of a page, fp8's one
+ *    sub-tile a stage (the producer warp's own instructions held quantized and small 16-bit
+ *    tiles: chunks of 4 cut q4_0 dense 16-22 %, q8_0 at 1M 9 %, f16 at head_dim 64 20-33 %;
+ *    bench/NOTES.md 63, 65).
  *    Registers are left to ptxas (sized for more CTAs an SM, 80 a thread and 6 warps a
  *    scheduler, every quantized type lost 5-25 %), except where the swapped consumers take
  *    two sub-tiles a step (q4_0 and q8_0 at head_dim <= 128: 2-6 % faster; NOTES 64): there
@@ -103,6 +104,7 @@ void qgen_plan_make(const qgen_layout *L, const qgen_tune *tp, qgen_plan *p) {
   p->mt = (L->group + 15) / 16;
   p->warps_m = p->mt;
   const int k16 = !qgen_type_traits_of(L->k_type)->is_quant;
+  const int fp8 = qgen_type_traits_of(L->k_type)->tensor_scale && qgen_type_traits_of(L->v_type)->tensor_scale;
   const int v16 = !qgen_type_traits_of(L->v_type)->is_quant;
   p->k_srow = (int)L->k_row_bytes;
   p->v_srow = (int)L->v_row_bytes;
@@ -122,7 +124,7 @@ void qgen_plan_make(const qgen_layout *L, const qgen_tune *tp, qgen_plan *p) {
   per = per < 2 ? 2 : per > 4 ? 4 : per;
   /* fp8 K and V: 2 stages a group (bench/NOTES.md 51: e4m3 dense 3-7 % faster than 4, every
      cell 128K-1M, B1 and B4; f16 and the ggml types did not gain from 2) */
-  if (qgen_type_traits_of(L->k_type)->tensor_scale && qgen_type_traits_of(L->v_type)->tensor_scale) per = 2;
+  if (fp8) per = 2;
   if (t.stages) per = t.stages;
   p->warps_t = groups;
   p->stages = groups * per;
@@ -137,10 +139,12 @@ void qgen_plan_make(const qgen_layout *L, const qgen_tune *tp, qgen_plan *p) {
   p->attend_smem = q_bytes + area + 128; /* + slack to start the ring on a 128-byte line */
   p->attend_min_ctas = t.ctas; /* 0: no minimum (ptxas sizes the registers itself) */
   /* the ring's chunks: CH sub-tiles of one page, >= 2 chunk stages, the largest of at most 4
-     (bench/NOTES.md 63, 65: q4_0 dense 16-22 % faster, f16 at head_dim 64 21-33 %, f16 at
-     128 the same; attend.cu drops the L2 policy of its cp.async in chunks: L2_HINT) */
+     (bench/NOTES.md 63, 65: q4_0 dense 16-22 % faster, f16 at head_dim 64 20-33 %, f16 at
+     128 0-1 %; attend.cu drops the L2 policy of its cp.async in chunks: L2_HINT). Not for
+     fp8 K and V, whose 2-stage rings allow chunks of 2 only: without the policy they were
+     1-2 % slower. */
   const int spp = L->block / 16;
-  int ch = t.chunk ? t.chunk : 4;
+  int ch = t.chunk ? t.chunk : fp8 ? 1 : 4;
   while (ch > 1 && (spp % ch || p->stages % ch || p->stages / ch < 2)) ch--;
   p->chunk = ch;
   p->min_split_tokens = t.split ? t.split : 256;

@@ -17,7 +17,7 @@
  *     the residue of an f32/bf16 query), at most 163 KiB; its launch bounds ask 4 CTAs an
  *     SM (3 above head_dim 128) for groups of up to 8 as before, 2..4 for larger ones;
  *   - the ring's chunks: whole sub-tiles of a page dividing the stages, >= 2 chunk stages,
- *     by default the largest such of at most 4, for every cache type;
+ *     by default the largest such of at most 4, but one sub-tile for fp8 K and V;
  *   - pairs (two sub-tiles a consumer step) exactly where the swapped operands are, both types
  *     pair_ok, head_dim <= 128, no sparse-V and chunk + groups <= stages (never elsewhere,
  *     tuned or not), and
@@ -80,7 +80,9 @@ static const char *broken(const qgen_layout *L, const qgen_plan *P, int tuned) {
   if (P->swap_ops && (!swappable || P->old_dequant)) return "swapped operands only where they apply, and never under olddq";
   const int spp = L->block / 16, ch = P->chunk;
   if (ch < 1 || spp % ch || P->stages % ch || P->stages / ch < 2) return "ring chunks: whole sub-tiles of a page, dividing the stages, >= 2 chunk stages";
-  for (int c = ch + 1; !tuned && c <= 4; c++)
+  const int fp8 = qgen_type_traits_of(types[0])->tensor_scale && qgen_type_traits_of(types[1])->tensor_scale;
+  if (!tuned && fp8 && ch != 1) return "ring chunks: one sub-tile for fp8 K and V";
+  for (int c = ch + 1; !tuned && !fp8 && c <= 4; c++)
     if (spp % c == 0 && P->stages % c == 0 && P->stages / c >= 2) return "ring chunks: the largest of at most 4 that fits";
   const int pairable = P->swap_ops && D <= 128 && L->v_tau == 0 && ch + P->warps_t <= P->stages &&
                        qgen_type_traits_of(types[0])->pair_ok && qgen_type_traits_of(types[1])->pair_ok;
