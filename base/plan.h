@@ -66,7 +66,7 @@ typedef struct qgen_plan {
  *   ctas=N     attend's registers sized for N CTAs an SM (1..16; launch bounds)
  *   chunk=N    attend's ring unit: N sub-tiles of a page (1..16; the largest <= N that
  *              divides the page's sub-tiles and the stages, leaving >= 2 chunk stages;
- *              default 4); 1 also puts the L2 policy back on its cp.async copies
+ *              default 4, fp8 K and V 1); 1 also puts the L2 policy on its cp.async copies
  *   swap=0|1   attend's swapped operands where K and V are block-quantized and the group
  *              is at most 8 heads (1, the default there) or the plain ones (0); elsewhere, and
  *              under olddq=1, it changes nothing
