@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# (Ran with its A/B bench lines spelled inline; they now go through bench/device-lib.sh's
+# ab_bench and ab_summary: the same commands and files.)
 # One device call (NOTES 64): (1) the GPU test run of the tree's defaults (pairs for q4_0/q8_0,
 # not q5_0; the ring one sub-tile a stage for 16-bit and fp8 tiles, not GPU-run since the
 # chunk change), quick specs and paths parts and the kv-pairs shapes; the pairs' A/B on two
@@ -16,13 +18,11 @@ check_quick kv-pairs tests/gpu/kv-pairs.lua 200
 for round in 1 2; do
   for tree in pair0 pair1; do
     for v in q8q4:pair-q8_0-q4_0 q8q4d64:swap-q8_0-q4_0-d64-g2; do # (ab_summary's TYPE: no dashes)
-      QGEN_TUNE=pair=${tree#pair} timeout 60 build-dev/qgen bench --spec tests/gpu/kv-pairs.lua --variant ${v#*:} --ctx 128K,1M --batch 1 --coverage 1 \
-        --runs 20 --json $OUT/r/ab-${v%%:*}-$tree-$round.json > $OUT/r/ab-${v%%:*}-$tree-$round.log 2>&1 || echo "bench $v $tree $round failed"
+      ab_bench ${v%%:*} $tree $round build-dev/qgen tests/gpu/kv-pairs.lua ${v#*:} 1 QGEN_TUNE=pair=${tree#pair}
     done
   done
 done
-python3 bench/ab_summary.py $OUT/r > $OUT/r/summary.txt 2>&1; cat $OUT/r/summary.txt
-echo "A/B $(elapsed)"
+ab_summary
 chk() { # NAME SPEC SECS [VAR=VALUE ...]: qgen check --quick of SPEC with build-exp under them
   local name=$1 spec=$2 secs=$3; shift 3
   env "$@" timeout "$secs" build-exp/qgen check --quick --spec "$spec" > "$OUT/r/check-$name.log" 2>&1

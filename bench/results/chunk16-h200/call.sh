@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# (Ran with its A/B bench lines spelled inline; they now go through bench/device-lib.sh's
+# ab_bench and ab_summary: the same commands and files.)
 # One device call (NOTES 65): chunks for every cache type, the cp.async copies of a chunked
 # ring without the L2 policy (L2_HINT). A/B, two rounds, dense 128K and 1M B1: ch1
 # (QGEN_TUNE chunk=1: the earlier default for 16-bit/fp8 tiles, policy on) / def (chunk 4
@@ -13,12 +15,11 @@ for round in 1 2; do
     tune=; [ $tree = ch1 ] && tune=chunk=1
     for v in f16:specs/qwen3-4b.lua:qwen3-4b q05:specs/qwen2.5-0.5b.lua:qwen2.5-0.5b e4m3:specs/qwen3-4b-fp8.lua:qwen3-4b-e4m3; do
       IFS=: read ty spec var <<< "$v"
-      QGEN_TUNE=$tune timeout 60 build-dev/qgen bench --spec $spec --variant $var --ctx 128K,1M --batch 1 --coverage 1 \
-        --runs 20 --json $OUT/r/ab-$ty-$tree-$round.json > $OUT/r/ab-$ty-$tree-$round.log 2>&1 || echo "bench $ty $tree $round failed"
+      ab_bench $ty $tree $round build-dev/qgen $spec $var 1 QGEN_TUNE=$tune
     done
   done
 done
-python3 bench/ab_summary.py $OUT/r > $OUT/r/summary.txt 2>&1; cat $OUT/r/summary.txt; elapsed
+ab_summary
 gpu_run_quick specs 200
 check_quick kv-pairs tests/gpu/kv-pairs.lua 160
 probe_if_time 330

@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# (Ran with its A/B bench lines spelled inline; they now go through bench/device-lib.sh's
+# ab_bench and ab_summary: the same commands and files.)
 # One device call (NOTES 65): (1) f16 chunks without the L2 policy (the fault's only passing
 # form: chunk-fault-h200/tpl-nopol.patch, here on e6437e0's templates), A/B against the
 # tree's chunk 1 with the policy: cur (templates,
@@ -15,12 +17,11 @@ for round in 1 2; do
     ch=1; [ $tree = np4 ] && ch=4
     for v in f16:specs/qwen3-4b.lua:qwen3-4b q05:specs/qwen2.5-0.5b.lua:qwen2.5-0.5b; do
       IFS=: read ty spec var <<< "$v"
-      QGEN_TUNE=chunk=$ch QGEN_TEMPLATE_DIR=$tpl timeout 60 build-exp/qgen bench --spec $spec --variant $var --ctx 128K,1M --batch 1 --coverage 1 \
-        --runs 20 --json $OUT/r/ab-$ty-$tree-$round.json > $OUT/r/ab-$ty-$tree-$round.log 2>&1 || echo "bench $ty $tree $round failed"
+      ab_bench $ty $tree $round build-exp/qgen $spec $var 1 QGEN_TUNE=chunk=$ch QGEN_TEMPLATE_DIR=$tpl
     done
   done
 done
-python3 bench/ab_summary.py $OUT/r > $OUT/r/summary.txt 2>&1; cat $OUT/r/summary.txt; elapsed
+ab_summary
 for t in q4_0 q5_0; do
   timeout 120 ncu --clock-control none --section SourceCounters --section WarpStateStats --section SchedulerStats --section SpeedOfLight \
     --kernel-name qg_attend --launch-skip 3 --launch-count 1 -o $OUT/r/src-$t-128k \

@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# (Ran with its A/B bench lines spelled inline; they now go through bench/device-lib.sh's
+# ab_bench and ab_summary: the same commands and files.)
 # One device call (NOTES 64): two sub-tiles a consumer step (plan pair; QGEN_TUNE pair=0|1)
 # on the chunked ring. Checks under the new default (pairs on where the swapped operands are):
 # qwen3-4b and the engine-layout / shape pairs (head_dim 64-256, groups 1-9; tests/gpu-run.sh's
@@ -16,11 +18,10 @@ for round in 1 2; do
     for v in q4_0 q8_0 q5_0; do
       [ $tree = pair0ctas4 ] && [ $v != q5_0 ] && continue
       cov=1; [ $v = q4_0 ] && cov=1,0.25,0.0625
-      QGEN_TUNE=$tune timeout 60 build-dev/qgen bench --spec specs/qwen3-4b.lua --variant qwen3-4b-$v --ctx 128K,1M --batch 1 --coverage $cov \
-        --runs 20 --json $OUT/r/ab-$v-$tree-$round.json > $OUT/r/ab-$v-$tree-$round.log 2>&1 || echo "bench $v $tree $round failed"
+      ab_bench $v $tree $round build-dev/qgen specs/qwen3-4b.lua qwen3-4b-$v $cov QGEN_TUNE=$tune
     done
   done
   echo "round $round $(elapsed)"
 done
-python3 bench/ab_summary.py $OUT/r > $OUT/r/summary.txt 2>&1; cat $OUT/r/summary.txt
+ab_summary
 cd $OUT && tar czf all.tgz r

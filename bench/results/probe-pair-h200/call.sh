@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# (Ran with its A/B bench lines spelled inline; they now go through bench/device-lib.sh's
+# ab_bench and ab_summary: the same commands and files.)
 # One device call (NOTES 65): (1) the chunk fault's workaround candidate: the L2 policy made
 # inside cp_async16's own asm (tpl-inasm, chunk-fault-h200/tpl-inasm.patch) with build-exp
 # (chunks forced by QGEN_TUNE on 16-bit/fp8 tiles): qwen2.5-0.5b at chunk 4, qwen3-4b-fp8 at
@@ -23,12 +25,11 @@ if [ $ok = 1 ]; then
       ch=1; [ $tree = in4 ] && ch=4
       for v in f16:specs/qwen3-4b.lua:qwen3-4b q05:specs/qwen2.5-0.5b.lua:qwen2.5-0.5b e4m3:specs/qwen3-4b-fp8.lua:qwen3-4b-e4m3; do
         IFS=: read ty spec var <<< "$v"
-        QGEN_TUNE=chunk=$ch QGEN_TEMPLATE_DIR=$tpl timeout 60 build-exp/qgen bench --spec $spec --variant $var --ctx 128K,1M --batch 1 --coverage 1 \
-          --runs 20 --json $OUT/r/ab-$ty-$tree-$round.json > $OUT/r/ab-$ty-$tree-$round.log 2>&1 || echo "bench $ty $tree $round failed"
+        ab_bench $ty $tree $round build-exp/qgen $spec $var 1 QGEN_TUNE=chunk=$ch QGEN_TEMPLATE_DIR=$tpl
       done
     done
   done
-  python3 bench/ab_summary.py $OUT/r > $OUT/r/summary.txt 2>&1; cat $OUT/r/summary.txt; elapsed
+  ab_summary
 fi
 probe_if_time 585
 cd $OUT && tar czf all.tgz r
