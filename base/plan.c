@@ -176,13 +176,14 @@ void qgen_plan_make(const qgen_layout *L, const qgen_tune *tp, qgen_plan *p) {
   p->swap_ops = swappable && t.swap != 0 && !p->old_dequant;
   /* the swapped consumers two sub-tiles of their group a step (jt, jt + WARPS_T): one softmax
      for 32 tokens and two independent K chains, fewer instructions a sub-tile (q4_0 dense
-     5-6 % faster, q8_0 1-2 %; bench/NOTES.md 64). Registers for 4 CTAs an SM (ptxas alone
-     takes ~125: 3), which the types' pair_ok says they fit; past head_dim 128 O^T alone is
-     too many, and sparse-V decides sub-tile by sub-tile. A step holds its first sub-tile while it waits for
+     5-6 % faster, q8_0 1-2 %; bench/NOTES.md 64). Registers for the CTAs an SM the types'
+     pair_ctas name (the fewer of K's and V's: ptxas alone took 96-125 from one tree to the
+     next, and q5_0 lost 5 % at 96; NOTES 66); past head_dim 128 O^T alone is too many, and
+     sparse-V decides sub-tile by sub-tile. A step holds its first sub-tile while it waits for
      the second: the ring then needs chunk + warps_t <= stages, or the producer could wait
      for a release that waits for it. */
-  const int pairable = p->swap_ops && D <= 128 && L->v_tau == 0 && p->chunk + p->warps_t <= p->stages &&
-                       qgen_type_traits_of(L->k_type)->pair_ok && qgen_type_traits_of(L->v_type)->pair_ok;
+  const int kc = qgen_type_traits_of(L->k_type)->pair_ctas, vc = qgen_type_traits_of(L->v_type)->pair_ctas;
+  const int pairable = p->swap_ops && D <= 128 && L->v_tau == 0 && p->chunk + p->warps_t <= p->stages && kc && vc;
   p->pair = pairable && t.pair != 0;
-  if (p->pair && !t.ctas) p->attend_min_ctas = 4;
+  if (p->pair && !t.ctas) p->attend_min_ctas = kc < vc ? kc : vc;
 }

@@ -63,9 +63,10 @@ typedef struct qgen_type_traits {
                              stages q for its K twice, value and residue (device BF) */
   int tensor_scale;       /* a cache of this type takes a per-tensor scale (fp8): stored =
                              fp8(x / scale), read = fp8 * scale */
-  int pair_ok;            /* block type whose swapped attend consumers take two sub-tiles a
-                             step (plan pair) within 96 registers: q5_0's high bits do not
-                             (24 bytes spilled, 4 % slower; bench/NOTES.md 64) */
+  int pair_ctas;          /* block type whose swapped attend consumers take two sub-tiles a
+                             step (plan pair): the CTAs an SM their registers are sized for
+                             (0: no pairs). q4_0 and q8_0: 4 (96 registers); q5_0: 3 (120;
+                             its high bits at 96 cost 5 %: bench/NOTES.md 66) */
   double check_tol;       /* io type: relative RMS error qgen check accepts in an output of
                              this type against the reference */
   /* n values (n a multiple of block) from src to f32. */

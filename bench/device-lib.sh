@@ -31,13 +31,13 @@ probe_if_time() {
   fi
 }
 # ab_bench TYPE TREE ROUND QGEN SPEC VARIANT COVERAGE [VAR=VALUE ...]: one cell set of a
-# same-call A/B: QGEN bench of VARIANT at 128K and 1M, B1, 20 runs, under the VAR=VALUEs
-# given (QGEN_TUNE, QGEN_TEMPLATE_DIR), into $OUT/r/ab-TYPE-TREE-ROUND.json and .log (the
-# names bench/ab_summary.py reads; TYPE without dashes)
+# same-call A/B: QGEN bench of VARIANT at 128K and 1M, batch AB_BATCH (default 1), 20 runs,
+# under the VAR=VALUEs given (QGEN_TUNE, QGEN_TEMPLATE_DIR), into $OUT/r/ab-TYPE-TREE-ROUND.json
+# and .log (the names bench/ab_summary.py reads; TYPE without dashes)
 ab_bench() {
   local ty=$1 tree=$2 round=$3 q=$4 spec=$5 var=$6 cov=$7
   shift 7
-  env "$@" timeout 60 "$q" bench --spec "$spec" --variant "$var" --ctx 128K,1M --batch 1 --coverage "$cov" --runs 20 \
+  env "$@" timeout 60 "$q" bench --spec "$spec" --variant "$var" --ctx 128K,1M --batch "${AB_BATCH:-1}" --coverage "$cov" --runs 20 \
     --json "$OUT/r/ab-$ty-$tree-$round.json" > "$OUT/r/ab-$ty-$tree-$round.log" 2>&1 || echo "bench $ty $tree $round failed"
 }
 # ab_summary: the A/B table of $OUT/r (bench/ab_summary.py) into $OUT/r/summary.txt, printed

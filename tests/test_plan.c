@@ -19,7 +19,7 @@
  *   - the ring's chunks: whole sub-tiles of a page dividing the stages, >= 2 chunk stages,
  *     by default the largest such of at most 4, but one sub-tile for fp8 K and V;
  *   - pairs (two sub-tiles a consumer step) exactly where the swapped operands are, both types
- *     pair_ok, head_dim <= 128, no sparse-V and chunk + groups <= stages (never elsewhere,
+ *     with pair_ctas (registers for the fewer of their CTAs), head_dim <= 128, no sparse-V and chunk + groups <= stages (never elsewhere,
  *     tuned or not), and
  *     attend's registers then sized for 4 CTAs an SM; else left to ptxas;
  *   - QGEN_TUNE groups= / stages= / selreg= / chunk= / ctas= / pair= reach the plan, a CTA never exceeds 1024
@@ -84,11 +84,12 @@ static const char *broken(const qgen_layout *L, const qgen_plan *P, int tuned) {
   if (!tuned && fp8 && ch != 1) return "ring chunks: one sub-tile for fp8 K and V";
   for (int c = ch + 1; !tuned && !fp8 && c <= 4; c++)
     if (spp % c == 0 && P->stages % c == 0 && P->stages / c >= 2) return "ring chunks: the largest of at most 4 that fits";
-  const int pairable = P->swap_ops && D <= 128 && L->v_tau == 0 && ch + P->warps_t <= P->stages &&
-                       qgen_type_traits_of(types[0])->pair_ok && qgen_type_traits_of(types[1])->pair_ok;
-  if (P->pair && !pairable) return "pairs only with swapped operands of pair_ok types, head_dim <= 128, no sparse-V, chunk + groups <= stages";
+  const int kc = qgen_type_traits_of(types[0])->pair_ctas, vc = qgen_type_traits_of(types[1])->pair_ctas;
+  const int pairable = P->swap_ops && D <= 128 && L->v_tau == 0 && ch + P->warps_t <= P->stages && kc && vc;
+  if (P->pair && !pairable) return "pairs only with swapped operands of types with pair_ctas, head_dim <= 128, no sparse-V, chunk + groups <= stages";
   if (!tuned && P->pair != pairable) return "pairs by default wherever they apply";
-  if (!tuned && P->attend_min_ctas != (P->pair ? 4 : 0)) return "attend's registers for 4 CTAs an SM under pairs, else left to ptxas";
+  if (!tuned && P->attend_min_ctas != (P->pair ? (kc < vc ? kc : vc) : 0))
+    return "attend's registers for the fewer of K's and V's pair_ctas under pairs, else left to ptxas";
   return NULL;
 }
 
@@ -204,6 +205,13 @@ int main(void) {
   check(P.pair == 0 && P.attend_min_ctas == 0 && !broken(&L, &P, 0), "q8_0 with sparse-V: no pairs (got %d, %d)", P.pair,
         P.attend_min_ctas);
   L.v_tau = 0;
+  qgen_layout_init(&L, 128, 32, 8, 64, QGEN_TYPE_Q5_0, QGEN_TYPE_Q5_0, QGEN_TYPE_F16, QGEN_TYPE_F16, 0.088, 1);
+  qgen_plan_make(&L, NULL, &P);
+  check(P.pair == 1 && P.attend_min_ctas == 3, "qwen3-4b q5_0: pairs, registers for 3 CTAs (got %d, %d)", P.pair, P.attend_min_ctas);
+  qgen_layout_init(&L, 128, 32, 8, 64, QGEN_TYPE_Q8_0, QGEN_TYPE_Q5_0, QGEN_TYPE_F16, QGEN_TYPE_F16, 0.088, 1);
+  qgen_plan_make(&L, NULL, &P);
+  check(P.pair == 1 && P.attend_min_ctas == 3, "q8_0 K, q5_0 V: pairs, registers for the fewer CTAs, 3 (got %d, %d)", P.pair,
+        P.attend_min_ctas);
 
   const char *refused[] = {"groups=0", "groups=17", "stages=1", "stages=9", "groups=x", "groups=", "bulk=2", "selreg=33", "selreg=-1",
                            "chunk=0", "chunk=17", "ctas=0", "ctas=17", "pair=2", "pair=-1"};
