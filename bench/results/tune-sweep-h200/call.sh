@@ -4,6 +4,7 @@
 #         (the same plan, 118 registers) and pair=1 (96 registers, no spills now);
 #   q4_0: the default, chunk=2 (8 chunk stages of 2), stages=6 (24 stages; 20 spilled bytes);
 #   q8_0: the default, chunk=2.
+# .carry/t-e643 (ignored, carried) was made by: git archive e6437e0 templates | tar -x -C .carry/t-e643
 set -u
 . bench/device-lib.sh
 export QGEN_CACHE_DIR=/tmp/qgen-cache
