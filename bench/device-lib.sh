@@ -40,6 +40,40 @@ ab_bench() {
   env "$@" timeout 60 "$q" bench --spec "$spec" --variant "$var" --ctx 128K,1M --batch "${AB_BATCH:-1}" --coverage "$cov" --runs 20 \
     --json "$OUT/r/ab-$ty-$tree-$round.json" > "$OUT/r/ab-$ty-$tree-$round.log" 2>&1 || echo "bench $ty $tree $round failed"
 }
+# ab_rounds QGEN "TREE=TUNE ..." "TYPE:SPEC:VARIANT ..." [COVERAGE]: two rounds of ab_bench,
+# each round every tree (its QGEN_TUNE after the first '='; empty: the default plan) over every
+# cell set, in that order; prints each round's time
+ab_rounds() {
+  local q=$1 trees=$2 cells=$3 cov=${4:-1} round tt c ty spec var
+  for round in 1 2; do
+    for tt in $trees; do
+      for c in $cells; do
+        IFS=: read -r ty spec var <<< "$c"
+        ab_bench "$ty" "${tt%%=*}" $round "$q" "$spec" "$var" "$cov" QGEN_TUNE="${tt#*=}"
+      done
+    done
+    echo "round $round $(elapsed)"
+  done
+}
+# ncu_src TYPE CTX SECONDS TOP [--section S ...]: ncu stall sampling (SourceCounters, warp
+# states, scheduler, speed of light, and the sections given) of build-dev's attend on
+# qwen3-4b-TYPE, dense B1 at CTX, into $OUT/r: ncu-TYPE-ctx.txt (the sections),
+# ncu-src-TYPE-ctx-sass.csv (per instruction) and ncu-sass-top-TYPE-ctx.txt (its TOP
+# instructions by samples, bench/ncu_sass_top.py); ctx is CTX in lower case
+ncu_src() {
+  local t=$1 ctx=$2 secs=$3 top=$4 tag
+  tag=$(echo "$2" | tr '[:upper:]' '[:lower:]')
+  shift 4
+  timeout "$secs" ncu --clock-control none --section SourceCounters --section WarpStateStats --section SchedulerStats --section SpeedOfLight \
+    "$@" --kernel-name qg_attend --launch-skip 3 --launch-count 1 -o "$OUT/r/src-$t-$tag" \
+    build-dev/qgen bench --spec specs/qwen3-4b.lua --variant "qwen3-4b-$t" --ctx "$ctx" --batch 1 --coverage 1 --runs 2 --warmup 2 \
+    > "$OUT/r/ncu-run-$t.log" 2>&1
+  ncu --import "$OUT/r/src-$t-$tag.ncu-rep" --print-summary none > "$OUT/r/ncu-$t-$tag.txt" 2>&1
+  ncu --import "$OUT/r/src-$t-$tag.ncu-rep" --page source --csv --print-source sass > "$OUT/r/ncu-src-$t-$tag-sass.csv" 2>&1
+  python3 bench/ncu_sass_top.py "$OUT/r/ncu-src-$t-$tag-sass.csv" "$top" > "$OUT/r/ncu-sass-top-$t-$tag.txt" 2>&1
+  head -3 "$OUT/r/ncu-sass-top-$t-$tag.txt"
+  echo "ncu $t $(elapsed)"
+}
 # ab_summary: the A/B table of $OUT/r (bench/ab_summary.py) into $OUT/r/summary.txt, printed
 ab_summary() {
   python3 bench/ab_summary.py "$OUT/r" > "$OUT/r/summary.txt" 2>&1

@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# (Ran with its ncu steps spelled inline; they now go through bench/device-lib.sh's ncu_src:
+# the same commands and files.)
 # (Ran with its A/B bench lines spelled inline; they now go through bench/device-lib.sh's
 # ab_bench and ab_summary: the same commands and files.)
 # One device call (NOTES 65): (1) f16 chunks without the L2 policy (the fault's only passing
@@ -22,13 +24,5 @@ for round in 1 2; do
   done
 done
 ab_summary
-for t in q4_0 q5_0; do
-  timeout 120 ncu --clock-control none --section SourceCounters --section WarpStateStats --section SchedulerStats --section SpeedOfLight \
-    --kernel-name qg_attend --launch-skip 3 --launch-count 1 -o $OUT/r/src-$t-128k \
-    build-dev/qgen bench --spec specs/qwen3-4b.lua --variant qwen3-4b-$t --ctx 128K --batch 1 --coverage 1 --runs 2 --warmup 2 > $OUT/r/ncu-run-$t.log 2>&1
-  ncu --import $OUT/r/src-$t-128k.ncu-rep --print-summary none > $OUT/r/ncu-$t-128k.txt 2>&1
-  ncu --import $OUT/r/src-$t-128k.ncu-rep --page source --csv --print-source sass > $OUT/r/ncu-src-$t-128k-sass.csv 2>&1
-  python3 bench/ncu_sass_top.py $OUT/r/ncu-src-$t-128k-sass.csv 12 > $OUT/r/ncu-sass-top-$t-128k.txt 2>&1; head -3 $OUT/r/ncu-sass-top-$t-128k.txt
-  echo "ncu $t $(elapsed)"
-done
+for t in q4_0 q5_0; do ncu_src $t 128K 120 12; done
 cd $OUT && tar czf all.tgz r
