@@ -28,7 +28,9 @@
  * 8-bit bounds (spec sparse.bounds = "i8"): the f16 bounds above stay the source of truth
  * (append merges them as always); append also writes, for every page it touches, the row
  * qgen_ref_bounds_i8_row (ref/ref.h) makes of that page's f16 bounds, and estimate reads
- * only these rows. One row (2D + 16 bytes, a multiple of 16 for wide loads):
+ * only these rows. A view (page_size > 0 below) keeps them for pages of the block, written
+ * by qgen_view_update; its pages of half a block keep none, and estimate reads the merged
+ * f16 bounds of their pairs instead. One row (2D + 16 bytes, a multiple of 16 for wide loads):
  *   [0, D)        kmin codes u8        lo_d = offset + code * scale <= kmin_d
  *   [D, 2D)       kmax codes u8        hi_d = offset + code * scale >= kmax_d
  *   [2D, 2D + 2)  offset f16 (little-endian), the smallest kmin

@@ -359,10 +359,12 @@ static const uint16_t *view_bounds(qgen_ref_scratch *w, const qgen_layout *L, co
   return w->bnd;
 }
 
-/* i8: over the 8-bit form of the bounds (qgen_ref_bounds_i8) instead of the f16 ones. */
+/* i8: over the 8-bit form of the bounds (qgen_ref_bounds_i8) instead of the f16 ones, but
+   for a view's pages of half a block, which keep only f16 bounds (base/layout.h). */
 static void estimate(qgen_ref_scratch *w, const qgen_layout *L, const qgen_kvmem *m, int seq, const void *q,
                      int i8, double *scores) {
   const int D = L->head_dim, G = L->group;
+  i8 = i8 && (!m->page_size || m->page_size == L->block);
   const int64_t n = qgen_pages_of(m->seq_len[seq], L->block);
   float *qf = w->qf;
   double *kmin = w->kmin, *kmax = w->kmax;

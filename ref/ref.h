@@ -100,7 +100,7 @@ void qgen_ref_bounds_i8_decode(const uint16_t so[2], const uint8_t *codes, int D
 void qgen_ref_bounds_i8_row(const uint16_t *bnd, int D, uint8_t *row);
 
 /* qgen_ref_estimate over the 8-bit form of the cache's bounds (qgen_ref_bounds_i8; NaN for
-   a page without one). */
+   a page without one); a view of half-block pages has none: qgen_ref_estimate's scores. */
 void qgen_ref_estimate_i8(const qgen_layout *L, const qgen_kvmem *m, int seq, const void *q,
                           double *scores);
 

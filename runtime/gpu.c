@@ -294,7 +294,7 @@ static qgen_status cache_alloc(qgen_kv *kv) {
       (st = alloc0(kv, &m->ticket, (size_t)QGEN_MAX_BATCH * L->n_head_kv * 4)) ||
       (st = alloc0(kv, &m->hist, L->sparse ? (size_t)QGEN_MAX_BATCH * L->n_head_kv * QGEN_SEL_BINS * 4 : 0)) ||
       (st = alloc0(kv, &m->decode, own * kv->max_seqs * 2 * 4)) ||
-      (st = alloc0(kv, &m->bounds_i8, (size_t)kv->n_pages * L->bounds_i8_page_bytes)))
+      (st = alloc0(kv, &m->bounds_i8, qgen_kv_has_i8(kv) * kv->n_pages * L->bounds_i8_page_bytes)))
     return st;
   if (L->rescore > 1 &&
       ((st = alloc0(kv, &m->sketch, (size_t)kv->n_pages * L->sketch_page_bytes)) || (st = alloc0(kv, &m->exact, sel * 4)) ||
@@ -534,14 +534,15 @@ static qgen_status attend(qgen_kv *kv, const int *seq, int n_seq, qgen_ptr q, qg
 }
 
 /* A view's bounds: pass 0 empties the pages whose first slot is written, pass 1 merges
-   every written row (templates/view.cu); warps of QG_VIEW_SLOTS slots a CTA. */
+   every written row, pass 2 (8-bit bounds) makes the written pages' 8-bit rows
+   (templates/view.cu); warps of QG_VIEW_SLOTS slots a CTA. */
 static qgen_status view_update_in(qgen_kv *kv, qgen_ptr slots, int64_t n, int slot_bytes, qgen_stream stream) {
   qgen_ctx *c = kv->ctx;
   qg_cache ca = cache_args(kv);
   const void *sp = (const void *)(uintptr_t)slots;
   int64_t np = kv->n_pages;
   int sb = slot_bytes;
-  for (int pass = 0; pass < 2; pass++) {
+  for (int pass = 0; pass < (qgen_kv_has_i8(kv) ? 3 : 2); pass++) {
     void *args[] = {&ca, &sp, &n, &np, &sb, &pass};
     const qgen_status st = launch(c, gctx(c)->f_view, (unsigned)((n + QGEN_VIEW_SLOTS - 1) / QGEN_VIEW_SLOTS),
                                   (unsigned)c->L.n_head_kv, 1, 32 * QGEN_VIEW_SLOTS, 0, (CUstream)stream, args);

@@ -60,6 +60,11 @@ struct qgen_kv {
 
 /* The API call that creates kv, for the backends' messages. */
 static inline const char *qgen_kv_api(const qgen_kv *kv) { return kv->is_view ? "qgen_view_open" : "qgen_cache_create"; }
+/* The cache keeps 8-bit rows: sparse.bounds = "i8", pages of the spec's block (a view's
+   pages of half a block keep only f16 bounds, which estimate merges by pairs). */
+static inline int qgen_kv_has_i8(const qgen_kv *kv) {
+  return kv->ctx->L.bounds_i8 && (!kv->is_view || kv->view.page_size == kv->ctx->L.block);
+}
 
 /* Record a message on ctx (if not NULL) for the calling thread and return st (error.c). */
 qgen_status qgen_fail(qgen_ctx *ctx, qgen_status st, const char *fmt, ...) __attribute__((format(printf, 3, 4)));

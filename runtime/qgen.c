@@ -276,9 +276,7 @@ qgen_status qgen_view_open(qgen_ctx *c, const qgen_view_desc *d, qgen_kv **out) 
   *out = NULL;
   if (!c->be) return qgen_fail(c, QGEN_ERR_INVALID_ARG, "qgen_view_open: the context failed to open");
   const int B = c->L.block;
-  /* a view's qg_view producer keeps only the f16 bounds; it makes no 8-bit bounds or sketch */
-  if (c->L.bounds_i8)
-    return qgen_fail(c, QGEN_ERR_UNSUPPORTED, "qgen_view_open: this spec has sparse.bounds = \"i8\"; a view keeps only f16 page bounds (use sparse.bounds = \"f16\")");
+  /* qg_view keeps the bounds (and the 8-bit rows of whole-block pages), not a sketch */
   if (c->L.rescore > 1)
     return qgen_fail(c, QGEN_ERR_UNSUPPORTED, "qgen_view_open: this spec has sparse.rescore = %d; a view keeps no q4_0 sketch for two-stage selection (use sparse.rescore = 1)",
                      c->L.rescore);
@@ -509,7 +507,7 @@ size_t qgen_kv_size(const qgen_kv *kv, int which) {
   case QGEN_KV_PAGE_TABLE: return kv->is_view ? 0 : (size_t)kv->n_pages * sizeof(int32_t);
   case QGEN_KV_SEQ_LEN: return kv->is_view ? 0 : (size_t)kv->max_seqs * sizeof(int32_t);
   case QGEN_KV_SKETCH: return (size_t)kv->n_pages * L->sketch_page_bytes;
-  case QGEN_KV_BOUNDS_I8: return (size_t)kv->n_pages * L->bounds_i8_page_bytes;
+  case QGEN_KV_BOUNDS_I8: return qgen_kv_has_i8(kv) ? (size_t)kv->n_pages * L->bounds_i8_page_bytes : 0;
   }
   return 0;
 }
@@ -521,8 +519,8 @@ qgen_status qgen_kv_read(qgen_kv *kv, int which, void *host, size_t bytes) {
     return qgen_fail(kv->ctx, QGEN_ERR_INVALID_ARG, "qgen_kv_read: unknown array %d (QGEN_KV_K .. QGEN_KV_BOUNDS_I8)", which);
   if (want == 0)
     return qgen_fail(kv->ctx, QGEN_ERR_INVALID_ARG,
-                     "qgen_kv_read: this cache has no array %d (a dense spec keeps no bounds, an f16-bounds spec no 8-bit "
-                     "bounds; only two-stage specs over an f16/bf16 K a sketch; a view has only its bounds)", which);
+                     "qgen_kv_read: this cache has no array %d (a dense spec keeps no bounds, an f16-bounds spec or a view of "
+                     "half-block pages no 8-bit bounds; only two-stage specs over an f16/bf16 K a sketch; a view has only its bounds)", which);
   if (!host) return qgen_fail(kv->ctx, QGEN_ERR_INVALID_ARG, "qgen_kv_read: host buffer is NULL");
   if (bytes != want)
     return qgen_fail(kv->ctx, QGEN_ERR_INVALID_ARG, "qgen_kv_read: array %d has %zu bytes, got a buffer of %zu", which, want, bytes);

@@ -40,7 +40,7 @@
  *                                          whose estimated softmax mass reaches top_p of all
  *                                          the candidates' (base/layout.h); 1 = off; < 1
  *                                          needs candidates >= 2
- *    bounds         "f16"                  "f16" or "i8": the page bounds estimate reads
+ *    bounds         "i8"                   "f16" or "i8": the page bounds estimate reads
  *                   (QGEN_SPEC_BOUNDS_DEFAULT) (i8: 8-bit codes, base/layout.h)
  *    v_tau          0                      number in [0, 1]: sparse-V, attend skips the V of a
  *                                          16-token sub-tile whose softmax weights (relative

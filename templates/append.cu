@@ -19,22 +19,24 @@
 // With a sketch (QG_SKETCH: two-stage selection over an f16/bf16 cache) each K row is also
 // written in the sketch type, quantized from the row as stored (base/layout.h).
 
-// The 8-bit row of one (page, KV head) from its f16 bounds lo[d], hi[d] (f16 values, in
-// shared memory), by the whole CTA; page is scratch for the offset and scale.
-__device__ void bounds_i8_row(const float *lo, const float *hi, u8 *row, double *page) {
-  if (threadIdx.x < 32) { // the page's range: offset = min lo, top = max hi; all finite?
+// The 8-bit row of one (page, KV head) from its f16 bounds lo(d), hi(d) (f16 values), by NT
+// threads of ranks t (whose first warp finds the range; sync() orders them: the CTA for
+// append, one warp for qg_view's pass 2); page is their shared scratch for offset and scale.
+template <int NT, typename Lo, typename Hi, typename Sync>
+__device__ __forceinline__ void bounds_i8_row(Lo lo, Hi hi, u8 *row, double *page, int t, Sync sync) {
+  if (t < 32) { // the page's range: offset = min lo, top = max hi; all finite?
     float mn = INFINITY, mx = -INFINITY;
     bool fin = true;
-    for (int d = threadIdx.x; d < D; d += 32) {
-      mn = fminf(mn, lo[d]), mx = fmaxf(mx, hi[d]);
-      fin &= fabsf(lo[d]) < INFINITY && fabsf(hi[d]) < INFINITY;
+    for (int d = t; d < D; d += 32) {
+      mn = fminf(mn, lo(d)), mx = fmaxf(mx, hi(d));
+      fin &= fabsf(lo(d)) < INFINITY && fabsf(hi(d)) < INFINITY;
     }
     for (int o = 16; o > 0; o >>= 1) {
       mn = fminf(mn, __shfl_xor_sync(0xffffffffu, mn, o));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
     }
     fin = __all_sync(0xffffffffu, fin);
-    if (threadIdx.x == 0) {
+    if (t == 0) {
       u32 so = 0x7e007e00u; // NaN offset and scale: no 8-bit form, the score is NaN
       double s = 0;         // and the codes 0
       if (fin) { // the smallest f16 scale with offset + 255 s >= top (exact in double)
@@ -47,15 +49,16 @@ __device__ void bounds_i8_row(const float *lo, const float *hi, u8 *row, double 
       *(uint4 *)(row + 2 * D) = make_uint4(so, 0, 0, 0);
     }
   }
-  __syncthreads();
+  sync();
   const double off = page[0], s = page[1];
-  for (int d = threadIdx.x; d < D; d += QG_APPEND_THREADS) {
+  for (int d = t; d < D; d += NT) {
     double cl = 0, ch = 0; // kmin code rounded down, kmax code rounded up (ref.c's steps)
     if (s > 0) {
-      cl = fmin(fmax(floor((lo[d] - off) / s), 0.0), 255.0);
-      ch = fmin(fmax(ceil((hi[d] - off) / s), 0.0), 255.0);
-      while (cl > 0 && off + cl * s > lo[d]) cl--;
-      while (ch < 255 && off + ch * s < hi[d]) ch++;
+      const double l = lo(d), u = hi(d);
+      cl = fmin(fmax(floor((l - off) / s), 0.0), 255.0);
+      ch = fmin(fmax(ceil((u - off) / s), 0.0), 255.0);
+      while (cl > 0 && off + cl * s > l) cl--;
+      while (ch < 255 && off + ch * s < u) ch++;
     }
     row[d] = (u8)cl;
     row[D + d] = (u8)ch;
@@ -143,7 +146,9 @@ extern "C" __global__ void __launch_bounds__(QG_APPEND_THREADS) qg_append(qg_cac
     if constexpr (BOUNDS_I8) {
       __shared__ double page[2];
       __syncthreads();
-      bounds_i8_row(red[0][0], red[1][0], c.bounds_i8 + (phys * N_KV + h) * (i64)BOUNDS_I8_ROW, page);
+      const float *lo = red[0][0], *hi = red[1][0];
+      bounds_i8_row<QG_APPEND_THREADS>([&](int d) { return lo[d]; }, [&](int d) { return hi[d]; },
+                                       c.bounds_i8 + (phys * N_KV + h) * (i64)BOUNDS_I8_ROW, page, threadIdx.x, [] { __syncthreads(); });
     }
   }
 }

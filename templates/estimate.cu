@@ -58,9 +58,11 @@ __device__ __forceinline__ u32 merge_h2(u32 a, u32 b, bool lo) {
 template <int R> __device__ __forceinline__ void estimate_r(const qg_cache &c, const qg_work &wk, const qg_batch &bt, const qg_budget &bg, const void *q) {
   constexpr int NW = QG_EST_THREADS / 32, K2 = 2 * D, NB = K2 / 32;
   static_assert(QG_EST_PAGES == 16 * NW, "estimate: 16 pages a warp");
-  static_assert(R == 1 || !BOUNDS_I8, "estimate: a view (R > 1) keeps f16 bounds (qgen_view_open)");
+  // 8-bit rows are read for pages of the block; a view's half-block pages (R = 2) have
+  // none (templates/view.cu), so their pairs' f16 bounds are merged and read instead
+  constexpr bool I8 = BOUNDS_I8 && R == 1;
   // with 8-bit bounds each load of 16 codes stands for two f16 loads
-  constexpr int NL = BOUNDS_I8 ? NB / 2 : NB;
+  constexpr int NL = I8 ? NB / 2 : NB;
   static_assert(QG_EST_SMEM == EST_QSPLIT + (BOUNDS_I8 ? EST_NT * 8 * 4 : 0), "estimate: the plan's staged Qsplit (+ sum q) size");
   // dynamic: a large group's Qsplit passes the 48 KiB of static shared memory (the same
   // code as a static array for the small ones: nothing else is in estimate's shared memory
@@ -104,7 +106,7 @@ template <int R> __device__ __forceinline__ void estimate_r(const qg_cache &c, c
   // mma are independent)
   // (8-bit: sa, sb get the rows' offset and scale; views, the only R > 1, keep f16 bounds)
   auto load_bounds = [&](int r, int fa, int fb, uint4 (&ra)[NL], uint4 (&rb)[NL], u32 &sa, u32 &sb) {
-    if constexpr (BOUNDS_I8) {
+    if constexpr (I8) {
       const u8 *rowa = c.bounds_i8 + ((i64)max(fa, 0) * N_KV + h) * BOUNDS_I8_ROW;
       const u8 *rowb = c.bounds_i8 + ((i64)max(fb, 0) * N_KV + h) * BOUNDS_I8_ROW;
 #pragma unroll
@@ -132,7 +134,7 @@ template <int R> __device__ __forceinline__ void estimate_r(const qg_cache &c, c
   // (8-bit: lane group jj of k-steps 4T .. 4T + 3 holds codes 64T + 16jj .. + 15)
   auto put = [&](int r, int p, float x) {
     int t = p >> 5, o = p & 31, jj = o >> 3;
-    if constexpr (BOUNDS_I8) t = 2 * (p >> 6) + ((p >> 3) & 1), jj = (p >> 4) & 3;
+    if constexpr (I8) t = 2 * (p >> 6) + ((p >> 3) & 1), jj = (p >> 4) & 3;
     const int v = o & 7, u = v & 3;
     const int logical = (2 * t + (v >> 2)) * 16 + (u < 2 ? 2 * jj + u : 8 + 2 * jj + (u - 2));
     const __half hi = __float2half_rn(x);
@@ -152,9 +154,9 @@ template <int R> __device__ __forceinline__ void estimate_r(const qg_cache &c, c
   // same bits every run); lane (g, j) keeps those of its columns nt*8 + 2j, +1 in registers
   // for up to two n-tiles (more spilled at head_dim 256, group 64), else reads them here.
   constexpr bool SQREG = EST_NT <= 2;
-  float sumq[BOUNDS_I8 && SQREG ? EST_NT : 1][2];
+  float sumq[I8 && SQREG ? EST_NT : 1][2];
   const float *sq = (const float *)(qsm + EST_QSPLIT);
-  if constexpr (BOUNDS_I8) {
+  if constexpr (I8) {
     float *sw = (float *)(qsm + EST_QSPLIT);
     for (int r = warp; r < EST_NT * 8; r += NW) {
       float x = 0;
@@ -221,7 +223,7 @@ template <int R> __device__ __forceinline__ void estimate_r(const qg_cache &c, c
       for (int e = 0; e < 4; e++)
         if (nt * 8 + 2 * j + (e & 1) < G) best[e >> 1] = max_keep_nan(best[e >> 1], acc[e]);
     };
-    if constexpr (BOUNDS_I8) {
+    if constexpr (I8) {
       // t outside the n-tiles: each k-step's codes are widened once, not once an n-tile
       // (held across 8 n-tiles they spilled at head_dim 256)
       float acc[EST_NT][4] = {};
@@ -277,7 +279,6 @@ template <int R> __device__ __forceinline__ void estimate_r(const qg_cache &c, c
 
 // The CTAs an SM the registers are sized for: base/plan.c says why.
 extern "C" __global__ void __launch_bounds__(QG_EST_THREADS, QG_EST_MIN_CTAS) qg_estimate(qg_cache c, qg_work wk, qg_batch bt, qg_budget bg, const void *q) {
-  // 8-bit bounds: no view (qgen_view_open refuses them), so only the owned kernel
-  if (!BOUNDS_I8 && BLOCK / 2 % 16 == 0 && c.page_size == BLOCK / 2) estimate_r<(!BOUNDS_I8 && BLOCK / 2 % 16 == 0 ? 2 : 1)>(c, wk, bt, bg, q);
+  if (BLOCK / 2 % 16 == 0 && c.page_size == BLOCK / 2) estimate_r<(BLOCK / 2 % 16 == 0 ? 2 : 1)>(c, wk, bt, bg, q);
   else estimate_r<1>(c, wk, bt, bg, q);
 }

@@ -8,6 +8,11 @@
 // KV head); slots of one page may be in one launch, so the merge is an atomic compare-and-
 // swap of two f16 bounds in one word. Negative slots (padding) and slots past the pool are
 // skipped. K must be a 16-bit type (runtime/qgen.c refuses others).
+// With 8-bit bounds and pages of the spec's block, pass 2 then writes each listed page's
+// 8-bit row from its merged f16 bounds (append.cu's bounds_i8_row, by the slot's warp):
+// once per run of listed slots in one page, so a prefill's page is converted once, not
+// once a token (a page listed in two runs gets the same bytes twice). Pages of half a
+// block keep no 8-bit rows: estimate reads their pairs' f16 bounds.
 
 // The merged pair of f16 bounds in word w with the new pair x (want_max: upper bounds),
 // ordered -0 < +0 like ref/ref.c.
@@ -46,11 +51,23 @@ extern "C" __global__ void __launch_bounds__(32 * QGEN_VIEW_SLOTS) qg_view(qg_ca
   const int h = blockIdx.y, lane = threadIdx.x & 31;
   const i64 i = (i64)blockIdx.x * QGEN_VIEW_SLOTS + (threadIdx.x >> 5);
   if (i >= n) return;
-  const i64 s = slot_bytes == 8 ? ((const long long *)slots)[i] : ((const int *)slots)[i];
+  auto slot = [&](i64 k) -> i64 { return slot_bytes == 8 ? ((const long long *)slots)[k] : ((const int *)slots)[k]; };
+  const i64 s = slot(i);
   if (s < 0) return;
   const i64 page = s / c.page_size, off = s % c.page_size;
   if (page >= n_pages) return;
   u32 *bd = (u32 *)((__half *)c.bounds + (page * N_KV + h) * 2 * D);
+  if (pass == 2) { // the last slot of its run in this page (the next is elsewhere, or none)
+    if constexpr (BOUNDS_I8) {
+      const i64 nx = i + 1 < n ? slot(i + 1) : -1;
+      if (nx >= 0 && nx / c.page_size == page) return;
+      __shared__ double so[QGEN_VIEW_SLOTS][2];
+      const __half *b16 = (const __half *)bd;
+      bounds_i8_row<32>([&](int d) { return __half2float(b16[d]); }, [&](int d) { return __half2float(b16[D + d]); },
+                        c.bounds_i8 + (page * N_KV + h) * (i64)BOUNDS_I8_ROW, so[threadIdx.x >> 5], lane, [] { __syncwarp(); });
+    }
+    return;
+  }
   if (pass == 0) {
     if (off == 0)
       for (int d2 = lane; d2 < D / 2; d2 += 32) bd[d2] = 0x7c007c00u, bd[D / 2 + d2] = 0xfc00fc00u;

@@ -24,7 +24,7 @@ grep -qE "sm_90 +qg_attend .* smem [0-9]+ static \+ [1-9][0-9]{4,} dynamic$" "$t
 ok $? "attend's line shows the dynamic shared memory of its launch"
 grep -q "spill 0/0" "$tmp/first.txt"; ok $? "ptxas report (registers, spills) printed"
 grep -q "cache per token per layer: 4096 bytes" "$tmp/first.txt"; ok $? "bytes per token of the layout printed"
-grep -q "#define QG_HEAD_DIM 128" "$tmp/out"/qwen3-4b_d128_*_if16_of16_b64_sparse.cu; ok $? "the unit starts with the generated constants"
+grep -q "#define QG_HEAD_DIM 128" "$tmp/out"/qwen3-4b_d128_*_if16_of16_b64_sparse_i8.cu; ok $? "the unit starts with the generated constants"
 
 t0=$(date +%s%N)
 "$QGEN" emit --spec specs/qwen3-4b.lua > "$tmp/second.txt" 2>&1
@@ -212,7 +212,7 @@ for v in QGEN_QUIET QGEN_TUNE CUDA_PATH QGEN_NVRTC QGEN_CACHE_DIR; do grep -q "^
 # eval on a spec with a token budget uses that budget (512 of 4096 tokens = coverage 0.125)
 printf 'return spec{ name = "bud", head_dim = 64, n_head = 4, n_head_kv = 2, sparse = { block = 64, budget = 512 } }\n' > "$tmp/bud.lua"
 "$QGEN" eval --spec "$tmp/bud.lua" --backend cpu --ctx 4096 --trials 1 --task niah_single --selector quest --ref-ctx -1 -q > "$tmp/ev.txt" 2>&1
-ok $([ $? = 0 ] && grep -qE "^niah_single +4K f16 +0.125 quest" "$tmp/ev.txt"; echo $?) "eval on a budget spec: coverage 512/4096 = 0.125"
+ok $([ $? = 0 ] && grep -qE "^niah_single +4K f16\+i8 +0.125 quest" "$tmp/ev.txt"; echo $?) "eval on a budget spec: coverage 512/4096 = 0.125"
 "$QGEN" eval --spec "$tmp/bud.lua" --backend cpu --ctx 4096,8192 -q > /dev/null 2>"$tmp/err.txt"
 ok $([ $? = 1 ] && grep -q "budget of 512 tokens" "$tmp/err.txt"; echo $?) "... several contexts need --coverage"
 finish

@@ -1,5 +1,6 @@
 /* test_quality.c — the retrieval-quality gate, CPU only (the CPU reference backend runs
- * the whole decode path: append, estimate, select, attend), on specs/qwen3-4b.lua.
+ * the whole decode path: append, estimate, select, attend), on specs/qwen3-4b.lua (whose
+ * variants take the default 8-bit bounds: their rows are labelled "f16+i8" and so on).
  *
  * Part 1 checks the workload generator's promises (tools/workload.h): rows are the same
  * whatever the chunking (streaming) and the thread count; a needle sits exactly `margin`
@@ -214,9 +215,9 @@ static void test_main(void) {
   for (int ci = 0; ci < c.n_ctx; ci++)
     for (int t = 0; t < QGEN_WL_TASK_COUNT; t++) {
       const long long N = c.ctx[ci];
-      const qgen_eval_row *q = row_of(&r, t, N, "f16", 0.25, QGEN_SEL_QUEST, DEFAULT_MARGIN);
-      const qgen_eval_row *o = row_of(&r, t, N, "f16", 0.25, QGEN_SEL_ORACLE, DEFAULT_MARGIN);
-      const qgen_eval_row *m = row_of(&r, t, N, "f16", 0.25, QGEN_SEL_MEANPOOL, DEFAULT_MARGIN);
+      const qgen_eval_row *q = row_of(&r, t, N, "f16+i8", 0.25, QGEN_SEL_QUEST, DEFAULT_MARGIN);
+      const qgen_eval_row *o = row_of(&r, t, N, "f16+i8", 0.25, QGEN_SEL_ORACLE, DEFAULT_MARGIN);
+      const qgen_eval_row *m = row_of(&r, t, N, "f16+i8", 0.25, QGEN_SEL_MEANPOOL, DEFAULT_MARGIN);
       const char *tn = qgen_wl_task_name((qgen_wl_task)t);
       if (!q || !o || !m) {
         check(0, "%s %lld: rows missing", tn, N);
@@ -255,10 +256,10 @@ static void test_negative(void) {
   c.trials = 10;
   c.ref_ctx = -1; /* recall only */
   if (run(&c, &r, "negative controls") != 0) return;
-  const qgen_eval_row *q0 = row_of(&r, QGEN_WL_NIAH_SINGLE, 16384, "f16", 0.25, QGEN_SEL_QUEST, 0);
-  const qgen_eval_row *q1 = row_of(&r, QGEN_WL_NIAH_SINGLE, 16384, "f16", one, QGEN_SEL_QUEST, DEFAULT_MARGIN);
-  const qgen_eval_row *o1 = row_of(&r, QGEN_WL_NIAH_SINGLE, 16384, "f16", one, QGEN_SEL_ORACLE, DEFAULT_MARGIN);
-  const qgen_eval_row *o0 = row_of(&r, QGEN_WL_NIAH_SINGLE, 16384, "f16", one, QGEN_SEL_ORACLE, 0);
+  const qgen_eval_row *q0 = row_of(&r, QGEN_WL_NIAH_SINGLE, 16384, "f16+i8", 0.25, QGEN_SEL_QUEST, 0);
+  const qgen_eval_row *q1 = row_of(&r, QGEN_WL_NIAH_SINGLE, 16384, "f16+i8", one, QGEN_SEL_QUEST, DEFAULT_MARGIN);
+  const qgen_eval_row *o1 = row_of(&r, QGEN_WL_NIAH_SINGLE, 16384, "f16+i8", one, QGEN_SEL_ORACLE, DEFAULT_MARGIN);
+  const qgen_eval_row *o0 = row_of(&r, QGEN_WL_NIAH_SINGLE, 16384, "f16+i8", one, QGEN_SEL_ORACLE, 0);
   if (!q0 || !q1 || !o1 || !o0) {
     check(0, "negative controls: rows missing");
   } else {
@@ -286,8 +287,8 @@ static void test_quant(void) {
   if (run(&c, &r, "q8_0 / q4_0 caches") != 0) return;
   for (int t = 0; t < c.n_tasks; t++) {
     const int task = c.tasks[t];
-    const qgen_eval_row *f = row_of(&r, task, 8192, "f16", 0.25, QGEN_SEL_QUEST, DEFAULT_MARGIN);
-    const char *types[2] = {"q8_0", "q4_0"};
+    const qgen_eval_row *f = row_of(&r, task, 8192, "f16+i8", 0.25, QGEN_SEL_QUEST, DEFAULT_MARGIN);
+    const char *types[2] = {"q8_0+i8", "q4_0+i8"};
     for (int i = 0; i < 2; i++) {
       const qgen_eval_row *x = row_of(&r, task, 8192, types[i], 0.25, QGEN_SEL_QUEST, DEFAULT_MARGIN);
       if (!f || !x) {

@@ -182,7 +182,7 @@ static void test_real_specs(void) {
   if (qgen_spec_load(path, &set, err, sizeof err) == 0) {
     char uri[256];
     qgen_spec_uri(&set.v[0], uri, sizeof uri);
-    check(!strcmp(uri, "qwen3-4b_d128_h32_g4_kf16_vf16_if16_of16_b64_sparse"), "uri of qwen3-4b: %s", uri);
+    check(!strcmp(uri, "qwen3-4b_d128_h32_g4_kf16_vf16_if16_of16_b64_sparse_i8"), "uri of qwen3-4b: %s", uri);
   }
   qgen_fmt(path, sizeof path, "%s/specs/qwen2.5-14b-1m.lua", QGEN_SOURCE_DIR);
   if (qgen_spec_load(path, &set, err, sizeof err) == 0) {
@@ -191,7 +191,7 @@ static void test_real_specs(void) {
               !strcmp(set.v[1].name, "qwen2.5-14b-1m-q8_0") && !strcmp(set.v[2].name, "qwen2.5-14b-1m-q4_0"),
           "qwen2.5-14b-1m: three variants in order");
     qgen_spec_uri(&set.v[2], uri, sizeof uri);
-    check(!strcmp(uri, "qwen2.5-14b-1m-q4_0_d128_h40_g5_kq4_0_vq4_0_if16_of16_b64_sparse"),
+    check(!strcmp(uri, "qwen2.5-14b-1m-q4_0_d128_h40_g5_kq4_0_vq4_0_if16_of16_b64_sparse_i8"),
           "uri of the q4_0 variant: %s", uri);
     check(qgen_spec_find(&set, NULL) == &set.v[0] && qgen_spec_find(&set, "") == &set.v[0] &&
               qgen_spec_find(&set, "qwen2.5-14b-1m-q8_0") == &set.v[1] &&
@@ -332,7 +332,7 @@ static void test_defaults(void) {
             set.n == 2 && set.v[0].head_dim == 32 && set.v[1].head_dim == 256,
         "head_dim 32 and 256 are accepted");
 
-  /* sparse.bounds: f16 (QGEN_SPEC_BOUNDS_DEFAULT) or i8; in the canonical text and the names */
+  /* sparse.bounds: i8 (QGEN_SPEC_BOUNDS_DEFAULT) or f16; in the canonical text and the names */
   s = expect_ok("bounds default", "return { " OK4 ", sparse = true }");
   check(s->bounds == QGEN_SPEC_BOUNDS_DEFAULT, "sparse = true: bounds %s (the default)", qgen_bounds_name(s->bounds));
   s = expect_ok("bounds default in a table", "return { " OK4 ", sparse = { coverage = 0.5 } }");
@@ -340,6 +340,11 @@ static void test_defaults(void) {
   s = expect_ok("bounds f16", "return { " OK4 ", sparse = { bounds = 'f16' } }");
   check(s->bounds == QGEN_BOUNDS_F16, "sparse.bounds = 'f16' is f16");
   round_trip(s);
+  {
+    char uri[256];
+    qgen_spec_uri(s, uri, sizeof uri);
+    check(ends_with(uri, "_sparse"), "an f16-bounds spec: uri %s", uri);
+  }
   s = expect_ok("bounds i8", "return { " OK4 ", sparse = { bounds = 'i8' } }");
   check(s->bounds == QGEN_BOUNDS_I8, "sparse.bounds = 'i8' is i8");
   round_trip(s);
@@ -356,7 +361,7 @@ static void test_defaults(void) {
   s = expect_ok("bounds i8, dense", "return { " OK4 ", sparse = { enabled = false, bounds = 'i8' } }");
   check(s->sparse == 0 && s->bounds == QGEN_BOUNDS_F16, "a dense spec keeps no 8-bit bounds");
   expect_fail("bounds i4", "return { " OK4 ", sparse = { bounds = 'i4' } }",
-              "sparse.bounds = \"i4\" is not a bounds form; allowed: \"f16\" or \"i8\" (default \"f16\")");
+              "sparse.bounds = \"i4\" is not a bounds form; allowed: \"f16\" or \"i8\" (default \"i8\")");
   expect_fail("bounds I8", "return { " OK4 ", sparse = { bounds = 'I8' } }", "allowed: \"f16\" or \"i8\"");
   expect_fail("bounds 8", "return { " OK4 ", sparse = { bounds = 8 } }", "sparse.bounds = 8 is an integer; allowed: \"f16\" or \"i8\"");
   expect_fail("bounds at the top", "return { " OK4 ", bounds = 'i8' }", "unknown field 'bounds'");
@@ -678,7 +683,7 @@ static void test_to_lua(void) {
   round_trip(&s);
   qgen_spec_to_lua(&s, text, sizeof text);
   qgen_spec_uri(&s, uri, sizeof uri);
-  check(strstr(text, ", v_tau = ") != NULL && strstr(uri, "_sparse_vt0.00999999978") != NULL,
+  check(strstr(text, ", v_tau = ") != NULL && strstr(uri, "_sparse_i8_vt0.00999999978") != NULL,
         "sparse-V canonical text and uri: %s", uri);
   s0 = expect_ok("sparse-V off", "return { " OK4 ", sparse = { v_tau = 0 } }");
   qgen_spec_to_lua(s0, text, sizeof text);
@@ -700,7 +705,7 @@ static void test_rescore(void) {
   check(L.rescore == 4 && L.sketch_row_bytes == 72 && L.sketch_page_bytes == (size_t)8 * 64 * 72,
         "an f16 cache keeps a q4_0 sketch: 72 bytes a row, %zu a page", L.sketch_page_bytes);
   qgen_spec_uri(&s, uri, sizeof uri);
-  check(!strcmp(uri, "m_d128_h32_g4_kf16_vf16_if16_of16_b64_sparse_r4"), "rescore uri: %s", uri);
+  check(!strcmp(uri, "m_d128_h32_g4_kf16_vf16_if16_of16_b64_sparse_i8_r4"), "rescore uri: %s", uri);
   s0 = expect_ok("rescore over q4_0", "return { " OK4 ", k_type = 'q4_0', sparse = { rescore = { candidates = 8 } } }");
   s = *s0;
   round_trip(&s);
@@ -728,14 +733,14 @@ static void test_rescore(void) {
   check(strstr(text, "rescore = { candidates = 4, sketch = \"q4_0\", top_p = 0.8999999761581421 }") != NULL,
         "canonical text carries top_p: %s", text);
   qgen_spec_uri(&s, uri, sizeof uri);
-  check(!strcmp(uri, "m_d128_h32_g4_kf16_vf16_if16_of16_b64_sparse_r4_p0.899999976"), "top_p uri: %s", uri);
+  check(!strcmp(uri, "m_d128_h32_g4_kf16_vf16_if16_of16_b64_sparse_i8_r4_p0.899999976"), "top_p uri: %s", uri);
   qgen_spec_layout(&s, &L);
   check(L.top_p == s.top_p && L.rescore == 4, "the layout's top_p");
   round_trip(&s);
   s0 = expect_ok("top_p 1", "return { " OK4 ", sparse = { rescore = { candidates = 4, top_p = 1 } } }");
   s = *s0;
   qgen_spec_uri(&s, u0, sizeof u0);
-  check(s.top_p == 1 && !strcmp(u0, "m_d128_h32_g4_kf16_vf16_if16_of16_b64_sparse_r4"), "top_p = 1 is no cut: %s", u0);
+  check(s.top_p == 1 && !strcmp(u0, "m_d128_h32_g4_kf16_vf16_if16_of16_b64_sparse_i8_r4"), "top_p = 1 is no cut: %s", u0);
   s0 = expect_ok("top_p default", "return { " OK4 ", sparse = true }");
   check(s0->top_p == 1, "top_p defaults to 1");
   s0 = expect_ok("top_p dense", "return { " OK4 " }");

@@ -2,10 +2,12 @@
  * same tokens in an owned cache and in views of several layouts (vLLM NHD and HND, pages of
  * the spec's block and of half of it, shuffled page tables) give bit-identical dense
  * output and identical sparse page lists, with bounds kept by qgen_view_update in two
- * chunks of slots; bad descriptions, writes through a view and the specs a view cannot keep
- * (8-bit bounds, two-stage selection) are refused, and so are sizes that overflow and (by the
- * CPU backend's attend) lengths and block table entries out of range. Prints one line
- * per check and "N passed, N failed".
+ * chunks of slots, for a spec of 8-bit bounds (the default: a view of half-block pages
+ * then ranks by its f16 bounds, so it equals an f16 spec's owned cache) and one of f16
+ * bounds; bad descriptions, writes through a view and the spec a view cannot keep
+ * (two-stage selection) are refused, and so are sizes that overflow and (by the CPU
+ * backend's attend) lengths and block table entries out of range. Prints one line per
+ * check and "N passed, N failed".
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -19,14 +21,28 @@
 #include "testlib.h"
 
 enum { D = 64, HQ = 8, HKV = 2, BLOCK = 32, SEQS = 4, MAXTOK = 700 };
-static const char *SPEC = "return spec{ name = 'views', head_dim = 64, n_head = 8, n_head_kv = 2, k_type = 'f16', v_type = 'f16',"
-                          " sparse = { block = 32, coverage = 0.3, sink = 0, recent = 0 } }";
+/* A CPU context of the views' shape with these sparse fields besides block and coverage
+   (bounds unnamed: the default, i8); NULL, and a failed check, if it does not open. */
+static qgen_ctx *open_spec(const char *sparse_extra) {
+  char text[512];
+  snprintf(text, sizeof text, "return spec{ name = 'views', head_dim = 64, n_head = 8, n_head_kv = 2, k_type = 'f16',"
+                              " v_type = 'f16', sparse = { block = 32, coverage = 0.3, %s } }", sparse_extra);
+  qgen_open_opts oo = {QGEN_BACKEND_CPU, 0, NULL, NULL};
+  qgen_ctx *ctx = NULL;
+  if (qgen_open_text(&ctx, text, "views", &oo) != QGEN_OK) {
+    check(0, "open %s: %s", sparse_extra, qgen_error(ctx));
+    qgen_close(ctx);
+    return NULL;
+  }
+  return ctx;
+}
 
 static uint64_t rng = 0x1234567ull;
 
-/* One view layout: page size and whether heads are outside tokens (HND). */
+/* One view layout: page size and whether heads are outside tokens (HND); own holds the same
+   tokens, read by the bounds the view's estimate reads; i8: ctx's spec has 8-bit bounds. */
 static void run_layout(qgen_ctx *ctx, qgen_kv *own, const uint16_t *k, const uint16_t *v, const int *len, const uint16_t *q,
-                       int page, int hnd) {
+                       int page, int hnd, int i8) {
   const int max_blocks = (MAXTOK + page - 1) / page, n_pages = SEQS * max_blocks + 3;
   const long long row = D * 2, tok = hnd ? row : HKV * row, head = hnd ? page * row : row, pstride = (long long)page * HKV * row;
   uint16_t *kp = calloc((size_t)n_pages * page * HKV * D, 2), *vp = calloc((size_t)n_pages * page * HKV * D, 2);
@@ -90,8 +106,9 @@ static void run_layout(qgen_ctx *ctx, qgen_kv *own, const uint16_t *k, const uin
             strstr(qgen_error(ctx), "view") != NULL,
         "qgen_append on a view is refused: %s", qgen_error(ctx));
   check(qgen_reset(view, 0) == QGEN_ERR_INVALID_ARG && qgen_seq_len(view, 0) == -1 &&
-            qgen_kv_size(view, QGEN_KV_K) == 0 && qgen_kv_size(view, QGEN_KV_BOUNDS) > 0,
-        "a view: no reset, no host length, only its bounds to read");
+            qgen_kv_size(view, QGEN_KV_K) == 0 && qgen_kv_size(view, QGEN_KV_BOUNDS) > 0 &&
+            (qgen_kv_size(view, QGEN_KV_BOUNDS_I8) > 0) == (i8 && page == BLOCK),
+        "a view: no reset, no host length, only its bounds to read (8-bit rows: %zu bytes)", qgen_kv_size(view, QGEN_KV_BOUNDS_I8));
   qgen_cache_destroy(view);
   /* bad descriptions */
   qgen_view_desc bad = d;
@@ -138,16 +155,8 @@ static void side_data_oom(void) {
 /* qgen_view_open refuses a spec whose selection needs what a view does not keep, naming the
    field (before it reads the description). */
 static void refused_spec(const char *sparse_extra, const char *field) {
-  char text[512];
-  snprintf(text, sizeof text, "return spec{ name = 'vr', head_dim = 64, n_head = 8, n_head_kv = 2, k_type = 'f16', v_type = 'f16',"
-                              " sparse = { block = 32, coverage = 0.3, %s } }", sparse_extra);
-  qgen_open_opts oo = {QGEN_BACKEND_CPU, 0, NULL, NULL};
-  qgen_ctx *ctx = NULL;
-  if (qgen_open_text(&ctx, text, "vr", &oo) != QGEN_OK) {
-    check(0, "open %s: %s", sparse_extra, qgen_error(ctx));
-    qgen_close(ctx);
-    return;
-  }
+  qgen_ctx *ctx = open_spec(sparse_extra);
+  if (!ctx) return;
   qgen_view_desc d;
   memset(&d, 0, sizeof d);
   qgen_kv *view = NULL;
@@ -217,14 +226,9 @@ static void hostile(qgen_ctx *ctx) {
 }
 
 int main(void) {
-  qgen_open_opts oo = {QGEN_BACKEND_CPU, 0, NULL, NULL};
-  qgen_ctx *ctx = NULL;
-  if (qgen_open_text(&ctx, SPEC, "views", &oo) != QGEN_OK) {
-    fprintf(stderr, "open: %s\n", qgen_error(ctx));
-    return 1;
-  }
-  qgen_kv *own = NULL;
-  if (qgen_cache_create(ctx, &own, SEQS, MAXTOK) != QGEN_OK) return 1;
+  qgen_ctx *ctx = open_spec("sink = 0, recent = 0"), *c16 = open_spec("sink = 0, recent = 0, bounds = 'f16'");
+  qgen_kv *own = NULL, *own16 = NULL;
+  if (!ctx || !c16 || qgen_cache_create(ctx, &own, SEQS, MAXTOK) != QGEN_OK || qgen_cache_create(c16, &own16, SEQS, MAXTOK) != QGEN_OK) return 1;
   const int len[SEQS] = {700, 1, 333, 64}; /* ragged: full, one token, partial pages, whole pages */
   int total = 0;
   for (int s = 0; s < SEQS; s++) total += len[s];
@@ -236,14 +240,27 @@ int main(void) {
   for (int i = 0; i < SEQS * HQ * D; i++) q[i] = qgen_f32_to_f16((float)qgen_rng_signed(&rng));
   int seq[SEQS] = {0, 1, 2, 3};
   qgen_append(own, seq, SEQS, len, (qgen_ptr)(uintptr_t)k, (qgen_ptr)(uintptr_t)v, NULL);
+  qgen_append(own16, seq, SEQS, len, (qgen_ptr)(uintptr_t)k, (qgen_ptr)(uintptr_t)v, NULL);
+  { /* the two specs' owned caches rank differently, so the views below tell them apart */
+    qgen_attend_opts o = qgen_attend_defaults(ctx);
+    o.mode = QGEN_ATTEND_SPARSE;
+    uint16_t o8[SEQS * HQ * D], o16[SEQS * HQ * D];
+    const int ok = qgen_attend(own, seq, SEQS, (qgen_ptr)(uintptr_t)q, (qgen_ptr)(uintptr_t)o8, &o, NULL) == QGEN_OK &&
+                   qgen_attend(own16, seq, SEQS, (qgen_ptr)(uintptr_t)q, (qgen_ptr)(uintptr_t)o16, &o, NULL) == QGEN_OK;
+    check(ok && memcmp(o8, o16, sizeof o8) != 0, "8-bit and f16 bounds select differently on these keys");
+  }
   for (int page = BLOCK; page >= BLOCK / 2; page /= 2)
-    for (int hnd = 0; hnd < 2; hnd++) run_layout(ctx, own, k, v, len, q, page, hnd);
+    for (int hnd = 0; hnd < 2; hnd++) {
+      run_layout(ctx, page == BLOCK ? own : own16, k, v, len, q, page, hnd, 1);
+      run_layout(c16, own16, k, v, len, q, page, hnd, 0);
+    }
   hostile(ctx);
   qgen_cache_destroy(own);
+  qgen_cache_destroy(own16);
   qgen_close(ctx);
+  qgen_close(c16);
   free(k), free(v);
   side_data_oom();
-  refused_spec("bounds = 'i8'", "sparse.bounds");
   refused_spec("rescore = { candidates = 4 }", "sparse.rescore");
   printf("%d passed, %d failed\n", passed, failed);
   return failed != 0;

@@ -203,11 +203,12 @@ static int top_p_tie(const qgen_layout *L, int64_t n, int64_t len, const double 
   return near;
 }
 
-/* The GPU's lists of sequence seq against the reference's: the near-ties, or -1 with why.
-   With a top-p cut, *cut counts the heads whose reference list it shortened (so a reader
-   sees the cut was exercised, not only the full two-stage lists). */
+/* The GPU's lists of sequence seq against the reference's (ranked by the 8-bit bounds when
+   i8): the near-ties, or -1 with why. With a top-p cut, *cut counts the heads whose
+   reference list it shortened (so a reader sees the cut was exercised, not only the full
+   two-stage lists). */
 static int compare_lists(const qgen_layout *L, const qgen_kvmem *m, int seq, int64_t len, const void *q,
-                         const qgen_budget *b, const int *glist, const int *gcount, int64_t pps, int *cut, char *why,
+                         const qgen_budget *b, int i8, const int *glist, const int *gcount, int64_t pps, int *cut, char *why,
                          size_t wn) {
   const int64_t n = qgen_pages_of(len, L->block);
   double *sc = malloc(sizeof(double) * (size_t)(n * L->n_head_kv + 1));
@@ -216,7 +217,7 @@ static int compare_lists(const qgen_layout *L, const qgen_kvmem *m, int seq, int
   uint8_t *in_c = calloc((size_t)n + 1, 1), *in_k = calloc((size_t)n + 1, 1);
   double *ex = L->rescore > 1 ? malloc(sizeof(double) * (size_t)(n + 1)) : NULL;
   uint8_t *codes = malloc((size_t)2 * L->head_dim);
-  (L->bounds_i8 ? qgen_ref_estimate_i8 : qgen_ref_estimate)(L, m, seq, q, sc);
+  (i8 ? qgen_ref_estimate_i8 : qgen_ref_estimate)(L, m, seq, q, sc);
   qgen_forced_pages(b, len, L->block, forced);
   /* float summation error bound of the GPU score, with margin */
   const uint16_t *bd = m->bounds;
@@ -231,13 +232,13 @@ static int compare_lists(const qgen_layout *L, const qgen_kvmem *m, int seq, int
          (|offset| + 255 scale) * |q_d| */
       double i8mag = 0;
       uint16_t so[2];
-      if (L->bounds_i8 && qgen_ref_bounds_i8(pb, L->head_dim, so, codes) == 0)
+      if (i8 && qgen_ref_bounds_i8(pb, L->head_dim, so, codes) == 0)
         i8mag = 2 * (fabs(qgen_f16_to_f32(so[0])) + 255.0 * qgen_f16_to_f32(so[1]));
       for (int g = 0; g < L->group; g++) {
         double s = 0;
         for (int d = 0; d < L->head_dim; d++) {
           double a = fabs(qgen_f16_to_f32(pb[d])), c = fabs(qgen_f16_to_f32(pb[L->head_dim + d]));
-          s += fabs(qf[(h * L->group + g) * L->head_dim + d]) * (L->bounds_i8 ? i8mag : a > c ? a : c);
+          s += fabs(qf[(h * L->group + g) * L->head_dim + d]) * (i8 ? i8mag : a > c ? a : c);
         }
         if (s > sabs) sabs = s;
       }
@@ -489,6 +490,35 @@ static void check_append(env *e, qgen_ctx *gc, qgen_ctx *cc, uint64_t seed) {
 }
 
 /* attend: dense and (sparse specs) sparse against the reference. */
+/* The sparse step kv just took (GPU) against the reference over the host cache m of the same
+   tokens: each sequence's lists by compare_lists (ranked by the 8-bit bounds when i8), and
+   in ref the reference attention over the GPU's lists, for the caller's rel_err. Returns
+   whether every list matched; near, total, cut and why describe them. */
+static int sparse_vs_ref(qgen_ctx *gc, const qgen_layout *L, qgen_kv *kv, const qgen_kvmem *m, int nb, const int64_t *lens,
+                         const uint8_t *q, const qgen_budget *bs, const qgen_ref_order *ord, int i8, double *ref, int *near,
+                         int *total, int *cut, char *why, size_t wn) {
+  const int64_t pps = qgen_kv_pages_per_seq(kv);
+  int *lists = malloc(sizeof(int) * (size_t)(L->n_head_kv * pps)), *counts = malloc(sizeof(int) * L->n_head_kv);
+  const int32_t **lp = malloc(sizeof(int32_t *) * L->n_head_kv);
+  int64_t *cn = malloc(sizeof(int64_t) * L->n_head_kv);
+  int bad = 0;
+  for (int i = 0; i < nb && !bad; i++) {
+    API(qgen_kv_selection(kv, i, lists, counts));
+    int r = compare_lists(L, m, i, lens[i], q + i * L->q_bytes, bs, i8, lists, counts, pps, cut, why, wn);
+    if (r < 0) bad = 1;
+    else *near += r;
+    *total += L->n_head_kv;
+    /* reference attention over the GPU's lists */
+    for (int h = 0; h < L->n_head_kv; h++) lp[h] = lists + h * pps, cn[h] = counts[h];
+    qgen_ref_attend_order(L, m, i, q + i * L->q_bytes, lp, cn, ord, NULL, ref + (int64_t)i * L->n_head * L->head_dim);
+  }
+  free(lists);
+  free(counts);
+  free(lp);
+  free(cn);
+  return !bad;
+}
+
 static void check_attend(env *e, qgen_ctx *gc, qgen_ctx *cc, int nb, const int64_t *lens, uint64_t seed) {
   const qgen_layout *L = qgen_ext_layout(gc);
   pair pr;
@@ -522,27 +552,10 @@ static void check_attend(env *e, qgen_ctx *gc, qgen_ctx *cc, int nb, const int64
     poison(e, dout, ob);
     API(qgen_attend(pr.g, pr.seq, nb, dq, dout, &os, NULL));
     download(e, out, dout, ob);
-    const int64_t pps = qgen_kv_pages_per_seq(pr.g);
-    int *lists = malloc(sizeof(int) * (size_t)(L->n_head_kv * pps)), *counts = malloc(sizeof(int) * L->n_head_kv);
-    const int32_t **lp = malloc(sizeof(int32_t *) * L->n_head_kv);
-    int64_t *cn = malloc(sizeof(int64_t) * L->n_head_kv);
-    int near = 0, bad = 0, total = 0, cut = 0;
+    int near = 0, total = 0, cut = 0;
     char why[512] = "", cuts[64] = "";
-    for (int i = 0; i < nb && !bad; i++) {
-      API(qgen_kv_selection(pr.g, i, lists, counts));
-      int r = compare_lists(L, qgen_ext_host_cache(pr.c), i, lens[i], q + i * L->q_bytes, &bs, lists, counts, pps, &cut, why,
-                            sizeof why);
-      if (r < 0) bad = 1;
-      else near += r;
-      total += L->n_head_kv;
-      /* reference attention over the GPU's lists */
-      for (int h = 0; h < L->n_head_kv; h++) lp[h] = lists + h * pps, cn[h] = counts[h];
-      qgen_ref_attend_order(L, qgen_ext_host_cache(pr.c), i, q + i * L->q_bytes, lp, cn, &ord, NULL, ref + (int64_t)i * L->n_head * L->head_dim);
-    }
-    free(lists);
-    free(counts);
-    free(lp);
-    free(cn);
+    const int bad = !sparse_vs_ref(gc, L, pr.g, qgen_ext_host_cache(pr.c), nb, lens, q, &bs, &ord, L->bounds_i8, ref, &near, &total,
+                                   &cut, why, sizeof why);
     double rs = rel_err(L, out, ref, nout);
     if (L->top_p < 1) snprintf(cuts, sizeof cuts, ", top-p cut %d", cut);
     verdict(e, !bad && rs <= tolerance(L), "attend   sparse  %-32s rel err %.2e, lists of %d heads match (%d near-ties%s)%s%s",
@@ -698,9 +711,12 @@ static void check_bits(env *e, qgen_ctx *gc, qgen_ctx *cc, uint64_t seed, int qu
    head][row], pages of the spec's block and of half of it, shuffled page tables) read
    through qgen_view_open give that cache's dense output bit for bit; with a 16-bit K the
    view's bounds (qgen_view_update, two chunks of slots) equal a reference view's over the
-   same pool byte for byte, and the sparse output and page lists equal the cache's. A spec
-   with 8-bit bounds or two-stage selection (a view keeps f16 bounds only), or with K or V rows
-   not of 4-byte multiples (a view copies 4 bytes at least), must be refused. */
+   same pool byte for byte (and with 8-bit bounds, pages of the block, its 8-bit rows), and
+   the sparse output and page lists equal the cache's; with 8-bit bounds a view of half-block
+   pages ranks by its f16 bounds, so its lists are checked against the reference's f16
+   ranking and its output against reference attention over them. A spec with two-stage
+   selection (a view keeps no sketch), or with K or V rows not of 4-byte multiples (a view
+   copies 4 bytes at least), must be refused. */
 static void check_views(env *e, qgen_ctx *gc, qgen_ctx *cc, uint64_t seed) {
   enum { NB = 3 };
   const qgen_layout *L = qgen_ext_layout(gc);
@@ -754,14 +770,14 @@ static void check_views(env *e, qgen_ctx *gc, qgen_ctx *cc, uint64_t seed) {
     dc.k = (qgen_ptr)(uintptr_t)hk, dc.v = (qgen_ptr)(uintptr_t)hv, dc.block_table = (qgen_ptr)(uintptr_t)bt;
     dc.seq_lens = (qgen_ptr)(uintptr_t)len32;
     qgen_kv *vg = NULL, *vc = NULL;
-    /* a view keeps only f16 bounds, and copies rows of 4-byte multiples (q8_0 at head_dim 32: 34) */
+    /* a view keeps no sketch, and copies rows of 4-byte multiples (q8_0 at head_dim 32: 34) */
     const int odd_rows = L->k_row_bytes % 4 || L->v_row_bytes % 4;
-    const int refused = L->bounds_i8 || L->rescore > 1 || odd_rows;
+    const int refused = L->rescore > 1 || odd_rows;
     if (refused) {
       const qgen_status sg = qgen_view_open(gc, &dg, &vg), sc = qgen_view_open(cc, &dc, &vc);
       verdict(e, sg == QGEN_ERR_UNSUPPORTED && sc == QGEN_ERR_UNSUPPORTED && !vg && !vc,
               "views    refused on both backends (%s), nothing opened",
-              L->bounds_i8 ? "8-bit bounds" : L->rescore > 1 ? "two-stage selection" : "rows not of 4-byte multiples");
+              L->rescore > 1 ? "two-stage selection" : "rows not of 4-byte multiples");
     } else {
       API(qgen_view_open(gc, &dg, &vg));
       API(qgen_view_open(cc, &dc, &vc));
@@ -785,7 +801,31 @@ static void check_views(env *e, qgen_ctx *gc, qgen_ctx *cc, uint64_t seed) {
         uint8_t *bg = malloc(nbnd), *bc = malloc(nbnd);
         API(qgen_kv_read(vg, QGEN_KV_BOUNDS, bg, nbnd));
         API(qgen_kv_read(vc, QGEN_KV_BOUNDS, bc, nbnd));
-        verdict(e, memcmp(bg, bc, nbnd) == 0, "views    pages of %d: qgen_view_update's bounds == the reference's, byte for byte", page);
+        const size_t n8 = qgen_kv_size(vg, QGEN_KV_BOUNDS_I8);
+        uint8_t *r8g = malloc(n8 + 1), *r8c = malloc(n8 + 1);
+        if (n8) API(qgen_kv_read(vg, QGEN_KV_BOUNDS_I8, r8g, n8));
+        if (n8) API(qgen_kv_read(vc, QGEN_KV_BOUNDS_I8, r8c, n8));
+        verdict(e, memcmp(bg, bc, nbnd) == 0 && memcmp(r8g, r8c, n8) == 0 && (n8 > 0) == (L->bounds_i8 && page == L->block),
+                "views    pages of %d: qgen_view_update's bounds == the reference's, byte for byte (8-bit rows: %zu bytes)", page, n8);
+        free(r8g), free(r8c);
+        if (L->bounds_i8 && page != L->block) { /* the half-block view ranks by its f16 bounds */
+          qgen_budget bs = {os.budget > 0 ? QGEN_BUDGET_TOKENS : QGEN_BUDGET_COVERAGE, os.coverage, os.budget, os.sink, os.recent};
+          qgen_ref_order ord;
+          qgen_ext_attend_order(gc, NB, &ord);
+          poison(e, dout, ob);
+          API(qgen_attend(vg, pr.seq, NB, dq, dout, &os, NULL));
+          download(e, b, dout, ob);
+          const int64_t nout = (int64_t)NB * L->n_head * L->head_dim;
+          double *ref = malloc(sizeof(double) * (size_t)nout);
+          int near = 0, total = 0, cut = 0;
+          char why[512] = "";
+          const int ok = sparse_vs_ref(gc, L, vg, m, NB, lens, q, &bs, &ord, 0, ref, &near, &total, &cut, why, sizeof why);
+          const double rs = rel_err(L, b, ref, nout);
+          verdict(e, ok && rs <= tolerance(L), "views    pages of %d: sparse lists of %d heads == the f16 bounds' reference (%d near-ties), rel err %.2e%s%s",
+                  page, total, near, rs, ok ? "" : ": ", why);
+          free(ref);
+          continue;
+        }
         API(qgen_attend(pr.g, pr.seq, NB, dq, dout, &os, NULL));
         download(e, a, dout, ob);
         poison(e, dout, ob);

@@ -2,7 +2,8 @@
 layouts, SGLang's [slots, H, D] with pages of the block and of half of it, and transformers'
 [num_blocks * block_size + 2, H, D], shuffled page tables, a ragged batch of 8 sequences:
 dense output bit-identical to an owned cache holding the same tokens, sparse page lists
-equal; DecodeWrapper.run equal to attend; a tensor-parallel split (two views over halves of
+equal (the default 8-bit bounds; a view of half-block pages ranks by its f16 bounds, so it
+equals an f16-bounds spec's cache); DecodeWrapper.run equal to attend; a tensor-parallel split (two views over halves of
 the KV heads with a per-rank spec) concatenated equal to the full width; refusals, and
 hostile arguments (sizes ctypes would wrap, wrong types, lengths past the pool) as qgen.Error."""
 import numpy as np
@@ -16,9 +17,9 @@ SPARSE = {"block": BLOCK, "coverage": 0.3, "sink": 0, "recent": 0}
 LENS = [700, 1, 333, 64, 65, 512, 31, 200]  # ragged: one token, partial and whole pages
 
 
-def spec(n_head=HQ, n_head_kv=HKV):
+def spec(n_head=HQ, n_head_kv=HKV, **sparse):
     return qgen.Context(backend="cpu", head_dim=D, n_head=n_head, n_head_kv=n_head_kv, k_type="f16", v_type="f16",
-                        out_type="f32", sparse=SPARSE)
+                        out_type="f32", sparse=dict(SPARSE, **sparse))
 
 
 def tokens(seed=0, hkv=HKV):
@@ -84,8 +85,8 @@ def test_vllm(layout):
 @pytest.mark.parametrize("page", [BLOCK, BLOCK // 2])
 def test_sglang(page):
     k, v, q = tokens(2)
-    with spec() as ctx:
-        own = owned(ctx, k, v)
+    with spec() as ctx, spec(bounds="f16") as c16:
+        own = owned(ctx if page == BLOCK else c16, k, v)  # half-block pages rank by their f16 bounds
         kp, vp, bt, lens, slots = pool(k, v, page)
         req_to_token = (bt[:, :, None].astype(np.int64) * page + np.arange(page)).reshape(len(LENS), -1)
         assert np.array_equal(qgen.sglang_block_table(req_to_token, page), bt)
@@ -96,8 +97,8 @@ def test_sglang(page):
 
 def test_transformers_paged():
     k, v, q = tokens(3)
-    with spec() as ctx:  # block_size 16 under a block-32 spec: two engine pages a selection page
-        own = owned(ctx, k, v)
+    with spec() as ctx, spec(bounds="f16") as c16:  # block_size 16 under a block-32 spec: two engine pages a selection page
+        own = owned(c16, k, v)  # which rank by their f16 bounds
         kp, vp, bt, lens, slots = pool(k, v, BLOCK // 2)
         pad = np.zeros((2, HKV, D), np.float16)
         view = qgen.View.transformers(ctx, np.concatenate([kp, pad]), np.concatenate([vp, pad]), BLOCK // 2, bt, lens)

@@ -3,7 +3,9 @@ lay them out: vLLM NHD and HND (block 64), SGLang [slots, H, D] with pages of 16
 block-32 spec) and 64, transformers' paged [num_blocks * 32 + 2, H, D] (block 32 under a
 block-64 spec); random contents, shuffled page tables, a ragged batch of 8 sequences. Each
 view's output equals an owned qgen cache holding the same tokens (bit for bit dense; equal
-page lists and output sparse), dense is within tolerance of torch's
+page lists and output sparse; the specs take the default 8-bit bounds, which a view of
+half-block pages does not keep, so it equals an owned cache of f16 bounds), dense is within
+tolerance of torch's
 scaled_dot_product_attention over the gathered K/V; a CUDA graph of update + run whose
 block table, lengths and pool change between replays (the engine's decode loop) equals
 eager; a tensor-parallel split (two views over halves of the KV heads, a per-rank spec)
@@ -21,15 +23,17 @@ D, HQ, HKV = 128, 32, 8
 LENS = [5000, 1, 777, 64, 65, 2047, 3000, 129]  # ragged
 
 
-def fields(block, n_head=HQ, n_head_kv=HKV):
+def fields(block, n_head=HQ, n_head_kv=HKV, **sparse):
     return dict(head_dim=D, n_head=n_head, n_head_kv=n_head_kv,
-                sparse={"block": block, "coverage": 0.25, "sink": 64, "recent": 64})
+                sparse={"block": block, "coverage": 0.25, "sink": 64, "recent": 64, **sparse})
 
 
 @pytest.fixture(scope="module")
 def ctxs():
+    """Contexts by block (the default 8-bit bounds), and by (block, "f16") of f16 bounds."""
     try:
         cs = {b: qgen.Context(backend="gpu", **fields(b)) for b in (32, 64)}
+        cs.update({(b, "f16"): qgen.Context(backend="gpu", **fields(b, bounds="f16")) for b in (32, 64)})
     except qgen.Error as e:
         pytest.skip(f"the GPU backend does not open: {e}")
     yield cs
@@ -100,7 +104,7 @@ def sdpa(q, kp, vp, bt, page):
 def test_view_equals_owned_cache(ctxs, layout, page, block):
     ctx = ctxs[block]
     k, v, q = tokens(page + block)
-    own = owned(ctx, k, v)
+    own = owned(ctx if page == block else ctxs[block, "f16"], k, v)  # half-block pages rank by f16 bounds
     kp, vp, bt, lens, slots = pool(k, v, page, seed=page)
     view = view_of(layout, ctx, kp, vp, bt, lens, page)
     view.update(slots[: len(slots) // 3])
