@@ -59,14 +59,16 @@ ab_rounds() {
 # states, scheduler, speed of light, and the sections given) of build-dev's attend on
 # qwen3-4b-TYPE, dense B1 at CTX, into $OUT/r: ncu-TYPE-ctx.txt (the sections),
 # ncu-src-TYPE-ctx-sass.csv (per instruction) and ncu-sass-top-TYPE-ctx.txt (its TOP
-# instructions by samples, bench/ncu_sass_top.py); ctx is CTX in lower case
+# instructions by samples, bench/ncu_sass_top.py); ctx is CTX in lower case. NCU_KERNEL
+# names another kernel (its name without qg_ then ends ctx in the file names) and NCU_COV
+# a sparse step's coverage.
 ncu_src() {
-  local t=$1 ctx=$2 secs=$3 top=$4 tag
-  tag=$(echo "$2" | tr '[:upper:]' '[:lower:]')
+  local t=$1 ctx=$2 secs=$3 top=$4 tag k=${NCU_KERNEL:-qg_attend}
+  tag=$(echo "$2" | tr '[:upper:]' '[:lower:]')${NCU_KERNEL:+-${k#qg_}}
   shift 4
   timeout "$secs" ncu --clock-control none --section SourceCounters --section WarpStateStats --section SchedulerStats --section SpeedOfLight \
-    "$@" --kernel-name qg_attend --launch-skip 3 --launch-count 1 -o "$OUT/r/src-$t-$tag" \
-    build-dev/qgen bench --spec specs/qwen3-4b.lua --variant "qwen3-4b-$t" --ctx "$ctx" --batch 1 --coverage 1 --runs 2 --warmup 2 \
+    "$@" --kernel-name "$k" --launch-skip 3 --launch-count 1 -o "$OUT/r/src-$t-$tag" \
+    build-dev/qgen bench --spec specs/qwen3-4b.lua --variant "qwen3-4b-$t" --ctx "$ctx" --batch 1 --coverage "${NCU_COV:-1}" --runs 2 --warmup 2 \
     > "$OUT/r/ncu-run-$t.log" 2>&1
   ncu --import "$OUT/r/src-$t-$tag.ncu-rep" --print-summary none > "$OUT/r/ncu-$t-$tag.txt" 2>&1
   ncu --import "$OUT/r/src-$t-$tag.ncu-rep" --page source --csv --print-source sass > "$OUT/r/ncu-src-$t-$tag-sass.csv" 2>&1
