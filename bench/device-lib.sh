@@ -76,6 +76,32 @@ ncu_src() {
   head -3 "$OUT/r/ncu-sass-top-$t-$tag.txt"
   echo "ncu $t $(elapsed)"
 }
+# ab_trees "TREE:QGEN ..." "TYPE:SPEC:VARIANT ..." "COVERAGE ...": two rounds of ab_bench,
+# each round every tree (its qgen), every coverage, every cell set (its TYPE then ends in c
+# and the coverage's digits; an @ in VARIANT becomes the tree's name), in that order; then
+# ab_summary
+ab_trees() {
+  local trees=$1 cells=$2 covs=$3 round tree cov c ty spec var
+  for round in 1 2; do
+    for tree in $trees; do
+      for cov in $covs; do
+        for c in $cells; do
+          IFS=: read -r ty spec var <<< "$c"
+          ab_bench "${ty}c${cov#0.}" "${tree%%:*}" $round "${tree#*:}" "$spec" "${var//@/${tree%%:*}}" "$cov"
+        done
+      done
+    done
+    echo "round $round $(elapsed)"
+  done
+  ab_summary
+}
+# memcheck_quick TYPE SECONDS: compute-sanitizer memcheck of qgen check --quick of
+# qwen3-4b-TYPE into $OUT/r/memcheck-TYPE.log
+memcheck_quick() {
+  timeout "$2" compute-sanitizer --tool memcheck --error-exitcode 9 build-dev/qgen check --quick --spec specs/qwen3-4b.lua \
+    --variant "qwen3-4b-$1" > "$OUT/r/memcheck-$1.log" 2>&1
+  echo "memcheck $1: exit $? $(pass_counts "$OUT/r/memcheck-$1.log") $(tail -1 "$OUT/r/memcheck-$1.log") $(elapsed)"
+}
 # ab_summary: the A/B table of $OUT/r (bench/ab_summary.py) into $OUT/r/summary.txt, printed
 ab_summary() {
   python3 bench/ab_summary.py "$OUT/r" > "$OUT/r/summary.txt" 2>&1

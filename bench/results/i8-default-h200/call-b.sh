@@ -5,16 +5,8 @@
 set -u
 . bench/device-lib.sh
 export QGEN_CACHE_DIR=/tmp/qgen-cache
-for round in 1 2; do
-  for cov in 0.25 0.0625; do
-    for kv in f16 q4_0; do
-      for b in f16 i8; do
-        ab_bench "${kv}c${cov#0.}" "$b" $round build-dev/qgen tests/gpu/bounds-i8.lua "qwen3-4b-$kv-bounds-$b" $cov
-      done
-    done
-  done
-  echo "round $round $(elapsed)"
-done
-ab_summary
+# (it ran this A/B with the loops inline, each bounds form innermost; ab_trees runs the
+# same commands with them outermost)
+ab_trees "f16:build-dev/qgen i8:build-dev/qgen" "f16:tests/gpu/bounds-i8.lua:qwen3-4b-f16-bounds-@ q4_0:tests/gpu/bounds-i8.lua:qwen3-4b-q4_0-bounds-@" "0.25 0.0625"
 probe_if_time 560
 cd $OUT && tar czf all.tgz r
