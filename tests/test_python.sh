@@ -2,7 +2,8 @@
 # test_python.sh — the Python package (python/): its pytest suite against the built
 # libqgen.so ($QGEN_LIBRARY), then `pip install` offline (no index, no build isolation:
 # Debian's setuptools) into a scratch directory and the suite again against that copy,
-# which carries its own libqgen.so. Skips (77) without numpy and pytest for $QGEN_PYTHON
+# which carries its own libqgen.so; the README's "Use from Python" example pasted as is
+# (tests/readme_python.py; the transformers examples need a GPU: tests/gpu-results). Skips (77) without numpy and pytest for $QGEN_PYTHON
 # (default /usr/bin/python3); the pip step is skipped without pip.
 # Env: QGEN_SOURCE_DIR, QGEN_LIBRARY (the built libqgen.so).
 set -u
@@ -11,6 +12,8 @@ py=${QGEN_PYTHON:-/usr/bin/python3}
 [ -x "$py" ] || py=python3
 "$py" -c "import numpy, pytest" 2> /dev/null || { echo "$py has no numpy or pytest"; exit 77; }
 "$py" -m pytest -q -p no:cacheprovider python/tests; ok $? "pytest python/tests with QGEN_LIBRARY=$QGEN_LIBRARY"
+PYTHONPATH=python "$py" tests/readme_python.py README.md "Use from Python" > "$tmp/readme.log" 2>&1; r=$?
+ok $r "the README's Python example runs as pasted"; [ $r = 0 ] || cat "$tmp/readme.log"
 if "$py" -m pip --version > /dev/null 2>&1; then
   "$py" -m pip install -q --no-build-isolation --no-index --no-deps --target "$tmp/site" ./python > "$tmp/pip.log" 2>&1
   ok $? "pip install --no-build-isolation --no-index --target (offline)"
