@@ -1242,11 +1242,11 @@ static int check_variant(const char *path, const char *variant, const qgen_check
   env e = {qgen_cudrv_get(NULL), 0, 0};
   qgen_info info;
   qgen_get_info(gc, &info);
+  const qgen_layout *L = qgen_ext_layout(gc);
   printf("%s on %s (sm_%d, %d SMs)%s: k %s, v %s, in %s, out %s, D %d, heads %d/%d, block %d, %s\n", info.name,
          info.device_name, info.arch, info.sm_count, info.from_ptx ? " from PTX" : "", info.k_type, info.v_type,
          info.in_type, info.out_type, info.head_dim, info.n_head, info.n_head_kv, info.block,
-         info.sparse ? "sparse" : "dense");
-  const qgen_layout *L = qgen_ext_layout(gc);
+         !info.sparse ? "dense" : L->bounds_i8 ? "sparse, 8-bit bounds" : "sparse, f16 bounds");
   if (qgen_type_traits_of(L->k_type)->tensor_scale || qgen_type_traits_of(L->v_type)->tensor_scale)
     printf("  fp8 per-tensor scales: k %g, v %g (on fp8 caches)\n", CHECK_K_SCALE, CHECK_V_SCALE);
   const uint64_t seed = o->seed;
