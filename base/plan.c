@@ -1,26 +1,30 @@
-/* plan.c — see plan.h. The numbers and why:
+/* plan.c — see plan.h. The numbers and why (the measurements are an H200's unless said):
  *  - attend is warp-specialized (attend.cu): one producer warp, and token groups of
  *    WARPS_M warps (one per m-tile of 16 query heads) that each take whole 16-token
  *    sub-tiles from a ring of STAGES = groups x stages-per-group sub-tile buffers. Three
  *    token groups for 16-bit caches, four when a side is quantized (its consumers are
- *    issue-bound on dequantization and its stages are small; bench/NOTES.md 24), fewer
- *    when the group has several m-tiles or when ~106 KiB would give a group under two
- *    stages; 2..4 stages a group (one computing, the rest in flight): for f16, 3 x 4 beat
- *    6 x 2, 7 x 3, 2 x 6, 3 x 5 and 4 x 4; for fp8 K and V 2 (3 x 2 beat 3 x 3 and 3 x 4).
+ *    issue-bound on dequantization and its stages are small), fewer when the group has
+ *    several m-tiles or when the ring's budget would give a group under two stages; 2..4
+ *    stages a group (one computing, the rest in flight): for f16, 3 x 4 beat 6 x 2, 7 x 3,
+ *    2 x 6, 3 x 5 and 4 x 4; for fp8 K and V 2 (3 x 2 beat 3 x 3 and 3 x 4).
+ *    The ring's budget is 106 KiB, two CTAs an SM of sm_90 and one of sm_80; on an
+ *    architecture whose CTA may use less (sm_86, sm_89, sm_120: 99 KiB in all) it is what
+ *    that limit leaves beside the query tile, so the same rule takes fewer stages a group
+ *    there (f16 at head_dim 128: 3 x 3 instead of 3 x 4); the quantized rings, a third of
+ *    the bytes, are the same everywhere.
  *    The ring is filled and released in chunks of up to 4 sub-tiles of a page, fp8's one
  *    sub-tile a stage (the producer warp's own instructions held quantized and small 16-bit
- *    tiles: chunks of 4 cut q4_0 dense 16-22 %, q8_0 at 1M 9 %, f16 at head_dim 64 20-33 %;
- *    bench/NOTES.md 63, 65).
+ *    tiles: chunks of 4 cut q4_0 dense 16-22 %, q8_0 at 1M 9 %, f16 at head_dim 64 20-33 %).
  *    Registers are left to ptxas (sized for more CTAs an SM, 80 a thread and 6 warps a
  *    scheduler, every quantized type lost 5-25 %), except where the swapped consumers take
- *    two sub-tiles a step (q4_0 and q8_0 at head_dim <= 128: 2-6 % faster; NOTES 64): there
- *    96, four CTAs an SM, as before.
+ *    two sub-tiles a step (q4_0 and q8_0 at head_dim <= 128: 2-6 % faster): there 96, four
+ *    CTAs an SM, as before.
  *  - 16-bit tiles are stored unpadded and swizzled in 128-byte pieces of a row (64 when
  *    128 does not divide the row), in which ldmatrix of 8 rows is conflict-free. Tiles are
  *    128-byte multiples and the ring starts on a 128-byte line: when the 128 bytes that 8
  *    lanes copy straddle two shared-memory lines (rows padded by 16 bytes, or a misaligned
- *    ring), the L2 serves those sectors twice (bench/NOTES.md 23). Quantized rows are one
- *    contiguous slab (not 16-byte multiples), copied by one bulk copy on sm_90 (bulk=1).
+ *    ring), the L2 serves those sectors twice. Quantized rows are one contiguous slab (not
+ *    16-byte multiples), copied by one bulk copy on sm_90 (bulk=1).
  *  - estimate: one m16 tile of pages per warp and round, 4 warps a CTA; runtime/gpu.c
  *    launches at most one wave of CTAs, each looping over its share. Its registers hold two
  *    rounds' bounds: sized for four CTAs an SM (at most 128 registers) for head_dim <= 128,
@@ -29,10 +33,14 @@
  *    n-tile of Qsplit (two with an f32/bf16 query's residue); ptxas spilled at those
  *    budgets past 4 of them at head_dim <= 128 and past 1 above: there two CTAs (up to 255
  *    registers), spill-free over the grid of tests/test_spec_grid.sh. The staged Qsplit is
- *    dynamic shared memory (up to 130 KiB: head_dim 256, group 64, an f32 query).
+ *    dynamic shared memory (up to 130 KiB: head_dim 256, group 64, an f32 query; such a
+ *    spec does not fit a 99 KiB architecture and is refused for it).
  *  - select: 1024 threads; a list of up to 4 pages a thread (256K tokens at block 64) is
  *    held in registers and placed by one block scan (select.cu's short path); on sm_90 a
- *    cluster of up to 8 such CTAs shares a longer one (runtime/gpu.c select_cluster).
+ *    cluster of up to 8 such CTAs shares a longer one (runtime/gpu.c select_cluster). A
+ *    longer list's keys are kept in shared memory while they fit (96 KiB, or what a 99 KiB
+ *    architecture leaves), else read from global memory on each pass.
+ *  - rescore: 4 ring stages a warp, 3 or 2 where a 99 KiB architecture needs the room.
  *  - QGEN_TUNE overrides groups, stages, the stage budget, the split size, select's size
  *    and short path, PDL, the bulk copies, attend's quantized operands, its chunks, its pairs
  *    and the CTAs an SM its registers are sized for (plan.h).
@@ -96,7 +104,22 @@ int qgen_tune_parse(const char *s, qgen_tune *t, char *err, size_t errlen) {
 
 static int pad_rows16(int bytes) { return (bytes / 16) % 2 == 0 ? bytes + 16 : bytes; }
 
-void qgen_plan_make(const qgen_layout *L, const qgen_tune *tp, qgen_plan *p) {
+/* Shared memory the plan keeps free for a kernel's own static arrays when it sizes the
+   dynamic part to an architecture: attend's mbarriers (two a chunk stage, at most 16 by
+   default), estimate's and rescore's none; select's histograms and counters (12.3 KiB).
+   qgen_build checks the real static + dynamic sum of every compiled kernel against the
+   limit, so a template that outgrows these fails there, never at launch. */
+#define STATIC_SLACK 512
+#define SELECT_STATIC 16384
+
+static int fail(char *why, size_t n, const qgen_arch *A, const char *kernel, int bytes, const char *what) {
+  if (why && n)
+    snprintf(why, n, "%s needs %d bytes of dynamic shared memory (%s) and up to %d static; %s (%s) allows %d bytes a CTA", kernel,
+             bytes, what, STATIC_SLACK, A->name, A->gpus, A->smem_block);
+  return -1;
+}
+
+int qgen_plan_make(const qgen_layout *L, const qgen_arch *A, const qgen_tune *tp, qgen_plan *p, char *why, size_t whyn) {
   qgen_tune t;
   if (tp) t = *tp;
   else tune_none(&t);
@@ -114,7 +137,13 @@ void qgen_plan_make(const qgen_layout *L, const qgen_tune *tp, qgen_plan *p) {
   p->k_tile_bytes = (16 * p->k_srow + 127) / 128 * 128;
   p->v_tile_bytes = (16 * p->v_srow + 127) / 128 * 128;
   const int stage = p->k_tile_bytes + p->v_tile_bytes;
-  const int budget = (t.smem_kib ? t.smem_kib : 106) * 1024;
+  const int nq = qgen_type_traits_of(L->k_type)->bf16_mma ? 2 : 1; /* q: value (+ residue) */
+  const int q_bytes = nq * p->mt * 16 * p->q_srow;
+  /* the ring's budget: 106 KiB (two CTAs an SM of sm_90, one of sm_80), or what the
+     architecture's per-CTA limit leaves beside q when that is less (sm_86/89/120: 99 KiB) */
+  const int room = A->smem_block - STATIC_SLACK - q_bytes - 128;
+  int budget = (t.smem_kib ? t.smem_kib : 106) * 1024;
+  if (!t.smem_kib && budget > room) budget = room;
   const int base = k16 && v16 ? 3 : 4;
   int groups = base / p->mt > 0 ? base / p->mt : 1;
   while (groups > 1 && budget / (stage * groups) < 2) groups--;
@@ -122,15 +151,13 @@ void qgen_plan_make(const qgen_layout *L, const qgen_tune *tp, qgen_plan *p) {
   if (p->warps_m * groups + 1 > 32) groups = 31 / p->warps_m; /* at most 1024 threads */
   int per = budget / (stage * groups);
   per = per < 2 ? 2 : per > 4 ? 4 : per;
-  /* fp8 K and V: 2 stages a group (bench/NOTES.md 51: e4m3 dense 3-7 % faster than 4, every
-     cell 128K-1M, B1 and B4; f16 and the ggml types did not gain from 2) */
+  /* fp8 K and V: 2 stages a group (e4m3 dense measured 3-7 % faster than 4 on an H200 at
+     every context 128K-1M, B1 and B4; f16 and the ggml types did not gain from 2) */
   if (fp8) per = 2;
   if (t.stages) per = t.stages;
   p->warps_t = groups;
   p->stages = groups * per;
   p->attend_threads = 32 * (p->warps_m * groups + 1);
-  const int nq = qgen_type_traits_of(L->k_type)->bf16_mma ? 2 : 1; /* q: value (+ residue) */
-  const int q_bytes = nq * p->mt * 16 * p->q_srow;
   const int red = p->warps_t * p->mt * 16 * (D + 2) * 4;
   const int comb = L->group * QGEN_MAX_SPLITS * 4; /* the last split's merge weights */
   int area = p->stages * stage;
@@ -139,10 +166,10 @@ void qgen_plan_make(const qgen_layout *L, const qgen_tune *tp, qgen_plan *p) {
   p->attend_smem = q_bytes + area + 128; /* + slack to start the ring on a 128-byte line */
   p->attend_min_ctas = t.ctas; /* 0: no minimum (ptxas sizes the registers itself) */
   /* the ring's chunks: CH sub-tiles of one page, >= 2 chunk stages, the largest of at most 4
-     (bench/NOTES.md 63, 65: q4_0 dense 16-22 % faster, f16 at head_dim 64 20-33 %, f16 at
-     128 0-1 %; attend.cu drops the L2 policy of its cp.async in chunks: L2_HINT). Not for
-     fp8 K and V, whose 2-stage rings allow chunks of 2 only: without the policy they were
-     1-2 % slower. */
+     (on an H200 chunks of 4 made q4_0 dense 16-22 % faster, f16 at head_dim 64 20-33 %,
+     f16 at 128 0-1 %; attend.cu drops the L2 policy of its cp.async in chunks: L2_HINT).
+     Not for fp8 K and V, whose 2-stage rings allow chunks of 2 only: without the policy they
+     were 1-2 % slower. */
   const int spp = L->block / 16;
   int ch = t.chunk ? t.chunk : fp8 ? 1 : 4;
   while (ch > 1 && (spp % ch || p->stages % ch || p->stages / ch < 2)) ch--;
@@ -155,35 +182,68 @@ void qgen_plan_make(const qgen_layout *L, const qgen_tune *tp, qgen_plan *p) {
   const int est_nt = (L->group + 7) / 8, est_nq = L->in_type == QGEN_TYPE_F16 ? 1 : 2; /* n-tiles, f16 (+ residue) */
   p->est_smem = est_nq * est_nt * 8 * p->est_qrow + (L->bounds_i8 ? est_nt * 8 * 4 : 0); /* + 8-bit: sum q per head */
   p->est_min_ctas = est_nt == 1 ? (D <= 128 ? 4 : 3) : D <= 128 && est_nq * est_nt <= 4 ? 4 : 2;
+  /* ptxas for sm_12x spills estimate's two rounds of bounds at 128 registers (80 bytes at
+     head_dim 128, group 4), none at 168: one CTA an SM fewer there */
+  if (A->sm / 10 == 12 && p->est_min_ctas > 2) p->est_min_ctas--;
   p->sel_threads = t.sel ? t.sel : 1024;
-  p->sel_smem_keys = 24576; /* 96 KiB: a 1.5M-token sequence at block 64 */
+  /* select keeps a list's keys in shared memory up to 96 KiB (a 1.5M-token sequence at
+     block 64), or what the architecture leaves beside its static arrays, in whole 256-key
+     steps; a longer list reads its keys from global memory (select.cu cand_keys) */
+  p->sel_smem_keys = 24576;
+  if (4 * p->sel_smem_keys > A->smem_block - SELECT_STATIC) p->sel_smem_keys = (A->smem_block - SELECT_STATIC) / 4 / 256 * 256;
   p->sel_regs = t.selreg >= 0 ? t.selreg : 4; /* lists up to 4 x sel_threads pages: keys in registers */
   p->append_threads = 128;
   const qgen_type sk = L->sketch_row_bytes ? QGEN_SKETCH_TYPE : L->k_type;
   p->resc_threads = 128;
-  p->resc_stages = 4;
   p->resc_tile = (int)(16 * qgen_type_row_bytes(sk, D) + 127) / 128 * 128;
-  p->resc_smem = est_nq * est_nt * (D / 16) * 32 * 8 + p->resc_threads / 32 * p->resc_stages * p->resc_tile;
+  /* 4 stages a warp, fewer (at least 2) where the architecture's limit asks */
+  const int resc_q = est_nq * est_nt * (D / 16) * 32 * 8;
+  for (p->resc_stages = 4; p->resc_stages > 2; p->resc_stages--)
+    if (resc_q + p->resc_threads / 32 * p->resc_stages * p->resc_tile <= A->smem_block - STATIC_SLACK) break;
+  p->resc_smem = resc_q + p->resc_threads / 32 * p->resc_stages * p->resc_tile;
   p->pdl = t.pdl != 0;
   p->bulk = t.bulk != 0;
   /* attend's swapped operands (S^T = K Q^T, O^T = V^T P^T; attend.cu) where K and V are both
      block-quantized and the group fits one n-tile of 8 heads: half the mma of a sub-tile and
      half of O's registers. Otherwise q8_0 K and V keep the per-element operands: measured on
-     an H200 (bench/NOTES.md, the results of 43) oct/tpair cost q8_0 2-4 % and gained q4_0
-     5-6 %, q5_0 9-13 %. olddq=1 turns the swap off (it is built on oct/tpair). */
+     an H200, oct/tpair cost q8_0 2-4 % and gained q4_0 5-6 %, q5_0 9-13 %. olddq=1 turns
+     the swap off (it is built on oct/tpair). */
   const int swappable = !k16 && !v16 && L->group <= 8;
   p->old_dequant = t.olddq >= 0 ? t.olddq : L->k_type == QGEN_TYPE_Q8_0 && L->v_type == QGEN_TYPE_Q8_0 && !(swappable && t.swap != 0);
   p->swap_ops = swappable && t.swap != 0 && !p->old_dequant;
   /* the swapped consumers two sub-tiles of their group a step (jt, jt + WARPS_T): one softmax
-     for 32 tokens and two independent K chains, fewer instructions a sub-tile (q4_0 dense
-     5-6 % faster, q8_0 1-2 %; bench/NOTES.md 64). Registers for the CTAs an SM the types'
-     pair_ctas name (the fewer of K's and V's: ptxas alone took 96-125 from one tree to the
-     next, and q5_0 lost 5 % at 96; NOTES 66); past head_dim 128 O^T alone is too many, and
-     sparse-V decides sub-tile by sub-tile. A step holds its first sub-tile while it waits for
-     the second: the ring then needs chunk + warps_t <= stages, or the producer could wait
-     for a release that waits for it. */
+     for 32 tokens and two independent K chains, fewer instructions a sub-tile (on an H200
+     q4_0 dense 5-6 % faster, q8_0 1-2 %). Registers for the CTAs an SM the types' pair_ctas
+     name (the fewer of K's and V's: ptxas alone took 96-125 from one tree to the next, and
+     q5_0 lost 5 % at 96); past head_dim 128 O^T alone is too many, and sparse-V decides
+     sub-tile by sub-tile. A step holds its first sub-tile while it waits for the second: the
+     ring then needs chunk + warps_t <= stages, or the producer could wait for a release that
+     waits for it. */
   const int kc = qgen_type_traits_of(L->k_type)->pair_ctas, vc = qgen_type_traits_of(L->v_type)->pair_ctas;
   const int pairable = p->swap_ops && D <= 128 && L->v_tau == 0 && p->chunk + p->warps_t <= p->stages && kc && vc;
   p->pair = pairable && t.pair != 0;
-  if (p->pair && !t.ctas) p->attend_min_ctas = kc < vc ? kc : vc;
+  if (p->pair && !t.ctas) {
+    /* but where the SM's shared memory holds only one or two of these CTAs (the 99 KiB
+       architectures; q8_0 on sm_80), registers for those: ptxas for sm_120 spilled q4_0's
+       pairs at 96 registers (24 bytes), and for sm_80 q8_0's (4 bytes) */
+    const int fit = qgen_arch_occupancy(A, p->attend_threads, 0, p->attend_smem + STATIC_SLACK);
+    p->attend_min_ctas = kc < vc ? kc : vc;
+    if (fit >= 1 && fit <= 2 && fit < p->attend_min_ctas) p->attend_min_ctas = fit;
+  }
+
+  /* what cannot fit the architecture, even at the smallest shapes above */
+  const int lim = A->smem_block - STATIC_SLACK;
+  if (p->attend_smem > lim) return fail(why, whyn, A, "qg_attend", p->attend_smem, "its query tile, ring and merge area");
+  if (L->sparse && p->est_smem > lim) return fail(why, whyn, A, "qg_estimate", p->est_smem, "the group's staged queries");
+  if (L->sparse && L->rescore > 1 && p->resc_smem > lim)
+    return fail(why, whyn, A, "qg_rescore", p->resc_smem, "the group's staged queries and a 2-stage ring");
+  return 0;
+}
+
+int qgen_plan_dynamic_smem(const qgen_plan *P, const char *kernel) {
+  return !strcmp(kernel, "qg_attend")     ? P->attend_smem
+         : !strcmp(kernel, "qg_select")   ? 4 * P->sel_smem_keys
+         : !strcmp(kernel, "qg_estimate") ? P->est_smem
+         : !strcmp(kernel, "qg_rescore")  ? P->resc_smem
+                                          : 0;
 }

@@ -7,6 +7,7 @@
 #ifndef QGEN_PLAN_H
 #define QGEN_PLAN_H
 
+#include "base/arch.h"
 #include "base/kargs.h" /* QGEN_MAX_BATCH, QGEN_APPEND_MAX */
 #include "base/layout.h"
 
@@ -88,7 +89,14 @@ typedef struct qgen_tune {
    qgen_open refuses to run with it. */
 int qgen_tune_parse(const char *s, qgen_tune *t, char *err, size_t errlen);
 
-/* The plan of L under the overrides t (NULL: none). */
-void qgen_plan_make(const qgen_layout *L, const qgen_tune *t, qgen_plan *p);
+/* The plan of L for architecture A (base/arch.h) under the overrides t (NULL: none): every
+   shared-memory size derived from A's per-CTA limit. Returns 0, or -1 when a kernel cannot
+   fit A even at its smallest shape (why, if not NULL, names the kernel, its bytes and the
+   limit); *p is filled either way. */
+int qgen_plan_make(const qgen_layout *L, const qgen_arch *A, const qgen_tune *t, qgen_plan *p, char *why, size_t whyn);
+
+/* The dynamic shared memory kernel `name` ("qg_attend", ...) launches with under P (select's
+   at its largest); 0 for a kernel with none. */
+int qgen_plan_dynamic_smem(const qgen_plan *P, const char *kernel);
 
 #endif

@@ -13,10 +13,13 @@
 
 typedef struct {
   const qgen_spec *spec;
-  const char *src, *uri;
-  int arch;
+  const qgen_tune *tune;
+  const char *uri;
+  const qgen_arch *plan; /* whose limits size the kernels */
+  int code;              /* the arch NVRTC compiles for */
   qgen_cache *cache;
   qgen_artifact *out;
+  char *src;
   int rc;
   char err[65536];
 } job;
@@ -36,46 +39,70 @@ void qgen_build_key(const char *src, int arch, const char *qgen_version, int nv_
   qgen_sha256_final(&h, key);
 }
 
+/* Every kernel of the artifact within the plan arch's shared memory a CTA: ptxas' static
+   bytes plus the dynamic bytes the runtime launches it with. */
+static int check_fit(job *j) {
+  qgen_layout L;
+  qgen_plan P;
+  qgen_spec_layout(j->spec, &L);
+  qgen_plan_make(&L, j->plan, j->tune, &P, NULL, 0);
+  for (int i = 0; i < j->out->n_kernels; i++) {
+    const qgen_kernel_info *k = &j->out->k[i];
+    const int dyn = qgen_plan_dynamic_smem(&P, k->name);
+    if (k->smem_static + dyn > j->plan->smem_block) {
+      qgen_fmt(j->err, sizeof j->err, "%s needs %d bytes of shared memory (%d static + %d dynamic); %s (%s) allows %d a CTA",
+               k->name, k->smem_static + dyn, k->smem_static, dyn, j->plan->name, j->plan->gpus, j->plan->smem_block);
+      return -1;
+    }
+  }
+  return 0;
+}
+
 static void *run_job(void *arg) {
   job *j = arg;
   char name[300], e[256];
   int major = 0, minor = 0;
   j->rc = -1;
+  if (!(j->src = qgen_emit_source(j->spec, j->plan, j->tune, NULL, j->err, sizeof j->err))) return NULL;
   if (qgen_nvrtc_version(&major, &minor, j->err, sizeof j->err) != 0) return NULL;
   uint8_t key[32];
-  qgen_build_key(j->src, j->arch, QGEN_VERSION, major, minor, key);
-  snprintf(name, sizeof name, "%s_sm%d", j->uri, j->arch);
+  qgen_build_key(j->src, j->code, QGEN_VERSION, major, minor, key);
+  if (j->plan->sm == j->code) snprintf(name, sizeof name, "%s_sm%d", j->uri, j->code);
+  else snprintf(name, sizeof name, "%s_sm%d_plan%d", j->uri, j->code, j->plan->sm);
   double t0 = qgen_now_ms();
   void *data;
   size_t size;
   if (j->cache && qgen_cache_get(j->cache, name, key, &data, &size) == 1) {
-    int ok = qgen_artifact_unpack(data, size, j->out, e, sizeof e) == 0 && j->out->arch == j->arch;
+    int ok = qgen_artifact_unpack(data, size, j->out, e, sizeof e) == 0 && j->out->arch == j->code;
     free(data);
     if (ok) {
       j->out->cache_hit = 1;
       j->out->ms = qgen_now_ms() - t0;
-      j->rc = 0;
+      j->rc = check_fit(j);
       return NULL;
     }
     qgen_artifact_free(j->out); /* a valid file with a bad payload: rebuild over it */
   }
-  if (qgen_nvrtc_compile(j->src, name, j->arch, qgen_kernel_names(j->spec), j->out, j->err, sizeof j->err) != 0)
+  if (qgen_nvrtc_compile(j->src, name, j->code, qgen_kernel_names(j->spec), j->out, j->err, sizeof j->err) != 0)
     return NULL;
   if (j->cache) {
     uint8_t *blob = qgen_artifact_pack(j->out, &size);
     if (blob) qgen_cache_put(j->cache, name, key, blob, size);
     free(blob);
   }
-  j->rc = 0;
+  j->rc = check_fit(j);
   return NULL;
 }
 
-int qgen_build(const qgen_spec *s, const qgen_tune *tune, const int *archs, int n, qgen_cache *cache,
-               qgen_artifact *out, char **src_out, char *err, size_t errlen) {
+/* The jobs of targets[0..n) (plan arch, code arch), in parallel threads. */
+static int build_targets(const qgen_spec *s, const qgen_tune *tune, const int (*targets)[2], int n, qgen_cache *cache,
+                         qgen_artifact *out, char **srcs, char *err, size_t errlen) {
   char uri[256];
   qgen_module_name(s, uri, sizeof uri);
-  char *src = qgen_emit_source(s, tune, NULL, err, errlen);
-  if (!src) return -1;
+  if (n < 1 || n > QGEN_MAX_ARCHS) {
+    qgen_fmt(err, errlen, "%s: %d archs to build; 1..%d allowed", uri, n, QGEN_MAX_ARCHS);
+    return -1;
+  }
   job *jobs = calloc((size_t)n, sizeof *jobs);
   pthread_t *th = calloc((size_t)n, sizeof *th);
   int rc = 0;
@@ -84,7 +111,15 @@ int qgen_build(const qgen_spec *s, const qgen_tune *tune, const int *archs, int 
     rc = -1;
   }
   for (int i = 0; rc == 0 && i < n; i++) {
-    jobs[i] = (job){.spec = s, .src = src, .uri = uri, .arch = archs[i], .cache = cache, .out = &out[i]};
+    const qgen_arch *A = qgen_arch_of(targets[i][0]);
+    if (!A) {
+      qgen_fmt(err, errlen, "%s: sm_%d is not an architecture qgen builds for", uri, targets[i][0]);
+      rc = -1;
+      break;
+    }
+    jobs[i] = (job){.spec = s, .tune = tune, .uri = uri, .plan = A, .code = targets[i][1], .cache = cache, .out = &out[i]};
+  }
+  for (int i = 0; rc == 0 && i < n; i++) {
     if (n == 1 || pthread_create(&th[i], NULL, run_job, &jobs[i]) != 0) {
       run_job(&jobs[i]);
       th[i] = 0;
@@ -95,14 +130,30 @@ int qgen_build(const qgen_spec *s, const qgen_tune *tune, const int *archs, int 
   }
   for (int i = 0; rc == 0 && i < n; i++)
     if (jobs[i].rc != 0) {
-      qgen_fmt(err, errlen, "%s (sm_%d): %s", uri, archs[i], jobs[i].err);
+      if (jobs[i].plan->sm == jobs[i].code) qgen_fmt(err, errlen, "%s (sm_%d): %s", uri, jobs[i].code, jobs[i].err);
+      else qgen_fmt(err, errlen, "%s (%s's plan, compiled for sm_%d): %s", uri, jobs[i].plan->name, jobs[i].code, jobs[i].err);
       rc = -1;
     }
   if (rc != 0)
     for (int i = 0; i < n; i++) qgen_artifact_free(&out[i]);
+  for (int i = 0; jobs && i < n; i++) {
+    if (rc == 0 && srcs) srcs[i] = jobs[i].src;
+    else free(jobs[i].src);
+  }
   free(jobs);
   free(th);
-  if (rc == 0 && src_out) *src_out = src;
-  else free(src);
   return rc;
+}
+
+int qgen_build(const qgen_spec *s, const qgen_tune *tune, const int *archs, int n, qgen_cache *cache,
+               qgen_artifact *out, char **srcs_out, char *err, size_t errlen) {
+  int t[QGEN_MAX_ARCHS][2];
+  for (int i = 0; i < n && i < QGEN_MAX_ARCHS; i++) t[i][0] = t[i][1] = archs[i];
+  return build_targets(s, tune, (const int (*)[2])t, n, cache, out, srcs_out, err, errlen);
+}
+
+int qgen_build_emulated(const qgen_spec *s, const qgen_tune *tune, int plan_arch, int code_arch, qgen_cache *cache,
+                        qgen_artifact *out, char *err, size_t errlen) {
+  const int t[1][2] = {{plan_arch, code_arch}};
+  return build_targets(s, tune, t, 1, cache, out, NULL, err, errlen);
 }

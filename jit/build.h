@@ -1,5 +1,6 @@
-/* build.h — from a spec to loaded-ready artifacts: emit, hash, look up the cache, compile
- * with NVRTC on a miss (the archs of one spec in parallel threads), store.
+/* build.h — from a spec to loaded-ready artifacts: emit (one unit per arch, planned for
+ * its limits), hash, look up the cache, compile with NVRTC on a miss (the archs of one spec
+ * in parallel threads), check the kernels fit, store.
  *
  * Cache key = SHA-256 over {cache format, qgen version, artifact version, emitted source,
  * NVRTC version, options}; the entry name is "<spec uri>_sm<arch>".
@@ -21,10 +22,18 @@ void qgen_build_key(const char *src, int arch, const char *qgen_version, int nvr
                     uint8_t key[32]);
 
 /* Build spec under the plan overrides tune (NULL: none) for each of archs[0..n) into
-   out[0..n) (cache may be NULL: no cache).
-   Returns 0, or -1 with a message (err should hold 64 KiB: it may carry NVRTC's log).
-   *src_out, if not NULL, receives the emitted unit (caller frees). */
+   out[0..n), each unit planned for its own arch's limits (base/arch.h) (cache may be NULL:
+   no cache). Every kernel's static + dynamic shared memory is checked against its arch's
+   per-CTA limit: a spec that does not fit is an error naming the kernel, the bytes and
+   the limit. Returns 0, or -1 with a message (err should hold 64 KiB: it may carry
+   NVRTC's log). srcs_out, if not NULL, receives the n emitted units (caller frees each). */
 int qgen_build(const qgen_spec *s, const qgen_tune *tune, const int *archs, int n, qgen_cache *cache,
-               qgen_artifact *out, char **src_out, char *err, size_t errlen);
+               qgen_artifact *out, char **srcs_out, char *err, size_t errlen);
+
+/* The same for one unit planned for architecture plan_arch and compiled for sm_<code_arch>:
+   how the runtime emulates a smaller architecture on a larger GPU (QGEN_EMULATE). Its cache
+   entry is named "<uri>_sm<code>_plan<plan>". */
+int qgen_build_emulated(const qgen_spec *s, const qgen_tune *tune, int plan_arch, int code_arch, qgen_cache *cache,
+                        qgen_artifact *out, char *err, size_t errlen);
 
 #endif

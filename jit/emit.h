@@ -24,9 +24,11 @@ void qgen_module_name(const qgen_spec *s, char *buf, size_t n);
 /* The kernels a spec's unit defines (NULL-terminated list of extern "C" names). */
 const char *const *qgen_kernel_names(const qgen_spec *s);
 
-/* The translation unit under the plan overrides tune (NULL: none) as a fresh NUL-terminated
-   malloc string (length in *len), or NULL with a message in err (a template missing from
-   QGEN_TEMPLATE_DIR, OOM). */
-char *qgen_emit_source(const qgen_spec *s, const qgen_tune *tune, size_t *len, char *err, size_t errlen);
+/* The translation unit planned for architecture A (its shared-memory limits size the
+   plan; base/arch.h) under the plan overrides tune (NULL: none) as a fresh NUL-terminated
+   malloc string (length in *len), or NULL with a message in err (the spec does not fit A,
+   a template missing from QGEN_TEMPLATE_DIR, OOM). Architectures of the same limits get the
+   same unit. */
+char *qgen_emit_source(const qgen_spec *s, const qgen_arch *A, const qgen_tune *tune, size_t *len, char *err, size_t errlen);
 
 #endif

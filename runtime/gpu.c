@@ -42,6 +42,11 @@ typedef struct gpu_ctx {
   CUfunction f_append, f_view, f_estimate, f_select, f_rescore, f_topp, f_extend, f_attend;
   int sm_count, arch, attend_per_sm, est_per_sm, resc_per_sm;
   int code_arch; /* the arch the loaded kernels were compiled for (PTX of an older one runs too) */
+  /* the architecture the kernels were planned for and are launched within: the device's
+     (or, for a device newer than the table, the newest row at or below it), the loaded
+     artifact's, or QGEN_EMULATE's */
+  const qgen_arch *limits;
+  unsigned features; /* QGEN_ARCH_* the launches may use: the limits arch's that the code also has */
   int sel_clusters[9]; /* [n]: clusters of n select CTAs the device holds at once (sm_90 code) */
   CUevent *marks; /* benchmarks: recorded before select and before attend (qgen_ext.h) */
 } gpu_ctx;
@@ -95,6 +100,43 @@ static int max_splits(const gpu_ctx *g, const qgen_layout *L, int nb) {
 
 /* ---- open ---------------------------------------------------------------------------- */
 
+/* The newest row of the table at or below sm (NULL below sm_80). */
+static const qgen_arch *arch_at_or_below(int sm) {
+  const qgen_arch *best = NULL;
+  for (int i = 0; qgen_arch_at(i); i++)
+    if (qgen_arch_at(i)->sm <= sm) best = qgen_arch_at(i);
+  return best;
+}
+
+/* The plan of the kernels planned for `plan` (and launched within its limits) and compiled
+   for sm_<code>, into c->P and g. */
+static qgen_status set_plan(qgen_ctx *c, const qgen_arch *plan, int code) {
+  gpu_ctx *g = gctx(c);
+  char why[256];
+  if (qgen_plan_make(&c->L, plan, &c->tune, &c->P, why, sizeof why) != 0)
+    return qgen_fail(c, QGEN_ERR_UNSUPPORTED, "spec %s does not fit %s: %s", c->spec.name, plan->name, why);
+  const qgen_arch *ca = arch_at_or_below(code);
+  g->limits = plan;
+  g->features = plan->features & (ca ? ca->features : 0);
+  c->info.plan_arch = plan->sm;
+  return QGEN_OK;
+}
+
+/* CTAs of f an SM holds: the driver's count for this device, capped under QGEN_EMULATE by
+   what the emulated architecture would hold (its shared memory, registers, threads, CTAs). */
+static qgen_status occupancy(qgen_ctx *c, CUfunction f, int threads, int smem, int *per_sm) {
+  gpu_ctx *g = gctx(c);
+  CU(g->cu->cuOccupancyMaxActiveBlocksPerMultiprocessor(per_sm, f, threads, (size_t)smem));
+  if (c->emulate) {
+    int regs = 0, stat = 0;
+    CU(g->cu->cuFuncGetAttribute(&regs, CU_FUNC_ATTRIBUTE_NUM_REGS, f));
+    CU(g->cu->cuFuncGetAttribute(&stat, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, f));
+    const int emu = qgen_arch_occupancy(g->limits, threads, regs, stat + smem);
+    if (emu < *per_sm) *per_sm = emu;
+  }
+  return QGEN_OK;
+}
+
 static qgen_status load_module(qgen_ctx *c, const qgen_artifact *a) {
   gpu_ctx *g = gctx(c);
   const qgen_cudrv *cu = g->cu;
@@ -110,37 +152,38 @@ static qgen_status load_module(qgen_ctx *c, const qgen_artifact *a) {
     CU(cu->cuModuleGetFunction(&g->f_view, g->mod, QGEN_KERNEL_NAME(view)));
     CU(cu->cuModuleGetFunction(&g->f_estimate, g->mod, QGEN_KERNEL_NAME(estimate)));
     CU(cu->cuModuleGetFunction(&g->f_select, g->mod, QGEN_KERNEL_NAME(select)));
-    CU(cu->cuFuncSetAttribute(g->f_select, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 4 * c->P.sel_smem_keys));
     /* (a module from before QGEN_ATTEND_REUSE has none: the other modes still run) */
     if (cu->cuModuleGetFunction(&g->f_extend, g->mod, QGEN_KERNEL_NAME(extend)) != CUDA_SUCCESS) g->f_extend = NULL;
   }
   if (c->L.sparse && c->L.rescore > 1) CU(cu->cuModuleGetFunction(&g->f_rescore, g->mod, QGEN_KERNEL_NAME(rescore)));
   if (c->L.sparse && c->L.rescore > 1 && c->L.top_p < 1) CU(cu->cuModuleGetFunction(&g->f_topp, g->mod, QGEN_KERNEL_NAME(topp)));
+  /* every kernel within the device's per-CTA shared memory and the limits arch's (the same
+     but under QGEN_EMULATE), static + dynamic, before anything launches */
   int smem_max = 0;
   CU(cu->cuDeviceGetAttribute(&smem_max, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, g->dev));
-  const struct { const char *name; CUfunction f; int smem; } dyn[] = {{"attend", g->f_attend, c->P.attend_smem},
-                                                                      {"estimate", g->f_estimate, c->P.est_smem},
-                                                                      {"rescore", g->f_rescore, c->P.resc_smem}};
-  for (int i = 0; i < 3; i++) {
-    if (!dyn[i].f) continue;
-    if (dyn[i].smem > smem_max)
-      return qgen_fail(c, QGEN_ERR_UNSUPPORTED, "%s needs %d bytes of shared memory; this device allows %d per block",
-                       dyn[i].name, dyn[i].smem, smem_max);
-    CU(cu->cuFuncSetAttribute(dyn[i].f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, dyn[i].smem));
+  const int limit = smem_max < g->limits->smem_block ? smem_max : g->limits->smem_block;
+  const struct { const char *name; CUfunction f; } all[] = {
+      {"qg_append", g->f_append}, {"qg_attend", g->f_attend}, {"qg_estimate", g->f_estimate}, {"qg_select", g->f_select},
+      {"qg_rescore", g->f_rescore}, {"qg_topp", g->f_topp}, {"qg_view", g->f_view}, {"qg_extend", g->f_extend}};
+  for (size_t i = 0; i < sizeof all / sizeof *all; i++) {
+    if (!all[i].f) continue;
+    int stat = 0;
+    const int dyn = qgen_plan_dynamic_smem(&c->P, all[i].name);
+    CU(cu->cuFuncGetAttribute(&stat, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, all[i].f));
+    if (stat + dyn > limit)
+      return qgen_fail(c, QGEN_ERR_UNSUPPORTED, "%s needs %d bytes of shared memory (%d static + %d dynamic); %s allows %d a CTA",
+                       all[i].name, stat + dyn, stat, dyn, smem_max < g->limits->smem_block ? "this device" : g->limits->name, limit);
+    if (dyn) CU(cu->cuFuncSetAttribute(all[i].f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, dyn));
+    /* all of L1 as shared memory, for every kernel: attend's occupancy is bounded by it, and
+       kernels that agree on the carveout need no SM reconfiguration between them */
+    CU(cu->cuFuncSetAttribute(all[i].f, CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, 100));
   }
-  /* all of L1 as shared memory, for every kernel: attend's occupancy is bounded by it, and
-     kernels that agree on the carveout need no SM reconfiguration between them */
-  CUfunction all[] = {g->f_append, g->f_attend, g->f_estimate, g->f_select, g->f_rescore, g->f_topp, g->f_view, g->f_extend};
-  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
-    if (all[i]) CU(cu->cuFuncSetAttribute(all[i], CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, 100));
-  CU(cu->cuOccupancyMaxActiveBlocksPerMultiprocessor(&g->attend_per_sm, g->f_attend, c->P.attend_threads,
-                                                     (size_t)c->P.attend_smem));
-  if (g->f_estimate) CU(cu->cuOccupancyMaxActiveBlocksPerMultiprocessor(&g->est_per_sm, g->f_estimate, c->P.est_threads,
-                                                                                  (size_t)c->P.est_smem));
-  if (g->f_rescore) CU(cu->cuOccupancyMaxActiveBlocksPerMultiprocessor(&g->resc_per_sm, g->f_rescore, c->P.resc_threads,
-                                                                                 (size_t)c->P.resc_smem));
+  qgen_status st;
+  if ((st = occupancy(c, g->f_attend, c->P.attend_threads, c->P.attend_smem, &g->attend_per_sm))) return st;
+  if (g->f_estimate && (st = occupancy(c, g->f_estimate, c->P.est_threads, c->P.est_smem, &g->est_per_sm))) return st;
+  if (g->f_rescore && (st = occupancy(c, g->f_rescore, c->P.resc_threads, c->P.resc_smem, &g->resc_per_sm))) return st;
   if (g->attend_per_sm < 1) return qgen_fail(c, QGEN_ERR_UNSUPPORTED, "attend cannot run on this device (occupancy 0)");
-  if (g->f_select && g->code_arch >= 90)
+  if (g->f_select && (g->features & QGEN_ARCH_CLUSTER) && g->code_arch >= 90)
     for (int n = 2; n <= 8; n++) { /* with the most shared memory a select launch asks for */
       CUlaunchAttribute at;
       memset(&at, 0, sizeof at);
@@ -154,16 +197,25 @@ static qgen_status load_module(qgen_ctx *c, const qgen_artifact *a) {
       cfg.attrs = &at;
       cfg.numAttrs = 1;
       if (cu->cuOccupancyMaxActiveClusters(&g->sel_clusters[n], g->f_select, &cfg) != CUDA_SUCCESS) g->sel_clusters[n] = 0;
+      /* under emulation, no more clusters than the emulated SMs' CTA slots would hold */
+      if (c->emulate) {
+        int per = 0;
+        if (occupancy(c, g->f_select, c->P.sel_threads, 4 * c->P.sel_smem_keys, &per) != QGEN_OK) per = 0;
+        if (per * g->sm_count / n < g->sel_clusters[n]) g->sel_clusters[n] = per * g->sm_count / n;
+      }
     }
   return QGEN_OK;
 }
 
-/* The artifact to load: a cubin for the device's arch, else the newest PTX below it. */
-static const qgen_artifact *pick(const qgen_artifact *arts, int n, int arch) {
+/* The artifact to load for the architecture `want` (the device's, or QGEN_EMULATE's) on a
+   device of sm_<dev>: a cubin for exactly the device, else the PTX of the newest arch at
+   or below both. */
+static const qgen_artifact *pick(const qgen_artifact *arts, int n, int want, int dev) {
   const qgen_artifact *best = NULL;
+  const int top = want < dev ? want : dev;
   for (int i = 0; i < n; i++) {
-    if (arts[i].arch == arch) return &arts[i];
-    if (arts[i].arch < arch && arts[i].ptx_size && (!best || arts[i].arch > best->arch)) best = &arts[i];
+    if (arts[i].arch == want && want == dev) return &arts[i];
+    if (arts[i].arch <= top && arts[i].ptx_size && (!best || arts[i].arch > best->arch)) best = &arts[i];
   }
   return best;
 }
@@ -192,6 +244,19 @@ static qgen_status gpu_device(qgen_ctx *c, const qgen_open_opts *o) {
   c->info.sm_count = g->sm_count;
   if (g->arch < 80)
     return qgen_fail(c, QGEN_ERR_UNSUPPORTED, "%s is sm_%d; qgen kernels need sm_80 or newer", c->info.device_name, g->arch);
+  if (c->emulate) {
+    /* the emulated architecture must be no larger than the device in what the plan uses, and
+       the code the device runs must use nothing the emulated one lacks */
+    const qgen_arch *e = qgen_arch_of(c->emulate), *d = arch_at_or_below(g->arch);
+    int smem_max = 0;
+    CU(cu->cuDeviceGetAttribute(&smem_max, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, g->dev));
+    if (e->smem_block > smem_max)
+      return qgen_fail(c, QGEN_ERR_UNSUPPORTED, "QGEN_EMULATE=%s: its CTAs may use %d bytes of shared memory, more than this %s (sm_%d) allows (%d)",
+                       e->name, e->smem_block, c->info.device_name, g->arch, smem_max);
+    if (e->sm > g->arch && (d->features & ~e->features))
+      return qgen_fail(c, QGEN_ERR_UNSUPPORTED, "QGEN_EMULATE=%s on sm_%d: the device's code would use features %s lacks", e->name,
+                       g->arch, e->name);
+  }
   CU(cu->cuDevicePrimaryCtxRetain(&g->cuctx, g->dev));
   return QGEN_OK;
 }
@@ -199,28 +264,45 @@ static qgen_status gpu_device(qgen_ctx *c, const qgen_open_opts *o) {
 /* The kernels: a bundle's artifact for the device, or built for it (in the primary context). */
 static qgen_status gpu_load(qgen_ctx *c, const qgen_open_opts *o, const qgen_artifact *arts, int n_arts) {
   gpu_ctx *g = gctx(c);
+  const int want = c->emulate ? c->emulate : g->arch;
   if (n_arts > 0) {
-    const qgen_artifact *a = pick(arts, n_arts, g->arch);
-    if (!a) return qgen_fail(c, QGEN_ERR_UNSUPPORTED, "the bundle has no cubin for sm_%d and no PTX for an older arch", g->arch);
+    const qgen_artifact *a = pick(arts, n_arts, want, g->arch);
+    if (!a) return qgen_fail(c, QGEN_ERR_UNSUPPORTED, "the bundle has no cubin for sm_%d and no PTX for an older arch", want);
+    /* the artifact was planned for its own arch: it must fit the limits it runs within */
+    const qgen_arch *pa = qgen_arch_of(a->arch), *lim = c->emulate ? qgen_arch_of(c->emulate) : arch_at_or_below(g->arch);
+    if (!pa) return qgen_fail(c, QGEN_ERR_UNSUPPORTED, "the bundle's sm_%d kernels are of an architecture qgen does not build for", a->arch);
+    if (pa->smem_block > lim->smem_block)
+      return qgen_fail(c, QGEN_ERR_UNSUPPORTED, "the bundle's nearest kernels are planned for %s (%d bytes of shared memory a CTA); "
+                       "%s allows %d: rebuild it with qgen bundle --arch %s", pa->name, pa->smem_block, lim->name, lim->smem_block,
+                       lim->name);
+    qgen_status st = set_plan(c, pa, a->arch);
+    if (st != QGEN_OK) return st;
     c->info.cache_hit = 1;
     return load_module(c, a);
   }
-  /* JIT: the device's arch when NVRTC knows it, else the newest it knows below (PTX). */
+  /* JIT: the device's arch when NVRTC knows it, else the newest it knows below (PTX); under
+     QGEN_EMULATE the emulated arch's plan, compiled for it when the device can run its PTX,
+     else for the device */
   int known[64], nk = qgen_nvrtc_archs(known, 64), target = 0;
   if (nk < 0) {
     int mj, mn;
     qgen_nvrtc_version(&mj, &mn, qgen_errbuf(c), QGEN_ERR_MAX);
     return QGEN_ERR_COMPILE;
   }
+  const int top = want < g->arch ? want : g->arch;
   for (int i = 0; i < nk; i++)
-    if (known[i] <= g->arch && known[i] > target) target = known[i];
-  if (target < 80) return qgen_fail(c, QGEN_ERR_UNSUPPORTED, "NVRTC cannot target sm_%d or an older sm_80+ arch", g->arch);
+    if (known[i] <= top && known[i] > target) target = known[i];
+  if (target < 80) return qgen_fail(c, QGEN_ERR_UNSUPPORTED, "NVRTC cannot target sm_%d or an older sm_80+ arch", top);
+  const qgen_arch *plan = c->emulate ? qgen_arch_of(c->emulate) : arch_at_or_below(target);
+  qgen_status st = set_plan(c, plan, target);
+  if (st != QGEN_OK) return st;
   qgen_cache *cache = qgen_cache_open(o->cache_dir);
   qgen_artifact a;
   char *err = malloc(65536);
-  qgen_status st = QGEN_OK;
   if (!err) st = QGEN_ERR_OUT_OF_MEMORY;
-  else if (qgen_build(&c->spec, &c->tune, &target, 1, cache, &a, NULL, err, 65536) != 0) st = qgen_fail(c, QGEN_ERR_COMPILE, "%s", err);
+  else if ((plan->sm == target ? qgen_build(&c->spec, &c->tune, &target, 1, cache, &a, NULL, err, 65536)
+                               : qgen_build_emulated(&c->spec, &c->tune, plan->sm, target, cache, &a, err, 65536)) != 0)
+    st = qgen_fail(c, QGEN_ERR_COMPILE, "%s", err);
   free(err);
   qgen_cache_close(cache);
   if (st != QGEN_OK) return st;
@@ -371,7 +453,7 @@ static qgen_status launch_ex(qgen_ctx *c, CUfunction f, unsigned gx, unsigned gy
   /* not across the benchmark's breakdown events either: an event between two kernels
      leaves nothing to overlap; nor for kernels built for sm_80, which have no
      griddepcontrol.wait to hold them back */
-  const int pdl = c->P.pdl && gctx(c)->code_arch >= 90 && !gctx(c)->marks;
+  const int pdl = c->P.pdl && (gctx(c)->features & QGEN_ARCH_PDL) && gctx(c)->code_arch >= 90 && !gctx(c)->marks;
   if (!pdl && cluster <= 1) return launch(c, f, gx, gy, gz, threads, smem, s, args);
   CUlaunchAttribute at[2];
   memset(at, 0, sizeof at);
@@ -449,7 +531,7 @@ static qgen_status append_decode(qgen_kv *kv, const int *seq, int n_seq, qgen_pt
    the cluster saves); 1 on code for sm_80. */
 static int select_cluster(const qgen_ctx *c, int64_t pps, int lists) {
   const int64_t per = (int64_t)c->P.sel_threads * c->P.sel_regs;
-  if (gctx(c)->code_arch < 90 || per == 0) return 1;
+  if (!(gctx(c)->features & QGEN_ARCH_CLUSTER) || gctx(c)->code_arch < 90 || per == 0) return 1;
   int64_t cl = (pps + per - 1) / per;
   if (cl > 8) cl = 8;
   while (cl > 1 && gctx(c)->sel_clusters[cl] < lists) cl--;
@@ -517,7 +599,7 @@ static qgen_status attend_in(qgen_kv *kv, const int *seq, int n_seq, qgen_ptr q,
       }
     }
     if (g->marks) CU(g->cu->cuEventRecordWithFlags(g->marks[1], s, CU_EVENT_RECORD_EXTERNAL));
-    int bulk = P->bulk; /* read by sm_90 code only */
+    int bulk = P->bulk && (g->features & QGEN_ARCH_BULK); /* read by sm_90 code only */
     void *aa[] = {&ca, &wk, &bt, &qp, &op, &dense, &bulk};
     if ((st = dense ? launch(c, g->f_attend, (unsigned)ms, (unsigned)L->n_head_kv, (unsigned)bt.n, P->attend_threads,
                              P->attend_smem, s, aa)

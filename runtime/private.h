@@ -28,7 +28,8 @@ struct qgen_ctx {
   qgen_spec spec;
   qgen_layout L;
   qgen_tune tune; /* QGEN_TUNE, parsed once at open */
-  qgen_plan P;
+  int emulate;    /* QGEN_EMULATE's architecture (sm * 10 + minor), parsed once at open; 0: none */
+  qgen_plan P;    /* the GPU backend's, for the architecture its kernels were planned for */
   qgen_backend backend;
   const qgen_backend_ops *be; /* the backend's row; NULL in a context that failed to open */
   qgen_info info;

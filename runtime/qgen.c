@@ -7,6 +7,7 @@
  * leaves the cache as it was.
  */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -45,6 +46,25 @@ static void fill_info(qgen_ctx *c) {
   i->backend = c->backend;
 }
 
+/* QGEN_EMULATE=sm_NN: plan and launch the GPU kernels within that architecture's limits
+   (gpu.c); unset or empty: the device's own. Anything but a name of base/arch.h's table is
+   refused. */
+static qgen_status parse_emulate(qgen_ctx *c) {
+  const char *e = getenv("QGEN_EMULATE");
+  if (!e || !*e) return QGEN_OK;
+  const qgen_arch *a = qgen_arch_named(e);
+  if (!a) {
+    char names[256];
+    size_t k = 0;
+    names[0] = 0;
+    for (int i = 0; qgen_arch_at(i) && k < sizeof names; i++)
+      k += (size_t)snprintf(names + k, sizeof names - k, "%s%s", i ? ", " : "", qgen_arch_at(i)->name);
+    return qgen_fail(c, QGEN_ERR_INVALID_ARG, "QGEN_EMULATE=%s is not an architecture qgen builds for; allowed: %s", e, names);
+  }
+  c->emulate = a->sm;
+  return QGEN_OK;
+}
+
 /* Where a context's spec comes from: a file (a spec or a bundle) at path, or Lua source
    text labelled chunk in messages (chunk != NULL). */
 typedef struct spec_source {
@@ -71,6 +91,7 @@ static qgen_status open_ctx(qgen_ctx **out, const spec_source *src, const qgen_o
     st = qgen_fail(c, QGEN_ERR_INVALID_ARG, "qgen_open: unknown backend %d", (int)o->backend);
   const int tuned = st == QGEN_OK ? qgen_tune_parse(getenv("QGEN_TUNE"), &c->tune, qgen_errbuf(c), QGEN_ERR_MAX) : 0;
   if (tuned < 0) st = QGEN_ERR_INVALID_ARG;
+  if (st == QGEN_OK) st = parse_emulate(c);
   /* A bundle (found by its magic, whatever the file's name): the spec from its text and,
      for a backend that runs the kernels, its compiled kernels; NVRTC is never called.
      Anything else is a spec. */
@@ -101,7 +122,6 @@ static qgen_status open_ctx(qgen_ctx **out, const spec_source *src, const qgen_o
   }
   if (st == QGEN_OK) {
     qgen_spec_layout(&c->spec, &c->L);
-    qgen_plan_make(&c->L, &c->tune, &c->P);
     c->backend = o->backend;
     fill_info(c);
     st = bundle ? be->open(c, o, bundle->arts, bundle->n) : be->open(c, o, NULL, 0);

@@ -121,6 +121,9 @@ typedef struct qgen_info {
   int from_ptx;             /* the device had no matching cubin: the driver JIT-ed PTX */
   double open_ms;           /* time qgen_open took */
   int cache_hit;            /* kernels came from the cache (or a bundle) */
+  int plan_arch;            /* GPU backend: the architecture whose limits the kernels were planned for and are
+                               launched within (compute capability * 10): the device's, the bundle artifact's,
+                               or QGEN_EMULATE's */
 } qgen_info;
 QGEN_API void qgen_get_info(const qgen_ctx *ctx, qgen_info *info);
 

@@ -68,6 +68,8 @@
 #include <lauxlib.h>
 #include <lua.h>
 
+#include "base/arch.h"
+#include "base/plan.h"
 #include "base/util.h"
 #include "spec/spec_int.h"
 
@@ -226,23 +228,22 @@ static const char *const RESCORE_FIELDS[] = {"candidates", "sketch", "top_p"};
 #define N_SPEC_FIELDS ((int)(sizeof SPEC_FIELDS / sizeof *SPEC_FIELDS))
 #define N_SPARSE_FIELDS ((int)(sizeof SPARSE_FIELDS / sizeof *SPARSE_FIELDS))
 
-static const struct { const char *name; int cc; } ARCHS[] = {
-    {"sm_80", 80},   {"sm_86", 86},   {"sm_87", 87},   {"sm_89", 89},   {"sm_90", 90},
-    {"sm_100", 100}, {"sm_103", 103}, {"sm_110", 110}, {"sm_120", 120}, {"sm_121", 121},
-};
-#define N_ARCHS ((int)(sizeof ARCHS / sizeof *ARCHS))
+static int n_archs(void) {
+  int n = 0;
+  while (qgen_arch_at(n)) n++;
+  return n;
+}
 
-/* "sm_80, sm_86, ...": the names of ARCHS, for messages. */
+/* "sm_80, sm_86, ...": the names of the architectures, for messages. */
 static void arch_list(char *buf, size_t n) {
   size_t k = 0;
   buf[0] = 0;
-  for (int i = 0; i < N_ARCHS && k < n; i++) k += (size_t)snprintf(buf + k, n - k, "%s%s", i ? ", " : "", ARCHS[i].name);
+  for (int i = 0; qgen_arch_at(i) && k < n; i++) k += (size_t)snprintf(buf + k, n - k, "%s%s", i ? ", " : "", qgen_arch_at(i)->name);
 }
 
 const char *spec_arch_name(int cc) {
-  for (int i = 0; i < N_ARCHS; i++)
-    if (ARCHS[i].cc == cc) return ARCHS[i].name;
-  return "sm_?";
+  const qgen_arch *a = qgen_arch_of(cc);
+  return a ? a->name : "sm_?";
 }
 
 static void join(char *buf, size_t n, const char *const *names, int count) {
@@ -580,7 +581,7 @@ static void check_archs(checker *c, int t, qgen_spec *s) {
   char archs[160], what[200];
   arch_list(archs, sizeof archs);
   snprintf(what, sizeof what, "a list of one or more of %s", archs);
-  int seen[N_ARCHS] = {0};
+  unsigned long long seen = 0; /* bit i: the table's row i is listed */
   char v[96];
   int ty = get(c, t, "archs");
   if (ty == LUA_TNIL) {
@@ -609,8 +610,8 @@ static void check_archs(checker *c, int t, qgen_spec *s) {
     size_t len;
     const char *str = to_string(c, key, what, &len);
     int k = -1;
-    for (int i = 0; i < N_ARCHS && k < 0; i++)
-      if (!strcmp(str, ARCHS[i].name)) k = i;
+    for (int i = 0; i < n_archs() && k < 0; i++)
+      if (!strcmp(str, qgen_arch_at(i)->name)) k = i;
     if (k < 0) {
       spec_fmt_value(L, -1, v, sizeof v);
       /* "sm_" digits below 80: a real but too old architecture */
@@ -620,13 +621,27 @@ static void check_archs(checker *c, int t, qgen_spec *s) {
         fail(c, "%s = %s is not supported: qgen kernels need sm_80 or newer; allowed: %s", key, v, archs);
       fail(c, "%s = %s is not a known architecture; allowed: %s", key, v, archs);
     }
-    seen[k] = 1;
+    seen |= 1ull << k;
     lua_pop(L, 1);
   }
   s->n_archs = 0;
-  for (int i = 0; i < N_ARCHS; i++)
-    if (seen[i] && s->n_archs < QGEN_MAX_ARCHS) s->archs[s->n_archs++] = ARCHS[i].cc;
+  for (int i = 0; i < n_archs(); i++)
+    if ((seen >> i & 1) && s->n_archs < QGEN_MAX_ARCHS) s->archs[s->n_archs++] = qgen_arch_at(i)->sm;
   lua_pop(L, 1);
+}
+
+/* Every kernel of s within each listed arch's shared memory a CTA (base/plan.c sizes what
+   it can to the arch; what still does not fit is refused here, not at launch). */
+static void check_fit(checker *c, const qgen_spec *s) {
+  qgen_layout L;
+  qgen_spec_layout(s, &L);
+  for (int i = 0; i < s->n_archs; i++) {
+    qgen_plan P;
+    char why[256];
+    if (qgen_plan_make(&L, qgen_arch_of(s->archs[i]), NULL, &P, why, sizeof why) != 0)
+      fail(c, "archs: this spec does not fit %s: %s (remove %s from archs, or use a smaller head_dim, group or query type)",
+           spec_arch_name(s->archs[i]), why, spec_arch_name(s->archs[i]));
+  }
 }
 
 /* Validate the spec table at t into *s. */
@@ -678,6 +693,7 @@ static void check_spec(checker *c, int t, qgen_spec *s) {
   lua_pop(L, 1);
   check_sparse(c, t, s);
   check_archs(c, t, s);
+  check_fit(c, s);
 }
 
 /* ---------------------------------------------------------------------------------

@@ -14,7 +14,7 @@
 # PART runs one share of it, so a run fits calls of a few minutes each, logs apart
 # (OUT_DIR/gpu-check-PART.log): specs (specs/*.lua), gpu-specs (tests/gpu/*.lua), paths
 # (select's paths, the earlier quantized operands, the sm_80 PTX bundles, eval, the big
-# sequence), sanitizers; all (the default) is every part in one log. Measured on the H200
+# sequence), emulate (every spec under QGEN_EMULATE of sm_86, sm_89 and sm_120), sanitizers; all (the default) is every part in one log. Measured on the H200
 # (d9664ce), to plan device calls: quick specs 105 s; tests/gpu/rescore.lua alone at quick
 # sizes 118 s; full sanitizers more than 200 s for its first four runs (memcheck of two specs,
 # racecheck of two), then racecheck of select's cluster path (84 s for qwen3-4b's first
@@ -27,7 +27,7 @@ out=${2:-.}
 mode=${3:-full}
 part=${4:-all}
 case $mode in quick | full) ;; *) echo "gpu-run.sh: mode '$mode' is not quick or full" >&2; exit 2 ;; esac
-case $part in all | specs | gpu-specs | paths | sanitizers) ;; *) echo "gpu-run.sh: unknown part '$part' (all, specs, gpu-specs, paths, sanitizers)" >&2; exit 2 ;; esac
+case $part in all | specs | gpu-specs | paths | emulate | sanitizers) ;; *) echo "gpu-run.sh: unknown part '$part' (all, specs, gpu-specs, paths, emulate, sanitizers)" >&2; exit 2 ;; esac
 want() { [ "$part" = all ] || [ "$part" = "$1" ]; }
 mkdir -p "$out"
 log="$out/gpu-check.log"
@@ -80,6 +80,24 @@ if want paths; then
   if [ "$mode" != quick ]; then
     "$build/qgen" check --spec specs/qwen3-4b.lua --big 2>&1 | grep -E "big|checks passed|FAIL" | tee -a "$log" || fail=$((fail + 1))
   fi
+fi
+if want emulate; then
+  # The plans of the 99 KiB architectures (sm_86, sm_89, sm_120) run here under QGEN_EMULATE:
+  # each spec's kernels planned for that arch, its PTX (sm_86, sm_89) or sm_90 code with its
+  # plan (sm_120, whose features sm_90 has) loaded on this GPU, every launch capped at its
+  # limits. Correctness only: the speed is this GPU's, not the emulated one's. The checks run
+  # EMULATE_JOBS at a time (default 8: their NVRTC compiles are the long part), logs joined
+  # in order.
+  mkdir -p "$out/emulate"
+  for a in ${EMULATE_ARCHS:-sm_86 sm_89 sm_120}; do for s in specs/*.lua tests/gpu/*.lua; do echo "$a $s"; done; done |
+    B="$build" Q="$quick" O="$out" xargs -P "${EMULATE_JOBS:-8}" -L 1 sh -c 'f="$O/emulate/$0-$(basename "$1" .lua)";
+      QGEN_EMULATE=$0 "$B/qgen" check --spec "$1" $Q > "$f.log" 2>&1; echo $? > "$f.rc"' 
+  for a in ${EMULATE_ARCHS:-sm_86 sm_89 sm_120}; do for s in specs/*.lua tests/gpu/*.lua; do
+    f="$out/emulate/$a-$(basename "$s" .lua)"
+    sed "s/^/QGEN_EMULATE=$a: /" "$f.log" | tee -a "$log"
+    [ "$(cat "$f.rc" 2>/dev/null)" = 0 ] || fail=$((fail + 1))
+  done; done
+  rm -rf "$out/emulate"
 fi
 if want sanitizers && [ "$mode" != quick ] && command -v compute-sanitizer > /dev/null; then
   for s in qwen3-4b qwen2.5-14b-1m; do

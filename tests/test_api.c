@@ -705,6 +705,19 @@ static void bad_opens(void) {
   check(st == QGEN_ERR_INVALID_ARG, "qgen_open: backend -1: %s", qgen_status_str(st));
   qgen_close(c);
 
+  /* QGEN_EMULATE names an architecture of the table or the open fails naming the allowed
+     ones; a known one opens (the CPU backend has no launches to cap). */
+  setenv("QGEN_EMULATE", "sm_75", 1);
+  st = qgen_open(&c, spec, &cpu);
+  check(st == QGEN_ERR_INVALID_ARG && c && strstr(qgen_error(c), "QGEN_EMULATE=sm_75") && strstr(qgen_error(c), "sm_86"),
+        "qgen_open: QGEN_EMULATE=sm_75 refused: %s -- \"%s\"", qgen_status_str(st), qgen_error(c));
+  qgen_close(c);
+  setenv("QGEN_EMULATE", "sm_86", 1);
+  st = qgen_open(&c, spec, &cpu);
+  check(st == QGEN_OK, "qgen_open: QGEN_EMULATE=sm_86 on the CPU backend opens: %s", qgen_status_str(st));
+  qgen_close(c);
+  unsetenv("QGEN_EMULATE");
+
   qgen_open_opts var = {QGEN_BACKEND_CPU, 0, "qwen3-4b-nope", NULL};
   st = qgen_open(&c, spec, &var);
   check(st == QGEN_ERR_SPEC && c && strstr(qgen_error(c), "qwen3-4b-nope"), "qgen_open: an unknown variant: %s -- \"%s\"",

@@ -218,7 +218,7 @@ static void rescore_units(void) {
       return;
     }
     qgen_module_name(&set.v[0], mod[i], sizeof mod[i]);
-    unit[i] = qgen_emit_source(&set.v[0], NULL, &len, err, sizeof err);
+    unit[i] = qgen_emit_source(&set.v[0], qgen_arch_of(90), NULL, &len, err, sizeof err);
     int has = 0, topp = 0;
     for (const char *const *k = qgen_kernel_names(&set.v[0]); *k; k++)
       has |= !strcmp(*k, "qg_rescore"), topp |= !strcmp(*k, "qg_topp"), nk[i]++;
@@ -255,7 +255,7 @@ static void build_version_miss(int have_nvrtc, int major, int minor) {
   }
   char err[65536], uri[256], name[300], dir[4200];
   size_t len;
-  char *src = qgen_emit_source(&s, NULL, &len, err, sizeof err);
+  char *src = qgen_emit_source(&s, qgen_arch_of(90), NULL, &len, err, sizeof err);
   if (!src) {
     check(0, "emit: %s", err);
     return;
@@ -381,7 +381,7 @@ static void dump_tests(int have_nvrtc) {
   char want_msg[4700];
   snprintf(want_msg, sizeof want_msg, "source written to %s", want_path);
   check(rc == -1 && strstr(first, want_msg) != NULL, "with QGEN_DUMP_SOURCE the first line says \"%s\": \"%s\"", want_msg, first);
-  src = qgen_emit_source(&s, NULL, &len, err, 65536);
+  src = qgen_emit_source(&s, qgen_arch_of(90), NULL, &len, err, 65536);
   size_t n = 0;
   char rerr[256];
   char *dumped = qgen_read_file(want_path, 1 << 24, &n, rerr, sizeof rerr);

@@ -203,6 +203,21 @@ QGEN_TUNE=stages=2,stages=3 "$QGEN" emit --spec specs/qwen2.5-0.5b.lua > /dev/nu
 ok $([ $? = 1 ] && grep -q "'stages' is given twice" "$tmp/err.txt"; echo $?) "a key given twice in QGEN_TUNE is refused"
 (cd "$tmp" && QGEN_CACHE_DIR=rel "$QGEN" cache path > "$tmp/path.txt")
 ok $([ "$(cat "$tmp/path.txt")" = "$tmp/rel" ] && [ ! -e "$tmp/rel" ]; echo $?) "QGEN_CACHE_DIR=rel: cache path prints \$PWD/rel and creates nothing"
+# architectures: a plan per arch, refusals before anything is compiled
+"$QGEN" emit --spec specs/qwen3-4b.lua --variant qwen3-4b --plan --arch sm_80,sm_86,sm_90,sm_120 > "$tmp/plan.txt" 2>&1
+ok $([ $? = 0 ] && grep -qE "^  sm_86 +attend 3 token groups x 3 stages.* 78208 bytes.*select 21248 keys" "$tmp/plan.txt" &&
+  grep -qE "^  sm_90 +attend 3 token groups x 4 stages.* 102784 bytes.*select 24576 keys" "$tmp/plan.txt"; echo $?) \
+  "emit --plan: qwen3-4b f16 is 3 x 3 stages on sm_86, 3 x 4 on sm_90 (nothing compiled)"
+printf 'return spec{ name = "big", head_dim = 256, n_head = 64, n_head_kv = 1, in_type = "f32", k_type = "q8_0", sparse = true }\n' > "$tmp/big.lua"
+"$QGEN" emit --spec "$tmp/big.lua" --arch sm_90,sm_89 -o "$tmp/bigout" > /dev/null 2>"$tmp/err.txt"
+ok $([ $? = 1 ] && grep -q "variant 'big' does not fit sm_89: qg_estimate needs 133376 bytes" "$tmp/err.txt" &&
+  grep -q "allows 101376" "$tmp/err.txt" && [ -z "$(ls "$tmp/bigout" 2>/dev/null)" ]; echo $?) \
+  "emit --arch sm_89 of a spec that does not fit 99 KiB: exit 1 naming the kernel, bytes and limit, nothing written"
+"$QGEN" emit --spec "$tmp/big.lua" --plan --arch sm_90,sm_120 > "$tmp/plan.txt" 2>&1
+ok $([ $? = 0 ] && grep -q "sm_120 does not fit: qg_estimate needs 133376" "$tmp/plan.txt" && grep -qE "^  sm_90 +attend" "$tmp/plan.txt"; echo $?) \
+  "emit --plan reports the arch it does not fit and plans the others"
+"$QGEN" emit --spec "$tmp/big.lua" --plan --print > /dev/null 2>"$tmp/err.txt"
+ok $([ $? = 1 ] && grep -q "\-\-plan compiles and writes nothing" "$tmp/err.txt"; echo $?) "emit --plan with --print is refused"
 # help
 "$QGEN" version --help | grep -q "^usage: qgen version"; ok $? "version --help prints its usage"
 "$QGEN" help > "$tmp/help.txt"; ok $? "qgen help exits 0"

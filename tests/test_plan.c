@@ -1,6 +1,10 @@
-/* test_plan.c — the launch plan (base/plan.c) over every shape a spec may have: the
- * invariants attend.cu's static_asserts and runtime/gpu.c rely on, checked on the host so a
- * plan change that breaks one shape fails here, not on a GPU at run time.
+/* test_plan.c — the launch plan (base/plan.c) over every shape a spec may have, on every
+ * architecture of base/arch.h: the invariants attend.cu's static_asserts and runtime/gpu.c
+ * rely on, checked on the host so a plan change that breaks one shape fails here, not on a
+ * GPU at run time. Every kernel's dynamic shared memory within the arch's CTA limit (with
+ * room for its static arrays), or the shape refused with the kernel, its bytes and the
+ * limit named (only on archs whose CTAs may use less than sm_90's); the architecture table's
+ * rows consistent and its occupancy rule.
  *
  *   head_dim 32..256 (multiples of 32) x group 1..64 x block 32..256 x every k/v cache type:
  *   - the ring: stages a multiple of the token groups, 2..4 stages a group;
@@ -36,11 +40,13 @@
 
 #include "testlib.h"
 
+#define H100 qgen_arch_of(90) /* the plans as they were tuned: sm_90 */
+
 static const qgen_type CACHE_TYPES[] = {QGEN_TYPE_F16, QGEN_TYPE_BF16, QGEN_TYPE_Q8_0, QGEN_TYPE_Q4_0, QGEN_TYPE_Q5_0};
 enum { N_TYPES = sizeof CACHE_TYPES / sizeof *CACHE_TYPES };
 
-/* The first broken invariant of plan P for layout L, or NULL. */
-static const char *broken(const qgen_layout *L, const qgen_plan *P, int tuned) {
+/* The first broken invariant of plan P for layout L on architecture A, or NULL. */
+static const char *broken(const qgen_layout *L, const qgen_arch *A, const qgen_plan *P, int tuned) {
   const int D = L->head_dim;
   if (P->mt != (L->group + 15) / 16 || P->warps_m != P->mt) return "m-tiles";
   if (P->warps_t < 1 || P->stages % P->warps_t != 0 || P->stages < 2 * P->warps_t) return "ring: stages a multiple of the groups, >= 2 each";
@@ -53,7 +59,11 @@ static const char *broken(const qgen_layout *L, const qgen_plan *P, int tuned) {
   const int quant = qgen_type_traits_of(types[0])->is_quant || qgen_type_traits_of(types[1])->is_quant;
   const int want = (quant ? 4 : 3) / P->mt > 0 ? (quant ? 4 : 3) / P->mt : 1;
   if (!tuned && P->warps_t > want) return "token groups: at most 3 (4 when a side is quantized) per m-tile count";
-  if (!tuned && P->warps_t < want && 106 * 1024 / ((tiles[0] + tiles[1]) * want) >= 2) return "token groups: fewer only when the budget is short";
+  const int nq0 = qgen_type_traits_of(L->k_type)->bf16_mma ? 2 : 1, q0 = nq0 * P->mt * 16 * P->q_srow;
+  const int room = A->smem_block - 512 - q0 - 128, budget = room < 106 * 1024 ? room : 106 * 1024;
+  if (!tuned && P->warps_t < want && budget / ((tiles[0] + tiles[1]) * want) >= 2) return "token groups: fewer only when the budget is short";
+  if (!tuned && P->stages / P->warps_t > 2 && P->stages * (tiles[0] + tiles[1]) > budget)
+    return "ring: more than 2 stages a group only within the budget (106 KiB, or what the arch's CTA limit leaves)";
   for (int i = 0; i < 2; i++) {
     const int row = sides[i][0], srow = sides[i][1], pc = pieces[i];
     if (srow != row) return "rows unpadded";
@@ -69,12 +79,17 @@ static const char *broken(const qgen_layout *L, const qgen_plan *P, int tuned) {
   const int comb = L->group * QGEN_MAX_SPLITS * 4;
   const int area = ring > red ? (ring > comb ? ring : comb) : (red > comb ? red : comb);
   if (P->attend_smem != q + area + 128) return "shared memory = q + max(ring, merge, weights) + 128 (to align the ring)";
-  if (!tuned && P->attend_smem > 227 * 1024) return "shared memory over 227 KiB"; /* tuned: qgen_open refuses by the device's limit */
+  if (!tuned && P->attend_smem + 512 > A->smem_block) return "attend: shared memory over the arch's CTA limit"; /* tuned: refused at build */
   const int est_nt = (L->group + 7) / 8, est_nq = L->in_type == QGEN_TYPE_F16 ? 1 : 2;
   if (P->est_smem != est_nq * est_nt * 8 * P->est_qrow || P->est_qrow < 4 * D) return "estimate: staged Qsplit = n-tiles x 8 rows (x 2 with a residue)";
-  if (P->est_smem > 163 * 1024) return "estimate: shared memory over 163 KiB (the A100's per-block limit)";
-  if (P->est_min_ctas < 2 || P->est_min_ctas > 4 || (est_nt == 1 && P->est_min_ctas != (D <= 128 ? 4 : 3)))
-    return "estimate: 2..4 CTAs an SM, 4 (3 above head_dim 128) for groups of up to 8";
+  if (P->est_smem + 512 > A->smem_block) return "estimate: shared memory over the arch's CTA limit";
+  const int est_want = (est_nt == 1 ? (D <= 128 ? 4 : 3) : D <= 128 && est_nq * est_nt <= 4 ? 4 : 2) - (A->sm / 10 == 12 && est_nt == 1);
+  if (P->est_min_ctas < 2 || P->est_min_ctas > 4 || (est_nt == 1 && P->est_min_ctas != est_want))
+    return "estimate: 2..4 CTAs an SM, 4 (3 above head_dim 128) for groups of up to 8, one fewer on sm_12x";
+  if (4 * P->sel_smem_keys + 16384 > A->smem_block || P->sel_smem_keys > 24576 || P->sel_smem_keys % 256)
+    return "select: keys in shared memory within the arch's limit beside 16 KiB of static arrays, at most 24576, whole 256s";
+  if (L->rescore > 1 && (P->resc_smem + 512 > A->smem_block || P->resc_stages < 2 || P->resc_stages > 4))
+    return "rescore: 2..4 ring stages a warp, within the arch's CTA limit";
   const int swappable = qgen_type_traits_of(types[0])->is_quant && qgen_type_traits_of(types[1])->is_quant && L->group <= 8;
   if (!tuned && P->swap_ops != swappable) return "attend's swapped operands exactly where K and V are block-quantized and G <= 8";
   if (P->swap_ops && (!swappable || P->old_dequant)) return "swapped operands only where they apply, and never under olddq";
@@ -88,128 +103,192 @@ static const char *broken(const qgen_layout *L, const qgen_plan *P, int tuned) {
   const int pairable = P->swap_ops && D <= 128 && L->v_tau == 0 && ch + P->warps_t <= P->stages && kc && vc;
   if (P->pair && !pairable) return "pairs only with swapped operands of types with pair_ctas, head_dim <= 128, no sparse-V, chunk + groups <= stages";
   if (!tuned && P->pair != pairable) return "pairs by default wherever they apply";
-  if (!tuned && P->attend_min_ctas != (P->pair ? (kc < vc ? kc : vc) : 0))
-    return "attend's registers for the fewer of K's and V's pair_ctas under pairs, else left to ptxas";
+  const int fit = qgen_arch_occupancy(A, P->attend_threads, 0, P->attend_smem + 512), pc = kc < vc ? kc : vc;
+  if (!tuned && P->attend_min_ctas != (P->pair ? (fit >= 1 && fit <= 2 && fit < pc ? fit : pc) : 0))
+    return "attend's registers for the fewer of K's and V's pair_ctas (or the 1-2 CTAs the arch's shared memory holds) under pairs, "
+           "else left to ptxas";
   return NULL;
 }
 
-/* Every shape; returns the number of plans that broke an invariant (printing the first). */
-static int sweep(const qgen_tune *t, int *n_plans, int *max_smem) {
+/* Every shape on architecture A; returns the number of plans that broke an invariant
+   (printing the first). A shape the plan refuses for A must say which kernel, its bytes and
+   A's limit, and only an arch whose CTA may use less than sm_90's may refuse one. */
+static int sweep(const qgen_arch *A, const qgen_tune *t, int *n_plans, int *max_smem, int *n_refused) {
   static const int groups[] = {1, 2, 3, 4, 5, 7, 8, 12, 16, 17, 24, 32, 33, 48, 64};
   int bad = 0;
-  *n_plans = 0;
-  *max_smem = 0;
+  *n_plans = *max_smem = *n_refused = 0;
   for (int D = 32; D <= 256; D += 32)
     for (size_t gi = 0; gi < sizeof groups / sizeof *groups; gi++)
       for (int block = 32; block <= 256; block += 32)
         for (int k = 0; k < N_TYPES; k++)
           for (int v = 0; v < N_TYPES; v++) {
             const int G = groups[gi];
-            qgen_layout L; /* an f32 query on every other plan (estimate's residue) */
+            qgen_layout L; /* an f32 query on every other plan (estimate's residue); two-stage on every third */
             const qgen_type in = (k + v) % 2 ? QGEN_TYPE_F32 : QGEN_TYPE_F16;
             qgen_layout_init(&L, D, 2 * G, 2, block, CACHE_TYPES[k], CACHE_TYPES[v], in, QGEN_TYPE_F16, 1.0, 1);
+            if ((D / 32 + gi + k) % 3 == 0) qgen_layout_set_rescore(&L, 8);
             qgen_plan P;
-            qgen_plan_make(&L, t, &P);
+            char why[256] = "";
+            const int rc = qgen_plan_make(&L, A, t, &P, why, sizeof why);
             (*n_plans)++;
-            if (P.attend_smem > *max_smem) *max_smem = P.attend_smem;
-            const char *why = broken(&L, &P, t != NULL);
-            if (why && bad++ == 0)
-              printf("  first broken: D %d, group %d, block %d, k %s, v %s: %s (groups %d, stages %d, threads %d, smem %d)\n", D, G,
-                     block, qgen_type_traits_of(CACHE_TYPES[k])->name, qgen_type_traits_of(CACHE_TYPES[v])->name, why, P.warps_t,
-                     P.stages, P.attend_threads, P.attend_smem);
+            const char *bad_why = NULL;
+            if (rc != 0) {
+              (*n_refused)++;
+              char lim[32];
+              snprintf(lim, sizeof lim, "allows %d", A->smem_block);
+              if (!t && A->smem_block >= qgen_arch_of(90)->smem_block) bad_why = "refused on an arch of sm_90's limits";
+              else if (!strstr(why, "qg_") || !strstr(why, A->name) || !strstr(why, lim)) bad_why = "a refusal that does not name the kernel and the limit";
+            } else {
+              if (P.attend_smem > *max_smem) *max_smem = P.attend_smem;
+              bad_why = broken(&L, A, &P, t != NULL);
+            }
+            if (bad_why && bad++ == 0)
+              printf("  first broken on %s: D %d, group %d, block %d, k %s, v %s: %s (groups %d, stages %d, threads %d, smem %d; %s)\n",
+                     A->name, D, G, block, qgen_type_traits_of(CACHE_TYPES[k])->name, qgen_type_traits_of(CACHE_TYPES[v])->name, bad_why,
+                     P.warps_t, P.stages, P.attend_threads, P.attend_smem, why);
           }
   return bad;
 }
 
 int main(void) {
-  int n, smem, bad = sweep(NULL, &n, &smem);
-  check(bad == 0, "default plan: %d shapes x types, %d break an invariant (largest attend smem %d bytes)", n, bad, smem);
+  int n, smem, n_refused, bad;
+  for (int i = 0; qgen_arch_at(i); i++) {
+    const qgen_arch *A = qgen_arch_at(i);
+    bad = sweep(A, NULL, &n, &smem, &n_refused);
+    check(bad == 0, "default plan on %s: %d shapes x types, %d break an invariant, %d refused (largest attend smem %d bytes)", A->name,
+          n, bad, n_refused, smem);
+  }
+
+  /* the architectures' tables: every row's own numbers consistent, and the occupancy rule */
+  for (int i = 0; qgen_arch_at(i); i++) {
+    const qgen_arch *A = qgen_arch_at(i);
+    check(A->smem_block + A->smem_reserved <= A->smem_sm && A->regs_sm == 65536 && A->threads_sm % 32 == 0 &&
+              qgen_arch_of(A->sm) == A && qgen_arch_named(A->name) == A && (A->features & QGEN_ARCH_CP_ASYNC),
+          "%s (%s): a CTA's %d bytes and the reserved %d within the SM's %d; found by number and name", A->name, A->gpus,
+          A->smem_block, A->smem_reserved, A->smem_sm);
+  }
+  check(!qgen_arch_of(75) && !qgen_arch_named("sm_75") && !qgen_arch_at(-1), "sm_75 is not an architecture qgen builds for");
+  /* sm_90: a 1024-thread CTA of 32 registers a thread, no shared memory: two an SM; 128 threads at 128 registers: 4 */
+  check(qgen_arch_occupancy(qgen_arch_of(90), 1024, 32, 0) == 2 && qgen_arch_occupancy(qgen_arch_of(90), 128, 128, 4256) == 4 &&
+            qgen_arch_occupancy(qgen_arch_of(86), 128, 168, 78368) == 1 && qgen_arch_occupancy(qgen_arch_of(86), 128, 0, 102400) == 0,
+        "occupancy: threads, registers and shared memory bound the CTAs an SM");
+
+  /* the 99 KiB architectures: the f16 ring of qwen3-4b in 3 stages a group instead of 4, select's
+     keys what 99 KiB leaves beside its static arrays, the q4_0 pairs' registers for the 2 CTAs
+     their shared memory allows; sm_80 and sm_90 as tuned */
+  {
+    qgen_layout L;
+    qgen_plan P;
+    qgen_layout_init(&L, 128, 32, 8, 64, QGEN_TYPE_F16, QGEN_TYPE_F16, QGEN_TYPE_F16, QGEN_TYPE_F16, 0.088, 1);
+    const int rc = qgen_plan_make(&L, qgen_arch_of(86), NULL, &P, NULL, 0);
+    check(rc == 0 && P.warps_t == 3 && P.stages == 9 && P.attend_smem == 78208 && P.sel_smem_keys == 21248,
+          "qwen3-4b f16 on sm_86: 3 groups x 3 stages, attend 78208 bytes, select 21248 keys (got %d, %d, %d, %d)", P.warps_t, P.stages,
+          P.attend_smem, P.sel_smem_keys);
+    for (int sm = 80; sm <= 90; sm += 10) {
+      qgen_plan_make(&L, qgen_arch_of(sm), NULL, &P, NULL, 0);
+      check(P.stages == 12 && P.attend_smem == 102784 && P.sel_smem_keys == 24576, "qwen3-4b f16 on sm_%d: 12 stages, 102784 bytes, 24576 keys",
+            sm);
+    }
+    qgen_layout_init(&L, 128, 32, 8, 64, QGEN_TYPE_Q4_0, QGEN_TYPE_Q4_0, QGEN_TYPE_F16, QGEN_TYPE_F16, 0.088, 1);
+    qgen_plan_make(&L, qgen_arch_of(120), NULL, &P, NULL, 0);
+    check(P.pair == 1 && P.attend_min_ctas == 2 && P.est_min_ctas == 3, "qwen3-4b q4_0 on sm_120: pairs, registers for 2 CTAs; estimate 3 (got %d, %d, %d)",
+          P.pair, P.attend_min_ctas, P.est_min_ctas);
+    qgen_plan_make(&L, qgen_arch_of(90), NULL, &P, NULL, 0);
+    check(P.pair == 1 && P.attend_min_ctas == 4 && P.est_min_ctas == 4, "qwen3-4b q4_0 on sm_90: pairs, registers for 4 CTAs; estimate 4");
+    /* a shape no 99 KiB arch holds: estimate's staged queries of head_dim 256, group 64, an f32 query */
+    qgen_layout_init(&L, 256, 64, 1, 64, QGEN_TYPE_Q8_0, QGEN_TYPE_Q8_0, QGEN_TYPE_F32, QGEN_TYPE_F16, 0.0625, 1);
+    char why[256] = "";
+    check(qgen_plan_make(&L, qgen_arch_of(89), NULL, &P, why, sizeof why) == -1 && strstr(why, "qg_estimate") && strstr(why, "101376"),
+          "head_dim 256, group 64, f32 query on sm_89: refused: %s", why);
+    check(qgen_plan_make(&L, qgen_arch_of(90), NULL, &P, why, sizeof why) == 0, "... and accepted on sm_90");
+  }
 
   /* the default ring for the shape the benchmarks use: 3 groups x 4 stages, 128 threads */
   qgen_layout L;
   qgen_plan P;
   qgen_tune t;
   qgen_layout_init(&L, 128, 32, 8, 64, QGEN_TYPE_F16, QGEN_TYPE_F16, QGEN_TYPE_F16, QGEN_TYPE_F16, 0.088, 1);
-  qgen_plan_make(&L, NULL, &P);
+  qgen_plan_make(&L, H100, NULL, &P, NULL, 0);
   check(P.warps_t == 3 && P.stages == 12 && P.attend_threads == 128, "qwen3-4b f16: 3 groups x 4 stages, 128 threads (got %d, %d, %d)",
         P.warps_t, P.stages, P.attend_threads);
   /* fp8 K and V: 2 stages a group; fp8 on one side only keeps the budget's ring */
   qgen_layout_init(&L, 128, 32, 8, 64, QGEN_TYPE_E4M3, QGEN_TYPE_E4M3, QGEN_TYPE_F16, QGEN_TYPE_F16, 0.088, 1);
-  qgen_plan_make(&L, NULL, &P);
+  qgen_plan_make(&L, H100, NULL, &P, NULL, 0);
   check(P.warps_t == 3 && P.stages == 6, "qwen3-4b e4m3: 3 groups x 2 stages (got %d, %d)", P.warps_t, P.stages);
   qgen_layout_init(&L, 128, 32, 8, 64, QGEN_TYPE_E5M2, QGEN_TYPE_F16, QGEN_TYPE_F16, QGEN_TYPE_F16, 0.088, 1);
-  qgen_plan_make(&L, NULL, &P);
+  qgen_plan_make(&L, H100, NULL, &P, NULL, 0);
   check(P.stages / P.warps_t == 4, "e5m2 K, f16 V: 4 stages a group (got %d / %d)", P.stages, P.warps_t);
   qgen_layout_init(&L, 128, 32, 8, 64, QGEN_TYPE_F16, QGEN_TYPE_F16, QGEN_TYPE_F16, QGEN_TYPE_F16, 0.088, 1);
 
   char err[256];
   int rc = qgen_tune_parse("groups=2,stages=3", &t, err, sizeof err);
-  qgen_plan_make(&L, &t, &P);
+  qgen_plan_make(&L, H100, &t, &P, NULL, 0);
   check(rc == 1 && P.warps_t == 2 && P.stages == 6 && P.attend_threads == 96,
         "QGEN_TUNE=groups=2,stages=3: 2 groups, a ring of 6, 96 threads (got %d, %d, %d)", P.warps_t, P.stages, P.attend_threads);
 
   qgen_tune_parse("groups=16,stages=8", &t, err, sizeof err);
-  bad = sweep(&t, &n, &smem);
-  check(bad == 0, "QGEN_TUNE=groups=16,stages=8: %d shapes, %d break an invariant (at most 1024 threads: fewer groups)", n, bad);
+  bad = sweep(H100, &t, &n, &smem, &n_refused);
+  check(bad == 0, "QGEN_TUNE=groups=16,stages=8: %d shapes, %d break an invariant (at most 1024 threads: fewer groups), %d refused "
+        "as too large for sm_90", n, bad, n_refused);
   qgen_layout_init(&L, 64, 128, 2, 64, QGEN_TYPE_Q4_0, QGEN_TYPE_Q4_0, QGEN_TYPE_F16, QGEN_TYPE_F16, 0.125, 1);
-  qgen_plan_make(&L, &t, &P);
+  qgen_plan_make(&L, H100, &t, &P, NULL, 0);
   check(P.mt == 4 && P.warps_t == 7 && P.attend_threads == 32 * 29, "group 64: 16 groups asked, 7 given (%d threads)", P.attend_threads);
 
   rc = qgen_tune_parse("bulk=0,pdl=0", &t, err, sizeof err);
-  qgen_plan_make(&L, &t, &P);
+  qgen_plan_make(&L, H100, &t, &P, NULL, 0);
   check(rc == 0 && P.bulk == 0 && P.pdl == 0, "QGEN_TUNE=bulk=0,pdl=0: launch-time keys, kernels unchanged");
   rc = qgen_tune_parse(NULL, &t, err, sizeof err);
-  qgen_plan_make(&L, &t, &P);
+  qgen_plan_make(&L, H100, &t, &P, NULL, 0);
   check(rc == 0 && P.bulk == 1 && P.pdl == 1, "default: bulk copies and PDL on (got bulk %d, pdl %d)", P.bulk, P.pdl);
   qgen_layout_init(&L, 128, 32, 8, 64, QGEN_TYPE_Q8_0, QGEN_TYPE_Q8_0, QGEN_TYPE_F16, QGEN_TYPE_F16, 0.088, 1);
-  qgen_plan_make(&L, NULL, &P);
+  qgen_plan_make(&L, H100, NULL, &P, NULL, 0);
   check(P.warps_t == 4 && P.stages == 16 && P.attend_threads == 160, "qwen3-4b q8_0: 4 groups x 4 stages, 160 threads (got %d, %d, %d)",
         P.warps_t, P.stages, P.attend_threads);
   check(P.swap_ops == 1 && P.old_dequant == 0, "qwen3-4b q8_0: swapped operands, on oct/tpair (got swap %d, olddq %d)", P.swap_ops,
         P.old_dequant);
   rc = qgen_tune_parse("swap=0", &t, err, sizeof err);
-  qgen_plan_make(&L, &t, &P);
+  qgen_plan_make(&L, H100, &t, &P, NULL, 0);
   check(rc == 1 && P.swap_ops == 0 && P.old_dequant == 1, "QGEN_TUNE=swap=0: q8_0 back to per-element operands (got rc %d, swap %d, olddq %d)",
         rc, P.swap_ops, P.old_dequant);
   rc = qgen_tune_parse("olddq=1,swap=1", &t, err, sizeof err);
-  qgen_plan_make(&L, &t, &P);
+  qgen_plan_make(&L, H100, &t, &P, NULL, 0);
   check(rc == 1 && P.swap_ops == 0 && P.old_dequant == 1, "QGEN_TUNE=olddq=1,swap=1: olddq wins (got swap %d, olddq %d)", P.swap_ops,
         P.old_dequant);
 
   check(P.sel_regs == 4 && P.sel_threads == 1024, "default select: 1024 threads, short lists of up to 4 keys a thread (got %d, %d)",
         P.sel_threads, P.sel_regs);
   rc = qgen_tune_parse("selreg=0", &t, err, sizeof err);
-  qgen_plan_make(&L, &t, &P);
+  qgen_plan_make(&L, H100, &t, &P, NULL, 0);
   check(rc == 1 && P.sel_regs == 0, "QGEN_TUNE=selreg=0: short path off, a kernel-shaping key (got %d)", P.sel_regs);
 
   rc = qgen_tune_parse("chunk=3,ctas=4", &t, err, sizeof err);
-  qgen_plan_make(&L, &t, &P);
+  qgen_plan_make(&L, H100, &t, &P, NULL, 0);
   check(rc == 1 && P.chunk == 2 && P.attend_min_ctas == 4, "QGEN_TUNE=chunk=3,ctas=4: 3 does not divide 64-token pages, 2 given; 4 CTAs (got %d, %d)",
         P.chunk, P.attend_min_ctas);
-  qgen_plan_make(&L, NULL, &P);
+  qgen_plan_make(&L, H100, NULL, &P, NULL, 0);
   check(P.chunk == 4 && P.pair == 1 && P.attend_min_ctas == 4, "qwen3-4b q8_0: chunks of 4 sub-tiles, pairs, registers for 4 CTAs (got %d, %d, %d)",
         P.chunk, P.pair, P.attend_min_ctas);
   rc = qgen_tune_parse("pair=0", &t, err, sizeof err);
-  qgen_plan_make(&L, &t, &P);
+  qgen_plan_make(&L, H100, &t, &P, NULL, 0);
   check(rc == 1 && P.pair == 0 && P.attend_min_ctas == 0, "QGEN_TUNE=pair=0: one sub-tile a step, registers left to ptxas (got %d, %d)", P.pair,
         P.attend_min_ctas);
   rc = qgen_tune_parse("pair=1,ctas=3", &t, err, sizeof err);
-  qgen_plan_make(&L, &t, &P);
+  qgen_plan_make(&L, H100, &t, &P, NULL, 0);
   check(rc == 1 && P.pair == 1 && P.attend_min_ctas == 3, "QGEN_TUNE=pair=1,ctas=3: ctas wins over the pairs' 4 (got %d, %d)", P.pair,
         P.attend_min_ctas);
   rc = qgen_tune_parse("pair=1,swap=0", &t, err, sizeof err);
-  qgen_plan_make(&L, &t, &P);
+  qgen_plan_make(&L, H100, &t, &P, NULL, 0);
   check(rc == 1 && P.pair == 0, "QGEN_TUNE=pair=1,swap=0: no pairs without the swapped operands (got %d)", P.pair);
   L.v_tau = 0.01;
-  qgen_plan_make(&L, NULL, &P);
-  check(P.pair == 0 && P.attend_min_ctas == 0 && !broken(&L, &P, 0), "q8_0 with sparse-V: no pairs (got %d, %d)", P.pair,
+  qgen_plan_make(&L, H100, NULL, &P, NULL, 0);
+  check(P.pair == 0 && P.attend_min_ctas == 0 && !broken(&L, H100, &P, 0), "q8_0 with sparse-V: no pairs (got %d, %d)", P.pair,
         P.attend_min_ctas);
   L.v_tau = 0;
   qgen_layout_init(&L, 128, 32, 8, 64, QGEN_TYPE_Q5_0, QGEN_TYPE_Q5_0, QGEN_TYPE_F16, QGEN_TYPE_F16, 0.088, 1);
-  qgen_plan_make(&L, NULL, &P);
+  qgen_plan_make(&L, H100, NULL, &P, NULL, 0);
   check(P.pair == 1 && P.attend_min_ctas == 3, "qwen3-4b q5_0: pairs, registers for 3 CTAs (got %d, %d)", P.pair, P.attend_min_ctas);
   qgen_layout_init(&L, 128, 32, 8, 64, QGEN_TYPE_Q8_0, QGEN_TYPE_Q5_0, QGEN_TYPE_F16, QGEN_TYPE_F16, 0.088, 1);
-  qgen_plan_make(&L, NULL, &P);
+  qgen_plan_make(&L, H100, NULL, &P, NULL, 0);
   check(P.pair == 1 && P.attend_min_ctas == 3, "q8_0 K, q5_0 V: pairs, registers for the fewer CTAs, 3 (got %d, %d)", P.pair,
         P.attend_min_ctas);
 
@@ -224,7 +303,7 @@ int main(void) {
   check(qgen_tune_parse("selreg=17", &t, err, sizeof err) == -1 && strstr(err, "at most 16384"),
         "QGEN_TUNE=selreg=17 is refused with sel=1024: %s", err);
   rc = qgen_tune_parse("sel=512,selreg=32", &t, err, sizeof err);
-  qgen_plan_make(&L, &t, &P);
+  qgen_plan_make(&L, H100, &t, &P, NULL, 0);
   check(rc == 1 && P.sel_regs == 32 && P.sel_threads == 512, "QGEN_TUNE=sel=512,selreg=32 reaches the plan");
   printf("%d passed, %d failed\n", passed, failed);
   return failed ? 1 : 0;

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # test_spec_grid.sh — every spec of the shape grid compiles for sm_80 and sm_90 without
-# spills: head_dim 32..256 (step 32) x group {1,2,3,4,5,7,8,16,32,64} x in_type
+# spills, and on the architectures of 99 KiB a CTA (sm_86, sm_89, sm_120) either fits, planned
+# for their limits (every other sampled variant compiled for sm_86 and sm_120, without
+# spills), or is refused naming the kernel and the limit: head_dim 32..256 (step 32) x group {1,2,3,4,5,7,8,16,32,64} x in_type
 # {f16,f32,bf16} x K/V type {f16,bf16,q8_0,q4_0,q5_0,e4m3,e5m2} (fp8: head_dim a multiple of
 # 64, as the validator asks), sparse (so all six kernels are built),
 # with f16 page bounds and, in the corner and every other sampled one, 8-bit bounds
@@ -43,6 +45,25 @@ awk '{ print $0, "f16" } /^256 64 / { print $0, "i8" }' "$tmp/combos" | awk '!/^
 mv "$tmp/combos.b" "$tmp/combos"
 echo "$(wc -l <"$tmp/combos") combinations"
 
+# check_report OUT N ARCHS K: emit's report OUT holds N variants, each with K kernel lines on
+# the archs matching ARCHS (a regex such as "80|90"), estimate, select, view and extend with
+# spill 0/0 and stack 0 (a spill in append or attend is a note).
+check_report() {
+  awk -v want="$2" -v archs="$3" -v per="$4" '
+    /^d[0-9]+-g[0-9]+-[a-z0-9_-]+ \(/ { v = $1; n++ }
+    $0 ~ "^  sm_(" archs ") +qg_[a-z]+ +regs" {
+      k[v]++
+      if ($6 == "0/0" && $8 == 0) next
+      if ($2 == "qg_estimate" || $2 == "qg_select" || $2 == "qg_view" || $2 == "qg_extend") { printf "FAIL %s %s %s: regs %s spill %s stack %s\n", v, $1, $2, $4, $6, $8; bad++ }
+      else printf "note %s %s %s: regs %s spill %s stack %s\n", v, $1, $2, $4, $6, $8
+    }
+    END {
+      for (x in k) if (k[x] != per) { printf "FAIL %s: %d kernel lines, want %d\n", x, k[x], per; bad++ }
+      if (n != want) { printf "FAIL %d variants reported, want %d\n", n, want; bad++ }
+      exit bad > 0
+    }' "$1"
+}
+
 # Spec files of at most 32 variants (QGEN_MAX_VARIANTS), named d<D>-g<G>-<in>-<kv>-<bounds>.
 split -l 32 "$tmp/combos" "$tmp/part."
 for part in "$tmp"/part.*; do
@@ -54,23 +75,39 @@ for part in "$tmp"/part.*; do
     done <"$part"
     echo "}"
   } >"$spec"
+  # the plans on every listed arch, nothing compiled: a variant may be refused only on an
+  # arch of 99 KiB a CTA, naming the kernel and the limit
+  "$QGEN" emit --spec "$spec" --plan --arch sm_80,sm_86,sm_89,sm_90,sm_120 >"$part.plan" 2>&1
+  ok $? "emit --plan of $(wc -l <"$part") variants on sm_80, sm_86, sm_89, sm_90, sm_120"
+  awk '/^d[0-9]+-g[0-9]+-[a-z0-9_-]+ \(/ { v = $1 }
+    /does not fit/ {
+      if ($1 !~ /^sm_(86|89|120)$/ || $0 !~ /qg_[a-z]+ needs [0-9]+ bytes/ || $0 !~ /allows 101376/) { print "FAIL " v ": " $0; bad++ }
+      else refused[v] = refused[v] " " $1
+    }
+    END { for (x in refused) print "refused " x refused[x] > "/dev/stderr"; exit bad > 0 }' "$part.plan" 2>"$part.refused"
+  ok $? "refusals only on the 99 KiB archs, each naming the kernel and the limit ($(wc -l <"$part.refused") variants refused there)"
   "$QGEN" emit --spec "$spec" >"$part.out" 2>&1
   ok $? "emit $(wc -l <"$part") variants ($(head -n 1 "$part" | tr ' ' /) .. $(tail -n 1 "$part" | tr ' ' /))"
   # every variant: 2 archs x 6 kernels, each spill 0/0 and stack 0
-  awk -v want="$(wc -l <"$part")" '
-    /^d[0-9]+-g[0-9]+-[a-z0-9_-]+ \(/ { v = $1; n++ }
-    /^  sm_(80|90)  qg_[a-z]+ +regs/ {
-      k[v]++
-      if ($6 == "0/0" && $8 == 0) next
-      if ($2 == "qg_estimate" || $2 == "qg_select" || $2 == "qg_view" || $2 == "qg_extend") { printf "FAIL %s %s %s: regs %s spill %s stack %s\n", v, $1, $2, $4, $6, $8; bad++ }
-      else printf "note %s %s %s: regs %s spill %s stack %s\n", v, $1, $2, $4, $6, $8
-    }
-    END {
-      for (x in k) if (k[x] != 12) { printf "FAIL %s: %d kernel lines, want 12\n", x, k[x]; bad++ }
-      if (n != want) { printf "FAIL %d variants reported, want %d\n", n, want; bad++ }
-      exit bad > 0
-    }' "$part.out"
+  check_report "$part.out" "$(wc -l <"$part")" "80|90" 12
   ok $? "no spills, no stack in $(wc -l <"$part") variants x sm_80, sm_90"
   [ "$fail" = 0 ] || tail -n 40 "$part.out"
+  # the variants that fit 99 KiB a CTA (every other one, to bound the compile time) on
+  # sm_86 (sm_89 has its limits and plan) and sm_120 (its own ptxas)
+  awk '{ print $2 }' "$part.refused" | sed 's/^/^  spec{ name = "/; s/$/"/' >"$part.skip"
+  awk 'NR % 2 == 1' "$part" | while read -r d g i k b; do echo "d$d-g$g-$i-$k-$b"; done >"$part.small"
+  {
+    echo "return {"
+    grep -F -f <(sed 's/^/name = "/; s/$/"/' "$part.small") "$spec" | grep -v -f "$part.skip"
+    echo "}"
+  } >"$part.99.lua"
+  n99=$(grep -c "spec{" "$part.99.lua")
+  if [ "$n99" -gt 0 ]; then
+    "$QGEN" emit --spec "$part.99.lua" --arch sm_86,sm_120 >"$part.99.out" 2>&1
+    ok $? "emit $n99 variants that fit 99 KiB for sm_86, sm_120"
+    check_report "$part.99.out" "$n99" "86|120" 12
+    ok $? "no spills, no stack in $n99 variants x sm_86, sm_120"
+    [ "$fail" = 0 ] || tail -n 40 "$part.99.out"
+  fi
 done
 finish

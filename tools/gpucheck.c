@@ -1243,8 +1243,10 @@ static int check_variant(const char *path, const char *variant, const qgen_check
   qgen_info info;
   qgen_get_info(gc, &info);
   const qgen_layout *L = qgen_ext_layout(gc);
-  printf("%s on %s (sm_%d, %d SMs)%s: k %s, v %s, in %s, out %s, D %d, heads %d/%d, block %d, %s\n", info.name,
-         info.device_name, info.arch, info.sm_count, info.from_ptx ? " from PTX" : "", info.k_type, info.v_type,
+  char planned[64] = ""; /* the kernels planned for another arch's limits: an older bundle arch, or QGEN_EMULATE */
+  if (info.plan_arch && info.plan_arch != info.arch) snprintf(planned, sizeof planned, ", planned for sm_%d", info.plan_arch);
+  printf("%s on %s (sm_%d, %d SMs%s)%s: k %s, v %s, in %s, out %s, D %d, heads %d/%d, block %d, %s\n", info.name,
+         info.device_name, info.arch, info.sm_count, planned, info.from_ptx ? " from PTX" : "", info.k_type, info.v_type,
          info.in_type, info.out_type, info.head_dim, info.n_head, info.n_head_kv, info.block,
          !info.sparse ? "dense" : L->bounds_i8 ? "sparse, 8-bit bounds" : "sparse, f16 bounds");
   if (qgen_type_traits_of(L->k_type)->tensor_scale || qgen_type_traits_of(L->v_type)->tensor_scale)

@@ -73,15 +73,20 @@ static const char USAGE[] =
     "exit codes: 0 ok, 1 bad spec or arguments, 2 internal or toolchain error, 77 no GPU\n";
 
 static const char EMIT_SYNOPSIS[] =
-    "usage: qgen emit --spec FILE [-o DIR] [--arch LIST] [--variant NAME] [--print]\n"
+    "usage: qgen emit --spec FILE [-o DIR] [--arch LIST] [--variant NAME] [--print | --plan]\n"
     "\n"
-    "Loads the Lua spec FILE, emits one CUDA translation unit per variant, compiles it with\n"
-    "NVRTC to a cubin for every architecture (and keeps the PTX for forward compatibility),\n"
-    "and stores the result in the kernel cache. Prints, per arch, the module's cubin size,\n"
-    "compile time and cache hit/miss, then one line per kernel: registers, spill\n"
-    "stores/loads, stack, static shared memory and the dynamic shared memory it launches\n"
-    "with (select's grows with the pages of a sequence: its largest). With --print the unit\n"
-    "alone goes to stdout and this report to stderr. Refuses a bundle (see qgen info).\n"
+    "Loads the Lua spec FILE, emits one CUDA translation unit per variant and architecture\n"
+    "(each planned for that architecture's shared memory: the 99 KiB of sm_86/89/120 take\n"
+    "fewer ring stages than the 227 KiB of sm_90), compiles it with NVRTC to a cubin (and\n"
+    "keeps the PTX for forward compatibility), and stores the result in the kernel cache.\n"
+    "Prints, per arch, the module's cubin size, compile time and cache hit/miss, then one\n"
+    "line per kernel: registers, spill stores/loads, stack, static shared memory and the\n"
+    "dynamic shared memory it launches with (select's grows with the pages of a sequence:\n"
+    "its largest). A variant that cannot fit an architecture is refused before anything is\n"
+    "compiled, naming the kernel, its bytes and the limit. With --print the unit alone goes\n"
+    "to stdout and this report to stderr. With --plan nothing is compiled: each variant's\n"
+    "launch plan per arch, or why it does not fit (exit 0 either way). Refuses a bundle\n"
+    "(see qgen info).\n"
     "\n";
 
 static const char BUNDLE_SYNOPSIS[] =
@@ -160,18 +165,15 @@ static int write_file(const char *dir, const char *name, const void *data, size_
   return 0;
 }
 
-/* The dynamic shared memory kernel `name` of variant s launches with (runtime/gpu.c):
-   attend's ring, select's key buffer at its largest, estimate's staged query, none for append. */
-static int dynamic_smem(const qgen_spec *s, const char *name) {
+/* The dynamic shared memory kernel `name` of variant s launches with on sm_<arch>
+   (runtime/gpu.c): attend's ring, select's key buffer at its largest, estimate's staged
+   query, none for append. */
+static int dynamic_smem(const qgen_spec *s, int arch, const char *name) {
   qgen_layout L;
   qgen_plan P;
   qgen_spec_layout(s, &L);
-  qgen_plan_make(&L, &tune, &P);
-  return strcmp(name, "qg_attend") == 0     ? P.attend_smem
-         : strcmp(name, "qg_select") == 0   ? 4 * P.sel_smem_keys
-         : strcmp(name, "qg_estimate") == 0 ? P.est_smem
-         : strcmp(name, "qg_rescore") == 0  ? P.resc_smem
-                                            : 0;
+  qgen_plan_make(&L, qgen_arch_of(arch), &tune, &P, NULL, 0);
+  return qgen_plan_dynamic_smem(&P, name);
 }
 
 static void print_layout(FILE *f, const qgen_spec *s, const char *path) {
@@ -200,14 +202,25 @@ static void print_layout(FILE *f, const qgen_spec *s, const char *path) {
   fprintf(f, "; 1M tokens: %.2f GiB\n", ((double)(kt + vt) + extra) * (1 << 20) / (1u << 30));
 }
 
-/* Every arch in use[0..n) must be sm_80+ and known to NVRTC (known[0..n_known)). */
-static int check_archs(const char *spec, const int *use, int n, const int *known, int n_known) {
+/* Every arch in use[0..n) must be one qgen builds for (base/arch.h), known to NVRTC
+   (known[0..n_known)), and (s not NULL) hold variant s's kernels (the spec validator checks
+   the spec's own archs; --arch may name others). */
+static int check_archs(const char *spec, const qgen_spec *s, const int *use, int n, const int *known, int n_known) {
   for (int i = 0; i < n; i++) {
-    int ok = use[i] >= 80;
+    int ok = qgen_arch_of(use[i]) != NULL;
     for (int k = 0; ok && k < n_known; k++) ok = known[k] == use[i] ? 2 : ok;
     if (ok != 2)
       return die(EXIT_USER, "%s: arch sm_%d is not supported (%s)", spec, use[i],
-                 use[i] < 80 ? "qgen kernels need sm_80 or newer" : "this NVRTC cannot target it");
+                 use[i] < 80 ? "qgen kernels need sm_80 or newer"
+                 : !qgen_arch_of(use[i]) ? "not an architecture qgen builds for"
+                                         : "this NVRTC cannot target it");
+    qgen_layout L;
+    qgen_plan P;
+    char why[256];
+    if (!s) continue;
+    qgen_spec_layout(s, &L);
+    if (qgen_plan_make(&L, qgen_arch_of(use[i]), &tune, &P, why, sizeof why) != 0)
+      return die(EXIT_USER, "%s: variant '%s' does not fit sm_%d: %s", spec, s->name, use[i], why);
   }
   return 0;
 }
@@ -232,8 +245,9 @@ typedef struct {
 } build_job;
 
 /* Load spec for `cmd` (emit, bundle) into j, with --arch (NULL: the spec's) and --variant
-   checked; 0, or the exit code after a message. */
-static int load_for_build(const char *cmd, const char *spec, const char *variant, const char *arch_list,
+   checked (and, unless plan_only, that each selected variant fits each arch); 0, or the
+   exit code after a message. */
+static int load_for_build(const char *cmd, const char *spec, const char *variant, const char *arch_list, int plan_only,
                           build_job *j) {
   j->n_archs = 0;
   if (arch_list && (j->n_archs = parse_archs(cmd, arch_list, j->archs, QGEN_MAX_ARCHS)) < 0) return -j->n_archs;
@@ -255,15 +269,44 @@ static int load_for_build(const char *cmd, const char *spec, const char *variant
     const qgen_spec *s = &set->v[v];
     int rc;
     if ((!variant || strcmp(s->name, variant) == 0) &&
-        (rc = check_archs(spec, n_archs ? archs : s->archs, n_archs ? n_archs : s->n_archs, known, n_known)) != 0)
+        (rc = check_archs(spec, plan_only ? NULL : s, n_archs ? archs : s->archs, n_archs ? n_archs : s->n_archs, known, n_known)) != 0)
       return rc;
+  }
+  return 0;
+}
+
+/* emit --plan: per selected variant and arch, the plan's shape and every kernel's dynamic
+   shared memory, or why the variant does not fit that arch. */
+static int print_plans(const qgen_spec_set *set, const char *spec, const char *variant, const int *archs, int n_archs) {
+  for (int v = 0; v < set->n; v++) {
+    const qgen_spec *s = &set->v[v];
+    const int *use;
+    const int nu = variant_archs(s, variant, archs, n_archs, &use);
+    if (!nu) continue;
+    print_layout(stdout, s, spec);
+    qgen_layout L;
+    qgen_spec_layout(s, &L);
+    for (int i = 0; i < nu; i++) {
+      const qgen_arch *A = qgen_arch_of(use[i]);
+      qgen_plan P;
+      char why[256];
+      if (qgen_plan_make(&L, A, &tune, &P, why, sizeof why) != 0) {
+        printf("  %-6s does not fit: %s\n", A->name, why);
+        continue;
+      }
+      printf("  %-6s attend %d token groups x %d stages, chunks of %d, %d threads, %d bytes; estimate %d bytes; "
+             "select %d keys in %d bytes", A->name, P.warps_t, P.stages / P.warps_t, P.chunk, P.attend_threads, P.attend_smem,
+             s->sparse ? P.est_smem : 0, s->sparse ? P.sel_smem_keys : 0, s->sparse ? 4 * P.sel_smem_keys : 0);
+      if (L.rescore > 1) printf("; rescore %d stages, %d bytes", P.resc_stages, P.resc_smem);
+      printf(" (%s allows %d a CTA)\n", A->name, A->smem_block);
+    }
   }
   return 0;
 }
 
 static int cmd_emit(int argc, char **argv) {
   const char *spec = NULL, *out = NULL, *variant = NULL, *arch_list = NULL;
-  int print = 0;
+  int print = 0, plan_only = 0;
   const qgen_opt opts[] = {
       SPEC_OPT(&spec),
       {.name = "--out", .alias = "-o", .arg = "DIR", .kind = QGEN_OPT_STR, .dst = &out,
@@ -272,15 +315,19 @@ static int cmd_emit(int argc, char **argv) {
       {.name = "--variant", .arg = "NAME", .kind = QGEN_OPT_STR, .dst = &variant,
        .help = "only this variant of a multi-variant spec"},
       {.name = "--print", .kind = QGEN_OPT_FLAG, .dst = &print, .help = "print the emitted source to stdout"},
+      {.name = "--plan", .kind = QGEN_OPT_FLAG, .dst = &plan_only,
+       .help = "print each variant's launch plan per arch (or why it does not fit); compile nothing"},
       HELP_OPT,
       {0}};
   const qgen_cmd cmd = {"emit", EMIT_SYNOPSIS, NULL, 19, opts};
   const int done = qgen_opts_parse(&cmd, argc, argv, NULL, 0, NULL);
   if (done >= 0) return done;
   if (!spec) return die(EXIT_USER, "emit: --spec FILE is required (see qgen emit --help)");
+  if (plan_only && (print || out)) return die(EXIT_USER, "emit: --plan compiles and writes nothing: give it without --print and -o");
   static build_job job;
-  int rc = load_for_build("emit", spec, variant, arch_list, &job);
+  int rc = load_for_build("emit", spec, variant, arch_list, plan_only, &job);
   if (rc != 0) return rc;
+  if (plan_only) return print_plans(&job.set, spec, variant, job.archs, job.n_archs);
   const qgen_spec_set *set = &job.set;
   const int *archs = job.archs, n_archs = job.n_archs;
   char *err = job.err;
@@ -293,10 +340,11 @@ static int cmd_emit(int argc, char **argv) {
     const int nu = variant_archs(s, variant, archs, n_archs, &use);
     char uri[256], path[4400];
     qgen_spec_uri(s, uri, sizeof uri);
-    for (int i = -2; i < nu; i++) {
+    for (int i = -2; i < 2 * nu; i++) { /* the .cu, the .ptx, each arch's cubin and (if its plan differs) unit */
       if (i == -2) qgen_fmt(path, sizeof path, "%s/%s.cu", out, uri);
       else if (i == -1) qgen_fmt(path, sizeof path, "%s/%s.ptx", out, uri);
-      else qgen_fmt(path, sizeof path, "%s/%s_sm%d.cubin", out, uri, use[i]);
+      else if (i < nu) qgen_fmt(path, sizeof path, "%s/%s_sm%d.cubin", out, uri, use[i]);
+      else qgen_fmt(path, sizeof path, "%s/%s_sm%d.cu", out, uri, use[i - nu]);
       if (nu && qgen_write_check(path, err, sizeof job.err) != 0) return die(EXIT_USER, "%s", err);
     }
   }
@@ -309,24 +357,30 @@ static int cmd_emit(int argc, char **argv) {
     if (!nu) continue;
     print_layout(rep, s, spec);
     qgen_artifact arts[QGEN_MAX_ARCHS];
-    char *src = NULL;
+    char *srcs[QGEN_MAX_ARCHS] = {0};
     double t0 = qgen_now_ms();
-    if (qgen_build(s, &tune, use, nu, cache, arts, &src, err, sizeof job.err) != 0) {
+    if (qgen_build(s, &tune, use, nu, cache, arts, srcs, err, sizeof job.err) != 0) {
       rc = die(EXIT_INTERNAL, "%s", err);
       break;
     }
     char uri[256], name[320];
     qgen_spec_uri(s, uri, sizeof uri);
-    if (print) fputs(src, stdout);
+    if (print) fputs(srcs[0], stdout);
     if (out) {
       qgen_fmt(name, sizeof name, "%s.cu", uri);
-      rc = write_file(out, name, src, strlen(src));
+      rc = write_file(out, name, srcs[0], strlen(srcs[0]));
       qgen_fmt(name, sizeof name, "%s.ptx", uri);
       if (!rc) rc = write_file(out, name, arts[0].ptx, arts[0].ptx_size);
-      if (!rc) fprintf(rep, "  wrote %s/%s.cu and the .ptx\n", out, uri);
+      if (!rc) fprintf(rep, "  wrote %s/%s.cu and the .ptx (sm_%d)\n", out, uri, arts[0].arch);
     }
     for (int i = 0; i < nu; i++) {
       const qgen_artifact *a = &arts[i];
+      /* an arch of other limits has its own plan, so its own unit */
+      if (out && !rc && i > 0 && strcmp(srcs[i], srcs[0]) != 0) {
+        qgen_fmt(name, sizeof name, "%s_sm%d.cu", uri, a->arch);
+        rc = write_file(out, name, srcs[i], strlen(srcs[i]));
+        if (!rc) fprintf(rep, "  wrote %s/%s (sm_%d's plan differs)\n", out, name, a->arch);
+      }
       if (out && !rc) {
         qgen_fmt(name, sizeof name, "%s_sm%d.cubin", uri, a->arch);
         rc = write_file(out, name, a->cubin, a->cubin_size);
@@ -338,12 +392,12 @@ static int cmd_emit(int argc, char **argv) {
         const qgen_kernel_info *ki = &a->k[k];
         fprintf(rep, "  sm_%d  %-11s  regs %3d  spill %d/%d  stack %d  smem %d static + %d dynamic\n", a->arch,
                 ki->name, ki->regs, ki->spill_stores, ki->spill_loads, ki->stack, ki->smem_static,
-                dynamic_smem(s, ki->name));
+                dynamic_smem(s, a->arch, ki->name));
       }
       qgen_artifact_free(&arts[i]);
     }
     fprintf(rep, "  %d arch(s) in %.1f ms\n", nu, qgen_now_ms() - t0);
-    free(src);
+    for (int i = 0; i < nu; i++) free(srcs[i]);
   }
   qgen_cache_close(cache);
   return rc;
@@ -374,7 +428,7 @@ static int cmd_bundle(int argc, char **argv) {
   if (!spec) return die(EXIT_USER, "bundle: --spec FILE is required (see qgen bundle --help)");
   if (!out || !*out) return die(EXIT_USER, "bundle: -o OUT is required (see qgen bundle --help)");
   static build_job job;
-  int rc = load_for_build("bundle", spec, variant, arch_list, &job);
+  int rc = load_for_build("bundle", spec, variant, arch_list, 0, &job);
   if (rc != 0) return rc;
   const qgen_spec_set *set = &job.set;
   const int *archs = job.archs, n_archs = job.n_archs;
