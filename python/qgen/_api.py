@@ -3,16 +3,33 @@ keyword fields.
 
 Tensors are NumPy arrays (or CPU torch tensors) on the CPU backend and torch CUDA tensors
 on the GPU backend, C-contiguous, in the spec's in_type (q, k, v) and out_type (out): f32,
-f16, or bf16 (torch.bfloat16; NumPy has no bf16, so give its bits as uint16). Every
-argument that Python can check cheaply is checked before the C call, which checks the rest;
-a call that raises leaves the cache as it was.
+f16, or bf16 (torch.bfloat16; NumPy has no bf16, so give its bits as uint16). Nothing else
+is taken for a tensor: an object that only looks like an array (its own
+__array_interface__, a shape attribute) is refused, since qgen would read and write
+whatever address it named. Every argument that Python can check cheaply is checked before
+the C call, which checks the rest; a call that raises leaves the cache as it was. Integers
+are range-checked for the C type they are passed as (ctypes would silently wrap them), and
+strings with a NUL byte are refused (C would read only the part before it).
+
+Lifetime and threads: a Context and each Cache (or View) own a libqgen handle. The context
+owns its caches' handles too: closing the context (or collecting it) destroys every cache
+made from it first, in whichever order the collector finalises them, and a cache closed
+first takes itself off its context. The objects cannot be copied or pickled (two Python
+objects would close one handle twice). Calls on one cache are serialised by the cache's
+lock, since libqgen forbids concurrent calls on one qgen_kv; different caches run in
+parallel (ctypes releases the GIL during the call).
 """
 import ctypes
 import math
+import numbers
+import operator
+import os
 import re
-import weakref
+import sys
+import threading
 
-from ._lib import ATTEND_DENSE, ATTEND_REUSE, ATTEND_SPARSE, BACKENDS, CUDA, KV_ARRAYS, AttendOpts, Error, Info, OpenOpts, invalid, lib
+from ._lib import (ATTEND_DENSE, ATTEND_REUSE, ATTEND_SPARSE, BACKENDS, CUDA, KV_ARRAYS, NO_DRIVER, SPEC,
+                   AttendOpts, Info, OpenOpts, SpecNotFoundError, error, invalid, lib, wrong_type)
 
 # KV cache types may also be named by their torch dtype or vLLM's kv_cache_dtype spelling;
 # an fp8 cache's bytes are the codes a torch.float8_e4m3fn / float8_e5m2 tensor holds.
@@ -21,6 +38,7 @@ _KV_TYPE_NAMES = {"torch.float16": "f16", "torch.bfloat16": "bf16", "torch.float
                   "fp8_e4m3": "e4m3", "fp8_e5m2": "e5m2"}
 _NUMPY_DTYPES = {"f32": "float32", "f16": "float16", "bf16": "uint16"}
 _TORCH_DTYPES = {"f32": "float32", "f16": "float16", "bf16": "bfloat16"}
+_FLT_MAX = 3.4028234663852886e38
 
 
 def _torch():
@@ -30,8 +48,98 @@ def _torch():
 
 
 def _is_torch(x):
-    return type(x).__module__.startswith("torch") and hasattr(x, "data_ptr")
+    """Whether x is a torch tensor. Whoever made one has imported torch, so torch is
+    looked up, never imported, here; a class that only calls itself torch is not one."""
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(x, torch.Tensor)
 
+
+def _is_ndarray(x):
+    np = sys.modules.get("numpy")
+    return np is not None and isinstance(x, np.ndarray)
+
+
+# ---- integers, numbers and strings that cross into C -------------------------------------
+
+def _int(x, what):
+    if isinstance(x, bool) or not hasattr(x, "__index__"):
+        raise wrong_type(f"{what} = {x!r} is not an integer")
+    try:
+        return x.__index__()
+    except (TypeError, ValueError) as e:  # a tensor or array of more than one element
+        raise wrong_type(f"{what} = {x!r} is not an integer ({e})") from None
+
+
+def _fits(x, what, bits, low=None):
+    """An integer for a signed C field of the given bits: ctypes would wrap a value outside
+    its range (2^32 + 2 arrives as 2), so it is refused here. low narrows the range where a
+    smaller value means nothing (a device ordinal below 0)."""
+    n = _int(x, what)
+    lo, hi = -(2 ** (bits - 1)) if low is None else low, 2 ** (bits - 1) - 1
+    if not lo <= n <= hi:
+        raise invalid(f"{what} = {n} is out of range: it is passed to C as a {bits}-bit integer, "
+                      f"which holds {lo if low is not None else f'-2^{bits - 1}'} .. 2^{bits - 1} - 1")
+    return n
+
+
+def _addr(x, what):
+    """An address or handle for a 64-bit unsigned C field."""
+    n = _int(x, what)
+    if not 0 <= n < 2**64:
+        raise invalid(f"{what} = {n:#x} is not an address (0 .. 2^64 - 1)")
+    return n
+
+
+def _tokens(x, what, low):
+    """A token count for a long long field: ctypes would wrap a value past 2^63 silently."""
+    n = _int(x, what)
+    if not low <= n < 2**63:
+        raise invalid(f"{what} = {n} must be {'> 0' if low else '>= 0'} tokens and below 2^63")
+    return n
+
+
+def _real(x, what, c_float=False):
+    """A float for a C double (or float): an int too large for either is refused, not
+    turned into an infinity or an OverflowError."""
+    if isinstance(x, (str, bytes, bool)):
+        raise wrong_type(f"{what} = {x!r} is not a number")
+    try:
+        v = float(x)
+    except OverflowError:
+        raise invalid(f"{what} = {x!r} does not fit a C double") from None
+    except (TypeError, ValueError):
+        raise wrong_type(f"{what} = {x!r} is not a number") from None
+    if c_float and math.isfinite(v) and abs(v) > _FLT_MAX:
+        raise invalid(f"{what} = {v:g} does not fit a C float (at most {_FLT_MAX:g})")
+    return v
+
+
+def _cstr(x, what, path=False):
+    """x as bytes for a C string: a str or bytes (a path-like object too, for a path),
+    without a NUL byte, which would end the C string early ("small.lua\\0/etc/passwd"
+    would open small.lua)."""
+    if path:
+        try:
+            x = os.fspath(x)
+        except TypeError:
+            raise wrong_type(f"{what} must be a path (str, bytes or os.PathLike), got {type(x).__name__}") from None
+    if isinstance(x, str):
+        try:
+            b = os.fsencode(x) if path else x.encode()
+        except UnicodeError as e:
+            raise invalid(f"{what} cannot be encoded: {e}") from None
+    elif isinstance(x, bytes):
+        b = x
+    else:
+        raise wrong_type(f"{what} must be a string, got {type(x).__name__}")
+    nul = b.find(b"\0")
+    if nul >= 0:
+        raise invalid(f"{what} contains a NUL byte (at position {nul}); C would read only what comes before it: "
+                      f"{b[:nul].decode(errors='replace')!r}")
+    return b
+
+
+# ---- the spec from keyword fields ------------------------------------------------------
 
 def _lua(value, where):
     """Lua source for a Python value of a spec field."""
@@ -47,18 +155,25 @@ def _lua(value, where):
         return repr(value)
     if isinstance(value, str):  # printable ASCII as is, every other byte (UTF-8) as \ddd
         return '"' + "".join(chr(b) if 32 <= b < 127 and b not in (34, 92) else "\\%03d" % b
-                             for b in value.encode()) + '"'
+                             for b in value.encode(errors="surrogateescape")) + '"'
     if isinstance(value, dict):
         parts = []
         for k, v in value.items():
             if not isinstance(k, str):
-                raise invalid(f"{where}: key {k!r} is not a string")
+                raise wrong_type(f"{where}: key {k!r} is not a string")
             key = k if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", k) else "[" + _lua(k, where) + "]"
             parts.append(f"{key} = {_lua(v, f'{where}.{k}')}")
         return "{ " + ", ".join(parts) + " }"
     if isinstance(value, (list, tuple)):
         return "{ " + ", ".join(_lua(v, f"{where}[{i + 1}]") for i, v in enumerate(value)) + " }"
-    raise invalid(f"{where}: {type(value).__name__} {value!r} has no Lua spelling (use bool, int, float, str, dict, list)")
+    if hasattr(value, "__index__") and getattr(value, "shape", ()) == ():
+        try:  # a NumPy or torch integer scalar: its value
+            return str(operator.index(value))
+        except (TypeError, ValueError):
+            pass
+    if isinstance(value, numbers.Real) and getattr(value, "shape", ()) == ():
+        return _lua(float(value), where)  # a NumPy float scalar
+    raise wrong_type(f"{where}: {type(value).__name__} {value!r} has no Lua spelling (use bool, int, float, str, dict, list)")
 
 
 def kv_type(t):
@@ -67,45 +182,125 @@ def kv_type(t):
     return _KV_TYPE_NAMES.get(str(t), t)
 
 
+def _shape_name(fields):
+    """The name of a spec given as keywords without one, after its shape: d128-h32-kv8-f16
+    (head_dim, n_head, n_head_kv, k_type, and v_type when it differs). Only plain values
+    go into it, so that a bad field is reported as itself, never as a bad name."""
+    parts = []
+    for field, tag in (("head_dim", "d"), ("n_head", "h"), ("n_head_kv", "kv")):
+        v = fields.get(field)
+        if isinstance(v, float) and v.is_integer():
+            v = int(v)
+        elif hasattr(v, "__index__") and not isinstance(v, bool) and getattr(v, "shape", ()) == ():
+            v = operator.index(v)  # a NumPy integer
+        if isinstance(v, int) and not isinstance(v, bool) and 0 < v < 10**6:
+            parts.append(f"{tag}{v}")
+    k = kv_type(fields.get("k_type", "f16"))
+    v = kv_type(fields.get("v_type", k))
+    for t in (k,) if v == k else (k, v):
+        if isinstance(t, str) and re.fullmatch(r"[A-Za-z0-9_]{1,8}", t):
+            parts.append(t)
+    return "-".join(parts) if parts and parts[0][0] == "d" else "spec-" + "-".join(parts) if parts else "spec"
+
+
 def spec_text(**fields):
-    """The Lua spec `return spec{ ... }` of these fields (name defaults to "python"; k_type
-    and v_type may be spelt as kv_type() takes them)."""
-    fields.setdefault("name", "python")
+    """The Lua spec `return spec{ ... }` of these fields (name defaults to one after the
+    spec's shape, e.g. "d128-h32-kv8-f16"; k_type and v_type may be spelt as kv_type()
+    takes them)."""
     for f in ("k_type", "v_type"):
         if f in fields:
             fields[f] = kv_type(fields[f])
+    fields = {"name": _shape_name(fields), **fields}
     return "return spec" + _lua(fields, "spec") + "\n"
 
 
-def _int(x, what):
-    if isinstance(x, bool) or not hasattr(x, "__index__"):
-        raise invalid(f"{what} = {x!r} is not an integer")
-    return x.__index__()
+# ---- arrays and tensors ----------------------------------------------------------------
+
+class _Mem:
+    """What qgen is told about an array or tensor, read through NumPy's and torch's own
+    accessors (a subclass cannot change them): address, shape, byte strides, dtype name,
+    element size, device ("cpu" or "cuda"), device index, C-contiguity, writability."""
+
+    __slots__ = ("ptr", "shape", "strides", "dtype", "itemsize", "device", "index", "contiguous", "writable", "torch")
+
+    def extent(self):
+        """The bytes [lo, hi) the array spans (None when it has no elements)."""
+        if any(n == 0 for n in self.shape):
+            return None
+        lo = hi = self.ptr
+        for n, s in zip(self.shape, self.strides):
+            if s < 0:
+                lo += (n - 1) * s
+            else:
+                hi += (n - 1) * s
+        return lo, hi + self.itemsize
 
 
-def _tokens(x, what, low):
-    """A token count for a long long field: ctypes would wrap a value past 2^63 silently."""
-    n = _int(x, what)
-    if not low <= n < 2**63:
-        raise invalid(f"{what} = {n} must be {'> 0' if low else '>= 0'} tokens and below 2^63")
-    return n
+def _mem(x, fn, name):
+    """The _Mem of x, which must be a NumPy array or a torch tensor (a TypeError otherwise)."""
+    m = _Mem()
+    if _is_torch(x):
+        torch = sys.modules["torch"]
+        T = torch.Tensor
+        layout, dev = T.layout.__get__(x), T.device.__get__(x)
+        if layout is not torch.strided:
+            raise invalid(f"{fn}: {name} is a {layout} tensor; qgen takes dense (strided) tensors")
+        if dev.type not in ("cpu", "cuda"):
+            raise invalid(f"{fn}: {name} is on {dev}; qgen takes CUDA tensors (GPU backend) or host memory "
+                          "(CPU backend)")
+        try:
+            m.ptr = T.data_ptr(x)
+        except RuntimeError as e:  # a tensor without storage (fake, meta, functional)
+            raise invalid(f"{fn}: {name} has no memory qgen could use: {e}") from None
+        m.itemsize = T.element_size(x)
+        m.shape = tuple(T.size(x))
+        m.strides = tuple(s * m.itemsize for s in T.stride(x))
+        m.dtype = str(T.dtype.__get__(x)).replace("torch.", "")
+        m.device, m.index = dev.type, dev.index
+        m.contiguous, m.writable, m.torch = T.is_contiguous(x), True, True
+        return m
+    if _is_ndarray(x):
+        nd = sys.modules["numpy"].ndarray
+        flags, dt = nd.flags.__get__(x), nd.dtype.__get__(x)
+        m.ptr = nd.__array_interface__.__get__(x)["data"][0]
+        m.shape, m.strides = tuple(nd.shape.__get__(x)), tuple(nd.strides.__get__(x))
+        m.dtype, m.itemsize = str(dt), dt.itemsize
+        m.device, m.index = "cpu", None
+        m.contiguous, m.writable, m.torch = flags["C_CONTIGUOUS"], flags["WRITEABLE"], False
+        return m
+    raise wrong_type(f"{fn}: {name} must be a NumPy array or a torch tensor, got {type(x).__name__}")
+
+
+def _disjoint(fn, out, others):
+    """Refuse an output whose bytes overlap those of an input or of memory the step reads
+    (out = (name, _Mem), others = [(name, _Mem or extent)]): the step would read rows it has
+    already written (q = buf[:3], out = buf[1:4] gave wrong rows and no error)."""
+    o = out[1].extent()
+    if o is None:
+        return
+    for name, m in others:
+        e = m.extent() if isinstance(m, _Mem) else m
+        if e is not None and o[0] < e[1] and e[0] < o[1]:
+            raise invalid(f"{fn}: {out[0]} overlaps {name} (bytes {o[0]:#x}..{o[1]:#x} and {e[0]:#x}..{e[1]:#x}); "
+                          f"the step would read what it has already written: give {out[0]} its own memory")
 
 
 def _rows(x, fn, name, rows, dims):
     """The leading size of x, which must be a 3-d array or tensor [rows, *dims] (the rest of
     its checks are Cache._tensor's, once the row count is known)."""
-    if not hasattr(x, "shape"):
-        raise invalid(f"{fn}: {name} must be a NumPy array or a torch tensor, got {type(x).__name__}")
+    if not (_is_torch(x) or _is_ndarray(x)):
+        raise wrong_type(f"{fn}: {name} must be a NumPy array or a torch tensor, got {type(x).__name__}")
     if len(x.shape) != 3:
         raise invalid(f"{fn}: {name} must be [{rows}, {dims[0]}, {dims[1]}], got shape {list(x.shape)}")
     return x.shape[0]
 
 
-class _Handle:
-    """A libqgen object: closed by close(), at the end of a with block, or when collected."""
+# ---- objects that own a libqgen handle -------------------------------------------------
 
-    def _owner_alive(self):
-        return True
+class _Owner:
+    """A Python object owning a libqgen handle: closed by close(), at the end of a with
+    block, or when collected; never copied or pickled, since the copy would close the same
+    handle again (copy.copy(kv), then kv.close(), then the copy's append read freed memory)."""
 
     def __enter__(self):
         return self
@@ -113,110 +308,235 @@ class _Handle:
     def __exit__(self, *exc):
         self.close()
 
-    def __del__(self):
-        if getattr(self, "_ptr", None) and self._owner_alive():
-            self.close()
+    def _no_copy(self, how):
+        kind = type(self).__name__
+        return wrong_type(f"a qgen.{kind} cannot be {how}: it owns a libqgen handle, which the copy would close a "
+                          f"second time; make another {kind} instead")
+
+    def __copy__(self):
+        raise self._no_copy("copied")
+
+    def __deepcopy__(self, memo):
+        raise self._no_copy("copied")
+
+    def __reduce_ex__(self, protocol):
+        raise self._no_copy("pickled")
 
 
-class Context(_Handle):
+class _KvHandle:
+    """The qgen_kv of a Cache or View, shared by that object and its Context, so that
+    whichever is closed or collected first destroys it (a context and its cache in a
+    reference cycle are finalised in either order; the context used to close first, find
+    its weak references already cleared, and leak the cache). lock serialises the calls
+    on the qgen_kv; ctx is the context's pointer, valid while ptr is (the context destroys
+    every handle before it closes), for qgen_error."""
+
+    __slots__ = ("ptr", "ctx", "lock", "why", "kind")
+
+    def __init__(self, ptr, ctx, kind):
+        self.ptr, self.ctx, self.kind, self.why = ptr, ctx, kind, ""
+        self.lock = threading.Lock()
+
+    def live(self, fn):
+        """The pointer (the caller holds lock), or the error of a closed cache."""
+        if not self.ptr:
+            raise invalid(f"{fn}: the {self.kind} is closed{self.why}")
+        return self.ptr
+
+    def check(self, st):
+        """Raise the failure of the call just made on this thread (the caller holds lock)."""
+        if st != 0:
+            raise error(st, lib().qgen_error(self.ctx).decode(errors="replace"))
+
+    def destroy(self, why=""):
+        with self.lock:  # waits for a call in flight on another thread
+            if self.ptr:
+                lib().qgen_cache_destroy(self.ptr)
+                self.ptr, self.why = None, why
+
+
+class Context(_Owner):
     """An opened spec: a spec file or bundle path, Lua spec text (text=), or spec fields
-    as keywords (head_dim=128, n_head=32, n_head_kv=8, k_type="q4_0", sparse={...})."""
+    as keywords (head_dim=128, n_head=32, n_head_kv=8, k_type="q4_0", sparse={...}).
+
+    May be shared by threads: caches can be made and used from several threads at once.
+    close() (or collection) closes every cache and view made from it, first waiting for
+    calls in flight on them."""
 
     def __init__(self, spec=None, *, text=None, variant=None, backend="gpu", device=0, cache_dir=None, **fields):
         self._ptr = None
-        self._caches = weakref.WeakSet()
+        self._lock = threading.RLock()  # the set of handles, opening and closing
+        self._kvs = set()  # the _KvHandle of every open cache and view
+        self.info = {}
         given = [n for n, x in (("spec", spec), ("text", text), ("fields", fields or None)) if x is not None]
         if len(given) != 1:
             raise invalid("give exactly one of a spec path, text=, or spec fields as keywords"
                           + (f" (got {', '.join(given)})" if given else ""))
+        if not isinstance(backend, str):
+            raise wrong_type(f"backend = {backend!r} is not a string; allowed: 'gpu' or 'cpu'")
         if backend not in BACKENDS:
             raise invalid(f"backend = {backend!r}; allowed: 'gpu' or 'cpu'")
-        self.backend, self.device = backend, _int(device, "device")
+        self.backend, self.device = backend, _fits(device, "device", 32, low=0)
+        opts = OpenOpts(BACKENDS[backend], self.device, _cstr(variant, "variant") if variant else None,
+                        _cstr(cache_dir, "cache_dir", path=True) if cache_dir is not None else None)
+        path = _cstr(spec, "the spec path", path=True) if spec is not None else None
+        if text is not None:
+            source = _cstr(text, "text")
+        elif fields:
+            source = _cstr(spec_text(**fields), "the spec fields")
         L = lib()
-        opts = OpenOpts(BACKENDS[backend], self.device, variant.encode() if variant else None,
-                        str(cache_dir).encode() if cache_dir is not None else None)
         ptr = ctypes.c_void_p()
-        if spec is not None:
-            st = L.qgen_open(ctypes.byref(ptr), str(spec).encode(), ctypes.byref(opts))
+        if path is not None:
+            st = L.qgen_open(ctypes.byref(ptr), path, ctypes.byref(opts))
         else:
-            source = text if text is not None else spec_text(**fields)
-            st = L.qgen_open_text(ctypes.byref(ptr), source.encode(), b"text" if text is not None else b"fields",
+            st = L.qgen_open_text(ctypes.byref(ptr), source, b"text" if text is not None else b"fields",
                                   ctypes.byref(opts))
         if st != 0:
             message = L.qgen_error(ptr).decode(errors="replace") if ptr else L.qgen_status_str(st).decode()
             L.qgen_close(ptr)
-            raise Error(st, message)
-        self._ptr = ptr
+            if text is None and path is None:
+                # the chunk is one generated line: its "fields:1:" says nothing to the caller
+                message = re.sub(r"^fields(:\d+)?: ", "", message)
+            if st == NO_DRIVER and backend == "gpu":
+                message += '; without a CUDA GPU use the CPU reference backend: qgen.Context(..., backend="cpu")'
+            if st == SPEC and path is not None and not os.path.exists(path):
+                e = SpecNotFoundError(st, message)
+                e.filename = os.fsdecode(path)
+                raise e
+            raise error(st, message)
+        self._ptr = ptr.value
         info = Info()
         L.qgen_get_info(ptr, ctypes.byref(info))
-        self.info = {name: getattr(info, name) for name, _ in Info._fields_}
-        for k, v in self.info.items():
+        i = {name: getattr(info, name) for name, _ in Info._fields_}
+        for k, v in i.items():
             if isinstance(v, bytes):
-                self.info[k] = v.decode()
-        self.info["backend"] = "cpu" if info.backend == BACKENDS["cpu"] else "gpu"
+                i[k] = v.decode()
+        i["backend"] = "cpu" if info.backend == BACKENDS["cpu"] else "gpu"
+        for k in ("sparse", "from_ptx", "cache_hit"):
+            i[k] = bool(i[k])
+        self.info = i
+        self._defaults = AttendOpts.from_buffer_copy(L.qgen_attend_defaults(ptr))
 
     def _check(self, st):
+        """Raise the failure of a call just made on this context (by this thread)."""
         if st != 0:
-            raise Error(st, lib().qgen_error(self._ptr).decode(errors="replace"))
+            raise error(st, lib().qgen_error(self._ptr).decode(errors="replace"))
 
     def _live(self):
         if not self._ptr:
             raise invalid("the context is closed")
         return self._ptr
 
+    def _open_kv(self, open_call, kind):
+        """A _KvHandle from open_call(ctx pointer, byref(out)), registered here; under the lock,
+        so that close() never runs while a cache is being made."""
+        ptr = ctypes.c_void_p()
+        with self._lock:
+            self._check(open_call(self._live(), ctypes.byref(ptr)))
+            h = _KvHandle(ptr.value, self._ptr, kind)
+            self._kvs.add(h)
+        return h
+
+    def _forget(self, h):
+        with self._lock:
+            self._kvs.discard(h)
+
     def cache(self, max_seqs, max_tokens, k_scale=1.0, v_scale=1.0):
         """A KV cache of max_seqs sequences of up to max_tokens tokens each (the scales: see
         Cache.set_scales)."""
         kv = Cache(self, max_seqs, max_tokens)
         if k_scale != 1.0 or v_scale != 1.0:
-            kv.set_scales(k_scale, v_scale)
+            try:
+                kv.set_scales(k_scale, v_scale)
+            except BaseException:
+                kv.close()
+                raise
         return kv
 
     def close(self):
-        """Close the context and every cache made from it."""
-        for c in list(self._caches):
-            c.close()
-        if self._ptr:
-            lib().qgen_close(self._ptr)
-            self._ptr = None
+        """Close the context and every cache and view made from it (waiting for calls in
+        flight on them in other threads)."""
+        with self._lock:  # no cache is being made now, and none will be
+            ptr, self._ptr = self._ptr, None
+            handles, self._kvs = list(self._kvs), set()
+        for h in handles:  # without the context's lock: a call in flight may need it
+            h.destroy(" (its context was closed)")
+        if ptr:
+            lib().qgen_close(ptr)
+
+    def __del__(self):
+        if getattr(self, "_ptr", None):
+            self.close()
 
     def __repr__(self):
-        i = self.info if self._ptr else {}
-        return f"qgen.Context({i.get('name', 'closed')!r}, backend={self.backend!r})"
+        i = self.info
+        if not i:
+            return "<qgen.Context, not opened>"
+        where = "cpu" if i["backend"] == "cpu" else f"gpu:{self.device}"
+        types = i["k_type"] if i["k_type"] == i["v_type"] else f"{i['k_type']}/{i['v_type']}"
+        if i["sparse"]:
+            budget = f"coverage {i['coverage']:g}" if i["coverage"] else f"budget {i['budget']} tokens"
+            mode = f"sparse (block {i['block']}, {budget})"
+        else:
+            mode = "dense"
+        state = f"open, {len(self._kvs)} caches" if self._ptr else "closed"
+        return (f"<qgen.Context {i['name']!r} on {where}: head_dim {i['head_dim']}, {i['n_head']} heads, "
+                f"{i['n_head_kv']} KV heads, KV {types}, in {i['in_type']}, out {i['out_type']}, {mode}; {state}>")
 
 
-class Cache(_Handle):
-    """One layer's paged KV cache (qgen_kv)."""
+class Cache(_Owner):
+    """One layer's paged KV cache (qgen_kv).
+
+    Threads: calls on one cache from several threads are serialised by the cache's lock
+    (libqgen forbids concurrent calls on one qgen_kv; unserialised, attends from two
+    threads returned each other's rows), so they are safe but do not run in parallel: give
+    each thread its own cache for that. Calls on different caches run in parallel. On the
+    GPU the lock orders the launches, not the kernels: threads sharing a cache on different
+    streams must also order those streams (one cache's steps share its scratch memory)."""
+
+    _kind = "cache"
 
     def __init__(self, ctx, max_seqs, max_tokens):
-        self._ptr = None
+        self._h = None
+        if not isinstance(ctx, Context):
+            raise wrong_type(f"cache: ctx must be a qgen.Context, got {type(ctx).__name__}")
         self.ctx = ctx
-        self.max_seqs = _int(max_seqs, "max_seqs")
-        self.max_tokens = _int(max_tokens, "max_tokens")
-        ptr = ctypes.c_void_p()
-        ctx._check(lib().qgen_cache_create(ctx._live(), ctypes.byref(ptr), self.max_seqs, self.max_tokens))
-        self._ptr = ptr
-        ctx._caches.add(self)
-        i = ctx.info
+        self.max_seqs = _fits(max_seqs, "cache: max_seqs", 32)
+        self.max_tokens = _fits(max_tokens, "cache: max_tokens", 64)
+        self._setup(ctx._open_kv(lambda c, out: lib().qgen_cache_create(c, out, self.max_seqs, self.max_tokens),
+                                 self._kind))
+
+    def _setup(self, h):
+        i = self.ctx.info
+        self._h = h
         self._kv_shape = (i["n_head_kv"], i["head_dim"])
         self._q_shape = (i["n_head"], i["head_dim"])
-        self.pages_per_seq = lib().qgen_kv_pages_per_seq(ptr)
-        self.n_pages = lib().qgen_kv_n_pages(ptr)
+        self._selected = set()  # sequences with a sparse selection since created or reset
+        self._device_len = False  # append_decode was used: reading a length waits for the device
+        self._reads = ()  # (name, extent) of the caller's memory a step reads (a view's pool)
+        self.pages_per_seq = lib().qgen_kv_pages_per_seq(h.ptr)
+        self.n_pages = lib().qgen_kv_n_pages(h.ptr)
 
     # ---- arguments -------------------------------------------------------------------
 
-    def _live(self):
-        if not self._ptr:
-            raise invalid("the cache is closed")
-        return self._ptr
+    def _live(self, fn="qgen"):
+        """The qgen_kv pointer, or the error of a closed cache (a check, for calls that make no C call)."""
+        with self._h.lock:
+            return self._h.live(fn)
 
-    def _seqs(self, seqs, default, fn):
+    def _seqs(self, seqs, default, fn, nonempty=False):
+        """The list of sequence ids of seqs: an id, a list, tuple or range of ids, or an
+        integer array or tensor; each in [0, max_seqs), none twice."""
         if seqs is None:
             seqs = default
-        elif hasattr(seqs, "tolist"):
+        elif (_is_ndarray(seqs) or _is_torch(seqs)) and len(seqs.shape) > 0:
             seqs = seqs.tolist()
-        elif not isinstance(seqs, (list, tuple)):
+        elif isinstance(seqs, (list, tuple, range)):
+            seqs = list(seqs)
+        else:
             seqs = [seqs]
+        if nonempty and not seqs:
+            raise invalid(f"{fn}: no sequences given (an empty list); give a sequence id or a list of them")
         out = []
         for i, s in enumerate(seqs):
             s = _int(s, f"{fn}: seqs[{i}]")
@@ -228,35 +548,29 @@ class Cache(_Handle):
         return out
 
     def _tensor(self, x, fn, name, shape, type_name, writable=False):
-        """The address of tensor x after checking its kind, device, dtype, shape and layout."""
-        want_shape = "[" + ", ".join(map(str, shape)) + "]"
+        """The _Mem of tensor x after checking its kind, device, dtype, shape and layout."""
+        m = _mem(x, fn, name)
         if self.ctx.backend == "gpu":
-            if not _is_torch(x) or not x.is_cuda:
-                raise invalid(f"{fn}: {name} must be a torch CUDA tensor on the GPU backend, got {type(x).__name__}"
-                              + (f" on {x.device}" if _is_torch(x) else ""))
-            if x.device.index != self.ctx.device:
-                raise invalid(f"{fn}: {name} is on {x.device}; the context is on cuda:{self.ctx.device}")
-        if _is_torch(x):
-            if self.ctx.backend == "cpu" and x.device.type != "cpu":
-                raise invalid(f"{fn}: {name} is on {x.device}; the CPU backend takes host arrays")
-            dtype, want = str(x.dtype).replace("torch.", ""), _TORCH_DTYPES[type_name]
-            contiguous, ptr, ok_write = x.is_contiguous(), x.data_ptr(), True
-        elif hasattr(x, "__array_interface__") and hasattr(x, "dtype"):
-            dtype, want = str(x.dtype), _NUMPY_DTYPES[type_name]
-            contiguous, ptr = x.flags["C_CONTIGUOUS"], x.__array_interface__["data"][0]
-            ok_write = x.flags["WRITEABLE"]
-        else:
-            raise invalid(f"{fn}: {name} must be a NumPy array or a torch tensor, got {type(x).__name__}")
-        if dtype != want:
-            raise invalid(f"{fn}: {name} has dtype {dtype}; the spec's {'out' if writable else 'in'}_type "
-                          f"{type_name} needs {want}")
-        if tuple(x.shape) != tuple(shape):
-            raise invalid(f"{fn}: {name} has shape {list(x.shape)}, expected {want_shape}")
-        if not contiguous:
+            if not m.torch:
+                raise wrong_type(f"{fn}: {name} must be a torch CUDA tensor on the GPU backend, got {type(x).__name__}")
+            if m.device != "cuda":
+                raise invalid(f"{fn}: {name} must be a torch CUDA tensor on the GPU backend, got {type(x).__name__} "
+                              f"on {m.device}")
+            if m.index != self.ctx.device:
+                raise invalid(f"{fn}: {name} is on cuda:{m.index}; the context is on cuda:{self.ctx.device}")
+        elif m.device != "cpu":
+            raise invalid(f"{fn}: {name} is on {m.device}; the CPU backend takes host arrays")
+        want = (_TORCH_DTYPES if m.torch else _NUMPY_DTYPES)[type_name]
+        if m.dtype != want:
+            raise wrong_type(f"{fn}: {name} has dtype {m.dtype}; the spec's {'out' if writable else 'in'}_type "
+                             f"{type_name} needs {want}")
+        if m.shape != tuple(shape):
+            raise invalid(f"{fn}: {name} has shape {list(m.shape)}, expected [{', '.join(map(str, shape))}]")
+        if not m.contiguous:
             raise invalid(f"{fn}: {name} is not contiguous (C order)")
-        if writable and not ok_write:
+        if writable and not m.writable:
             raise invalid(f"{fn}: {name} is read-only")
-        return ptr
+        return m
 
     def _stream(self, stream):
         if self.ctx.backend == "cpu":
@@ -264,14 +578,13 @@ class Cache(_Handle):
         if stream is None:
             torch = _torch()
             return torch.cuda.current_stream(self.ctx.device).cuda_stream
-        return getattr(stream, "cuda_stream", stream)
+        return _addr(getattr(stream, "cuda_stream", stream), "stream")
 
     # ---- the decode path -------------------------------------------------------------
 
     def append(self, k, v, seqs=None, n_new=None, stream=None):
         """Append the rows of k, v ([tokens, n_head_kv, head_dim]): n_new[i] rows to seqs[i],
         in order. seqs defaults to [0]; n_new to the tokens split equally over seqs."""
-        kv = self._live()
         seqs = self._seqs(seqs, [0], "append")
         tokens = _rows(k, "append", "k", "tokens", self._kv_shape)
         if n_new is None:
@@ -279,7 +592,11 @@ class Cache(_Handle):
                 raise invalid(f"append: {tokens} tokens do not split equally over {len(seqs)} sequences; give n_new")
             n_new = [tokens // len(seqs)] * len(seqs)
         else:
-            n_new = [_int(n, f"append: n_new[{i}]") for i, n in enumerate(n_new.tolist() if hasattr(n_new, "tolist") else n_new)]
+            if _is_ndarray(n_new) or _is_torch(n_new):
+                n_new = n_new.tolist()
+            if not isinstance(n_new, (list, tuple, range)):
+                raise wrong_type(f"append: n_new must be a list of token counts, got {type(n_new).__name__}")
+            n_new = [_fits(n, f"append: n_new[{i}]", 32) for i, n in enumerate(n_new)]
         if len(n_new) != len(seqs):
             raise invalid(f"append: n_new has {len(n_new)} entries for {len(seqs)} sequences")
         for i, n in enumerate(n_new):
@@ -289,11 +606,14 @@ class Cache(_Handle):
             raise invalid(f"append: n_new sums to {sum(n_new)} but k and v hold {tokens} tokens")
         shape = (tokens,) + self._kv_shape
         in_type = self.ctx.info["in_type"]
-        kp = self._tensor(k, "append", "k", shape, in_type)
-        vp = self._tensor(v, "append", "v", shape, in_type)
+        kp = self._tensor(k, "append", "k", shape, in_type).ptr
+        vp = self._tensor(v, "append", "v", shape, in_type).ptr
         n = len(seqs)
-        self.ctx._check(lib().qgen_append(kv, (ctypes.c_int * n)(*seqs), n, (ctypes.c_int * n)(*n_new), kp, vp,
-                                          self._stream(stream)))
+        stream = self._stream(stream)
+        h = self._h
+        with h.lock:
+            h.check(lib().qgen_append(h.live("append"), (ctypes.c_int * n)(*seqs), n, (ctypes.c_int * n)(*n_new),
+                                      kp, vp, stream))
 
     def append_decode(self, k, v, seqs=None, stream=None):
         """One token per sequence (k, v: [n_seq, n_head_kv, head_dim], row i for seqs[i],
@@ -302,55 +622,71 @@ class Cache(_Handle):
         (refill the captured k, v, q before each replay). A full sequence's token is
         dropped; sync() reports it. Once used, the lengths live on the device: seq_len(),
         append(), sync() wait for it (never call them while capturing)."""
-        kv = self._live()
         n = _rows(k, "append_decode", "k", "n_seq", self._kv_shape)
         seqs = self._seqs(seqs, list(range(n)), "append_decode")
         if len(seqs) != n:
             raise invalid(f"append_decode: k has {n} rows for {len(seqs)} sequences")
         shape = (n,) + self._kv_shape
         in_type = self.ctx.info["in_type"]
-        kp = self._tensor(k, "append_decode", "k", shape, in_type)
-        vp = self._tensor(v, "append_decode", "v", shape, in_type)
-        self.ctx._check(lib().qgen_append_decode(kv, (ctypes.c_int * n)(*seqs), n, kp, vp, self._stream(stream)))
+        kp = self._tensor(k, "append_decode", "k", shape, in_type).ptr
+        vp = self._tensor(v, "append_decode", "v", shape, in_type).ptr
+        stream = self._stream(stream)
+        h = self._h
+        with h.lock:
+            self._device_len = True  # as the C side: set before the launches
+            h.check(lib().qgen_append_decode(h.live("append_decode"), (ctypes.c_int * n)(*seqs), n, kp, vp, stream))
 
     def sync(self):
         """Wait for the device and read back the lengths after append_decode; raises
         QGEN_ERR_CAPACITY (once) if it dropped tokens of full sequences."""
-        self.ctx._check(lib().qgen_sync(self._live()))
+        h = self._h
+        with h.lock:
+            h.check(lib().qgen_sync(h.live("sync")))
 
     def attend(self, q, seqs=None, out=None, coverage=None, budget=None, dense=False, sink=None, recent=None,
                stream=None, reuse=False):
         """One decode step: q [n_seq, n_head, head_dim], one row per sequence of seqs
-        (default 0..n_seq-1); returns out (allocated when not given). Sparse with the spec's
-        budget by default (a sparse spec), dense=True for dense, or coverage= / budget= (tokens)
-        for another budget; sink= and recent= override the spec's. reuse=True attends each
-        sequence over its last sparse selection extended to its current length, selecting
-        nothing (QGEN_ATTEND_REUSE: a sparse attend since the sequence's last reset first)."""
-        kv = self._live()
+        (default 0..n_seq-1); returns out (allocated when not given; a given out must not
+        overlap q). Sparse with the spec's budget by default (a sparse spec), dense=True
+        for dense, or coverage= / budget= (tokens) for another budget; sink= and recent=
+        override the spec's. reuse=True attends each sequence over its last sparse
+        selection extended to its current length, selecting nothing (QGEN_ATTEND_REUSE: a
+        sparse attend since the sequence's last reset first)."""
         n = _rows(q, "attend", "q", "n_seq", self._q_shape)
         seqs = self._seqs(seqs, list(range(n)), "attend")
         if len(seqs) != n:
             raise invalid(f"attend: q has {n} rows for {len(seqs)} sequences")
         opts = self._opts(coverage, budget, dense, sink, recent, reuse)
         shape = (n,) + self._q_shape
-        qp = self._tensor(q, "attend", "q", shape, self.ctx.info["in_type"])
+        qm = self._tensor(q, "attend", "q", shape, self.ctx.info["in_type"])
         out_type = self.ctx.info["out_type"]
         if out is None:
-            if _is_torch(q):
+            if qm.torch:
                 torch = _torch()
                 out = torch.empty(shape, dtype=getattr(torch, _TORCH_DTYPES[out_type]), device=q.device)
             else:
                 import numpy as np
 
                 out = np.empty(shape, dtype=_NUMPY_DTYPES[out_type])
-        op = self._tensor(out, "attend", "out", shape, out_type, writable=True)
-        self.ctx._check(lib().qgen_attend(kv, (ctypes.c_int * n)(*seqs), n, qp, op, ctypes.byref(opts),
-                                          self._stream(stream)))
+        om = self._tensor(out, "attend", "out", shape, out_type, writable=True)
+        _disjoint("attend", ("out", om), [("q", qm), *self._reads])
+        self._attend(seqs, qm.ptr, om.ptr, opts, self._stream(stream), "attend")
         return out
+
+    def _attend(self, seqs, qp, op, opts, stream, fn, c_seqs=None):
+        """qgen_attend under the lock, keeping which sequences have a sparse selection."""
+        n = len(seqs)
+        if c_seqs is None:
+            c_seqs = (ctypes.c_int * n)(*seqs)
+        h = self._h
+        with h.lock:
+            h.check(lib().qgen_attend(h.live(fn), c_seqs, n, qp, op, ctypes.byref(opts), stream))
+            if opts.mode == ATTEND_SPARSE:
+                self._selected.update(seqs)
 
     def _opts(self, coverage, budget, dense, sink, recent, reuse=False):
         """The qgen_attend_opts of attend's keywords."""
-        opts = lib().qgen_attend_defaults(self.ctx._ptr)
+        opts = AttendOpts.from_buffer_copy(self.ctx._defaults)
         if reuse:
             if dense or any(x is not None for x in (coverage, budget, sink, recent)):
                 raise invalid("attend: reuse=True takes no dense, coverage, budget, sink or recent (it selects nothing)")
@@ -364,7 +700,7 @@ class Cache(_Handle):
             opts.mode = ATTEND_DENSE
         elif coverage is not None or budget is not None:
             opts.mode = ATTEND_SPARSE
-            cov = float(coverage) if coverage is not None else 0.0  # one of the two (qgen.h)
+            cov = _real(coverage, "attend: coverage") if coverage is not None else 0.0  # one of the two (qgen.h)
             if coverage is not None and not 0.0 < cov <= 1.0:
                 raise invalid(f"attend: coverage = {cov:g} must be in (0, 1]")
             opts.coverage = cov
@@ -379,31 +715,60 @@ class Cache(_Handle):
         """The per-tensor scales of an fp8 cache (vLLM's per-layer k_scale / v_scale; floats or
         one-element tensors): appends store fp8(x / scale), attend reads fp8 * scale. Other
         cache types take only 1."""
-        self.ctx._check(lib().qgen_cache_set_scales(self._live(), float(k_scale), float(v_scale)))
+        ks = _real(k_scale, "set_scales: k_scale", c_float=True)
+        vs = _real(v_scale, "set_scales: v_scale", c_float=True)
+        h = self._h
+        with h.lock:
+            h.check(lib().qgen_cache_set_scales(h.live("set_scales"), ks, vs))
 
-    def reset(self, seq):
-        """Forget sequence seq's tokens."""
-        self.ctx._check(lib().qgen_reset(self._live(), self._seqs(seq, None, "reset")[0]))
+    def reset(self, seqs):
+        """Forget the tokens of sequence seqs: an id, or a list of ids (each is reset; an
+        empty list is refused). All ids are checked before any is reset."""
+        seqs = self._seqs(seqs, None, "reset", nonempty=True)
+        h = self._h
+        with h.lock:
+            kv = h.live("reset")
+            for s in seqs:
+                h.check(lib().qgen_reset(kv, s))
+                self._selected.discard(s)
 
-    def seq_len(self, seq):
-        """Tokens held by sequence seq."""
-        n = lib().qgen_seq_len(self._live(), self._seqs(seq, None, "seq_len")[0])
-        if n < 0:  # a valid id: the device lengths could not be read
-            raise Error(CUDA, lib().qgen_error(self.ctx._ptr).decode(errors="replace"))
-        return n
+    def seq_len(self, seqs):
+        """Tokens held by sequence seqs (an int), or by each of a list of them (a list)."""
+        one = not isinstance(seqs, (list, tuple, range)) and not (
+            (_is_ndarray(seqs) or _is_torch(seqs)) and len(seqs.shape) > 0)
+        seqs = self._seqs(seqs, None, "seq_len", nonempty=True)
+        h = self._h
+        lens = []
+        with h.lock:
+            kv = h.live("seq_len")
+            for s in seqs:
+                n = lib().qgen_seq_len(kv, s)
+                if n < 0:  # a valid id: the device lengths could not be read
+                    raise error(CUDA, lib().qgen_error(h.ctx).decode(errors="replace"))
+                lens.append(n)
+        return lens[0] if one else lens
 
     # ---- introspection (synchronous) -------------------------------------------------
 
     def selection(self, seq):
-        """The last sparse attend's pages of sequence seq: (lists [n_head_kv, pages_per_seq],
-        counts [n_head_kv]), int32 NumPy arrays; lists[h, :counts[h]] are the pages."""
+        """The last sparse attend's pages of sequence seq (one id): (lists [n_head_kv,
+        pages_per_seq], counts [n_head_kv]), int32 NumPy arrays; lists[h, :counts[h]] are
+        the pages. A sequence with no sparse attend since it was created or reset raises."""
         import numpy as np
 
+        if isinstance(seq, (list, tuple, range)) or ((_is_ndarray(seq) or _is_torch(seq)) and len(seq.shape) > 0):
+            raise wrong_type(f"selection: takes one sequence id, got a {type(seq).__name__}; call it once per sequence")
         s = self._seqs(seq, None, "selection")[0]
         lists = np.zeros((self._kv_shape[0], self.pages_per_seq), dtype=np.int32)
         counts = np.zeros(self._kv_shape[0], dtype=np.int32)
         ip = ctypes.POINTER(ctypes.c_int)
-        self.ctx._check(lib().qgen_kv_selection(self._live(), s, lists.ctypes.data_as(ip), counts.ctypes.data_as(ip)))
+        h = self._h
+        with h.lock:
+            kv = h.live("selection")
+            if self.ctx.info["sparse"] and s not in self._selected:
+                raise invalid(f"selection: sequence {s} has no sparse selection: no sparse attend since the "
+                              f"{self._kind} was made or the sequence reset")
+            h.check(lib().qgen_kv_selection(kv, s, lists.ctypes.data_as(ip), counts.ctypes.data_as(ip)))
         return lists, counts
 
     def read(self, which):
@@ -411,18 +776,46 @@ class Cache(_Handle):
         "bounds", "page_table" or "seq_len" (qgen.h describes their layouts)."""
         import numpy as np
 
-        if which not in KV_ARRAYS:
+        if not isinstance(which, str) or which not in KV_ARRAYS:
             raise invalid(f"read: {which!r} is not one of {', '.join(KV_ARRAYS)}")
-        kv = self._live()
-        n = lib().qgen_kv_size(kv, KV_ARRAYS[which])
-        buf = np.zeros(n, dtype=np.uint8)
-        self.ctx._check(lib().qgen_kv_read(kv, KV_ARRAYS[which], buf.ctypes.data if n else None, n))
+        h = self._h
+        with h.lock:
+            kv = h.live("read")
+            n = lib().qgen_kv_size(kv, KV_ARRAYS[which])
+            buf = np.zeros(n, dtype=np.uint8)
+            h.check(lib().qgen_kv_read(kv, KV_ARRAYS[which], buf.ctypes.data if n else None, n))
         return buf
 
     def close(self):
-        if self._ptr:
-            lib().qgen_cache_destroy(self._ptr)
-            self._ptr = None
+        """Free the cache (waiting for a call in flight on another thread); idempotent."""
+        h = getattr(self, "_h", None)
+        if h is not None:
+            h.destroy()
+            self.ctx._forget(h)  # after destroy, not holding the cache's lock
 
-    def _owner_alive(self):
-        return bool(self.ctx._ptr)  # a closed context has destroyed its caches already
+    def __del__(self):
+        if getattr(self, "_h", None) is not None and self._h.ptr:
+            self.close()
+
+    def _describe(self):
+        return f"{self.max_seqs} sequences of up to {self.max_tokens} tokens"
+
+    def __repr__(self):
+        h = getattr(self, "_h", None)
+        if h is None:
+            return f"<qgen.{type(self).__name__}, not made>"
+        i = self.ctx.info
+        held = ""
+        # the tokens held, when reading them is cheap: never wait for the device or a lock in a repr
+        cheap = self._kind == "cache" and not (self._device_len and self.ctx.backend == "gpu")
+        if h.ptr and cheap and h.lock.acquire(blocking=False):
+            try:
+                if h.ptr:
+                    lens = [lib().qgen_seq_len(h.ptr, s) for s in range(min(self.max_seqs, 4096))]
+                    if all(n >= 0 for n in lens):
+                        held = f", {sum(lens)} tokens held in {sum(1 for n in lens if n)} sequences"
+            finally:
+                h.lock.release()
+        where = "cpu" if self.ctx.backend == "cpu" else f"gpu:{self.ctx.device}"
+        return (f"<qgen.{type(self).__name__} of {i.get('name', '?')!r} on {where}: {self._describe()}{held}, "
+                f"{i.get('n_head_kv')} KV heads x {i.get('head_dim')}; {'open' if h.ptr else 'closed'}>")

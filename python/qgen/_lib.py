@@ -20,6 +20,8 @@ STATUS_NAMES = (
 )
 INVALID_ARG = 1
 CUDA = STATUS_NAMES.index("QGEN_ERR_CUDA")
+SPEC = STATUS_NAMES.index("QGEN_ERR_SPEC")
+NO_DRIVER = STATUS_NAMES.index("QGEN_ERR_NO_DRIVER")
 BACKENDS = {"gpu": 0, "cpu": 1}
 ATTEND_DENSE, ATTEND_SPARSE, ATTEND_REUSE = 0, 1, 2
 KV_ARRAYS = {"k": 0, "v": 1, "bounds": 2, "page_table": 3, "seq_len": 4}
@@ -27,17 +29,109 @@ KV_ARRAYS = {"k": 0, "v": 1, "bounds": 2, "page_table": 3, "seq_len": 4}
 
 class Error(Exception):
     """A qgen failure: .status (the qgen_status number), .name (e.g. "QGEN_ERR_CAPACITY")
-    and .message (qgen_error's text, or what the Python check found)."""
+    and .message (qgen_error's text, or what the Python check found).
+
+    Every error qgen raises is an instance of a subclass chosen by its status, which also
+    derives from the standard exception a Python caller expects (see ERROR_CLASSES):
+    ValueError for a bad argument, TypeError for an argument of the wrong type,
+    FileNotFoundError for a spec file that is not there, MemoryError when memory ran out,
+    RuntimeError for the driver, the device and CUDA. `except qgen.Error` catches them all."""
 
     def __init__(self, status, message):
         self.status = int(status)
         self.name = STATUS_NAMES[self.status] if 0 <= self.status < len(STATUS_NAMES) else f"status {status}"
         self.message = message
-        super().__init__(f"{self.name}: {message}")
+        super().__init__(self.status, message)
+        if isinstance(self, OSError):  # OSError took the status for an errno; it is none
+            self.errno = self.strerror = None
+
+    def __str__(self):
+        return f"{self.name}: {self.message}"
+
+
+class InvalidArgumentError(Error, ValueError):
+    """QGEN_ERR_INVALID_ARG: an argument with a bad value (out of range, wrong shape ...)."""
+
+
+class ArgumentTypeError(Error, TypeError):
+    """QGEN_ERR_INVALID_ARG for an argument of the wrong type (a list for an array, a float
+    for an integer, an object that is neither a NumPy array nor a torch tensor)."""
+
+
+class CapacityError(Error, ValueError):
+    """QGEN_ERR_CAPACITY: tokens past a sequence's max_tokens."""
+
+
+class SpecError(Error, ValueError):
+    """QGEN_ERR_SPEC: the spec did not load or validate."""
+
+
+class SpecNotFoundError(SpecError, FileNotFoundError):
+    """QGEN_ERR_SPEC for a spec path where there is no file (.filename is the path)."""
+
+
+class CompileError(Error, RuntimeError):
+    """QGEN_ERR_COMPILE: NVRTC is missing or failed."""
+
+
+class NoDriverError(Error, RuntimeError):
+    """QGEN_ERR_NO_DRIVER: the CUDA driver (libcuda.so.1) could not be loaded."""
+
+
+class NoDeviceError(Error, RuntimeError):
+    """QGEN_ERR_NO_DEVICE: no such CUDA device."""
+
+
+class UnsupportedError(Error, NotImplementedError):
+    """QGEN_ERR_UNSUPPORTED: the device, the bundle or the request is not supported (a
+    NotImplementedError, hence a RuntimeError)."""
+
+
+class OutOfMemoryError(Error, MemoryError):
+    """QGEN_ERR_OUT_OF_MEMORY: host or device memory ran out."""
+
+
+class CudaError(Error, RuntimeError):
+    """QGEN_ERR_CUDA: a CUDA driver call failed."""
+
+
+class BundleError(Error, ValueError):
+    """QGEN_ERR_BUNDLE: a malformed bundle file."""
+
+
+class FileError(Error, OSError):
+    """QGEN_ERR_IO: reading or writing a file failed."""
+
+
+class InternalError(Error, RuntimeError):
+    """A status this binding does not know (a newer library)."""
+
+
+for _cls in (Error, InvalidArgumentError, ArgumentTypeError, CapacityError, SpecError, SpecNotFoundError, CompileError,
+             NoDriverError, NoDeviceError, UnsupportedError, OutOfMemoryError, CudaError, BundleError, FileError,
+             InternalError):
+    _cls.__module__ = "qgen"  # tracebacks and pickles name them as the package exports them
+
+ERROR_CLASSES = dict(zip(STATUS_NAMES[1:], (
+    InvalidArgumentError, CapacityError, SpecError, CompileError, NoDriverError, NoDeviceError, UnsupportedError,
+    OutOfMemoryError, CudaError, BundleError, FileError)))
+
+
+def error(status, message):
+    """The qgen.Error subclass of status, with message."""
+    status = int(status)
+    name = STATUS_NAMES[status] if 0 < status < len(STATUS_NAMES) else None
+    return ERROR_CLASSES.get(name, InternalError)(status, message)
 
 
 def invalid(message):
-    return Error(INVALID_ARG, message)
+    """A bad argument value (a ValueError)."""
+    return InvalidArgumentError(INVALID_ARG, message)
+
+
+def wrong_type(message):
+    """An argument of the wrong type (a TypeError)."""
+    return ArgumentTypeError(INVALID_ARG, message)
 
 
 class OpenOpts(ctypes.Structure):

@@ -13,86 +13,107 @@ as it does.
 """
 import ctypes
 
-from ._api import _NUMPY_DTYPES, _TORCH_DTYPES, Cache, _int, _is_torch
-from ._lib import ViewDesc, invalid, lib
+from ._api import _NUMPY_DTYPES, _TORCH_DTYPES, Cache, _addr, _disjoint, _fits, _int, _is_ndarray, _is_torch, _mem
+from ._lib import ViewDesc, invalid, lib, wrong_type
 
 # fp8 pools come as uint8 (vLLM's storage) or as torch's fp8 dtype of the same bytes
 _FP8_TORCH = {"e4m3": "float8_e4m3fn", "e5m2": "float8_e5m2"}
 
 
 def _desc_of(x, what, backend, device):
-    """(address, shape, byte strides, dtype name) of tensor or array x, on the right device."""
-    if _is_torch(x):
-        if backend == "gpu" and (not x.is_cuda or x.device.index != device):
-            raise invalid(f"View: {what} is on {x.device}; the context is on cuda:{device}")
-        if backend == "cpu" and x.device.type != "cpu":
-            raise invalid(f"View: {what} is on {x.device}; the CPU backend takes host arrays")
-        es = x.element_size()
-        return x.data_ptr(), tuple(x.shape), tuple(s * es for s in x.stride()), str(x.dtype).replace("torch.", "")
-    if hasattr(x, "__array_interface__") and hasattr(x, "strides"):
-        if backend == "gpu":
-            raise invalid(f"View: {what} must be a torch CUDA tensor on the GPU backend, got {type(x).__name__}")
-        return x.__array_interface__["data"][0], tuple(x.shape), tuple(x.strides), str(x.dtype)
-    raise invalid(f"View: {what} must be a torch tensor or a NumPy array, got {type(x).__name__}")
+    """The _Mem of tensor or array x (address, shape, byte strides, dtype), on the right device."""
+    m = _mem(x, "View", what)
+    if m.torch:
+        if backend == "gpu" and (m.device != "cuda" or m.index != device):
+            raise invalid(f"View: {what} is on {m.device}{'' if m.index is None else f':{m.index}'}; "
+                          f"the context is on cuda:{device}")
+        if backend == "cpu" and m.device != "cpu":
+            raise invalid(f"View: {what} is on {m.device}; the CPU backend takes host arrays")
+    elif backend == "gpu":
+        raise wrong_type(f"View: {what} must be a torch CUDA tensor on the GPU backend, got {type(x).__name__}")
+    return m
 
 
 class View(Cache):
     """A qgen cache view over the caller's pool: attend(), selection() and read("bounds")
     as on a Cache; update(slot_mapping) after the engine's own cache write keeps a sparse
-    spec's page bounds. append, append_decode and reset raise (the pool is the caller's)."""
+    spec's page bounds. append, append_decode and reset raise (the pool is the caller's).
+    An attend's out must not overlap the pool, the block table or the lengths, which the
+    step reads. Calls on one view are serialised by its lock, as on a Cache."""
+
+    _kind = "view"
 
     def __init__(self, ctx, k, v, block_table, seq_lens):
-        self._ptr = None
+        self._h = None
+        from ._api import Context
+
+        if not isinstance(ctx, Context):
+            raise wrong_type(f"View: ctx must be a qgen.Context, got {type(ctx).__name__}")
         self.ctx = ctx
         i = ctx.info
         hkv, hd = i["n_head_kv"], i["head_dim"]
         pools = []
         for name, x, tname, row in (("k", k, i["k_type"], i["k_row_bytes"]), ("v", v, i["v_type"], i["v_row_bytes"])):
-            ptr, shape, strides, dtype = _desc_of(x, name, ctx.backend, ctx.device)
+            m = _desc_of(x, name, ctx.backend, ctx.device)
+            shape, strides, dtype = m.shape, m.strides, m.dtype
             quant = tname not in _TORCH_DTYPES
-            want = "uint8" if quant else (_TORCH_DTYPES if _is_torch(x) else _NUMPY_DTYPES)[tname]
-            also = _FP8_TORCH.get(tname) if _is_torch(x) else None  # an fp8 pool as its own dtype too
+            want = "uint8" if quant else (_TORCH_DTYPES if m.torch else _NUMPY_DTYPES)[tname]
+            also = _FP8_TORCH.get(tname) if m.torch else None  # an fp8 pool as its own dtype too
             last = row if quant else hd
             if len(shape) != 4 or shape[2] != hkv or shape[3] != last:
                 raise invalid(f"View: {name} has shape {list(shape)}; expected [pages, page_size, {hkv}, {last}]")
             if dtype not in (want, also):
-                raise invalid(f"View: {name} has dtype {dtype}; the spec's {name}_type {tname} needs {want}"
-                              + (f" or {also}" if also else ""))
+                raise wrong_type(f"View: {name} has dtype {dtype}; the spec's {name}_type {tname} needs {want}"
+                                 + (f" or {also}" if also else ""))
             if shape[3] > 1 and strides[3] != row // last:
                 raise invalid(f"View: {name}'s last dimension is not contiguous (stride {strides[3]} bytes)")
-            pools.append((ptr, shape, strides))
-        (kp, ks, kst), (vp, vs, vst) = pools
+            pools.append(m)
+        km, vm = pools
+        (kp, ks, kst), (vp, vs, vst) = (km.ptr, km.shape, km.strides), (vm.ptr, vm.shape, vm.strides)
         if ks[:2] != vs[:2]:
             raise invalid(f"View: k has {ks[0]} pages of {ks[1]} slots, v {vs[0]} of {vs[1]}")
-        bp, bs, bst, bdt = _desc_of(block_table, "block_table", ctx.backend, ctx.device)
-        lp, ls, lst, ldt = _desc_of(seq_lens, "seq_lens", ctx.backend, ctx.device)
+        bm = _desc_of(block_table, "block_table", ctx.backend, ctx.device)
+        lm = _desc_of(seq_lens, "seq_lens", ctx.backend, ctx.device)
+        bs, bst, bdt = bm.shape, bm.strides, bm.dtype
+        ls, lst, ldt = lm.shape, lm.strides, lm.dtype
         if len(bs) != 2 or bdt != "int32" or (bs[1] > 1 and bst[1] != 4) or bst[0] % 4:
             raise invalid(f"View: block_table must be int32 [max_seqs, max_blocks] with contiguous rows, "
                           f"got {bdt} {list(bs)} strides {list(bst)} bytes")
         if len(ls) != 1 or ldt != "int32" or (ls[0] > 1 and lst[0] != 4) or ls[0] != bs[0]:
             raise invalid(f"View: seq_lens must be a contiguous int32 [{bs[0]}], got {ldt} {list(ls)}")
+        # every field as its C type: a broadcast array can have sizes and strides ctypes would wrap
+        ll = lambda x, what: _fits(x, f"View: {what}", 64)  # noqa: E731
+        d = ViewDesc(_addr(kp, "View: k"), _addr(vp, "View: v"), _fits(ks[1], "View: page_size", 32),
+                     ll(ks[0], "n_pages"),
+                     ll(kst[0], "k page stride"), ll(kst[1], "k token stride"), ll(kst[2], "k head stride"),
+                     ll(vst[0], "v page stride"), ll(vst[1], "v token stride"), ll(vst[2], "v head stride"),
+                     _addr(bm.ptr, "View: block_table"), ll(bst[0] // 4 if bs[0] > 1 else bs[1], "block_table stride"),
+                     _addr(lm.ptr, "View: seq_lens"), _fits(bs[0], "View: max_seqs", 32), ll(bs[1], "max_blocks"))
         self.page_size = ks[1]
-        d = ViewDesc(kp, vp, ks[1], ks[0], kst[0], kst[1], kst[2], vst[0], vst[1], vst[2],
-                     bp, bst[0] // 4 if bs[0] > 1 else bs[1], lp, bs[0], bs[1])
-        ptr = ctypes.c_void_p()
-        ctx._check(lib().qgen_view_open(ctx._live(), ctypes.byref(d), ctypes.byref(ptr)))
-        self._ptr = ptr
-        self._keep = (k, v, block_table, seq_lens)
-        ctx._caches.add(self)
         self.max_seqs, self.max_tokens = bs[0], bs[1] * ks[1]
-        self._kv_shape = (hkv, hd)
-        self._q_shape = (i["n_head"], hd)
-        self.pages_per_seq = lib().qgen_kv_pages_per_seq(ptr)
-        self.n_pages = lib().qgen_kv_n_pages(ptr)
+        self._keep = (k, v, block_table, seq_lens)  # before the view exists: it reads them
+        self._setup(ctx._open_kv(lambda c, out: lib().qgen_view_open(c, ctypes.byref(d), out), self._kind))
+        # what a step reads of the caller's memory, which an attend's out must not overlap
+        self._reads = tuple((name, m.extent()) for name, m in (("the view's k pool", km), ("the view's v pool", vm),
+                                                                ("the view's block_table", bm),
+                                                                ("the view's seq_lens", lm)))
+
+    def _describe(self):
+        return f"{self.max_seqs} sequences of up to {self.max_tokens} tokens, {self.n_pages} pages of {self.page_size}"
 
     def update(self, slot_mapping, stream=None):
         """A sparse spec's page bounds after the engine wrote this step's K rows at
         slot_mapping (int32 or int64 [n], slot = page * page_size + offset; negative =
         padding, skipped). Capturable; nothing to do for a dense spec."""
-        ptr, shape, strides, dtype = _desc_of(slot_mapping, "slot_mapping", self.ctx.backend, self.ctx.device)
-        if dtype not in ("int32", "int64") or len(shape) != 1 or (shape[0] > 1 and strides[0] != int(dtype[3:]) // 8):
+        m = _desc_of(slot_mapping, "slot_mapping", self.ctx.backend, self.ctx.device)
+        shape, dtype = m.shape, m.dtype
+        if dtype not in ("int32", "int64") or len(shape) != 1 or (shape[0] > 1 and m.strides[0] != int(dtype[3:]) // 8):
             raise invalid(f"View.update: slot_mapping must be a contiguous int32 or int64 [n], got {dtype} {list(shape)}")
-        self.ctx._check(lib().qgen_view_update(self._live(), ptr, shape[0], int(dtype[3:]) // 8, self._stream(stream)))
+        n = _fits(shape[0], "View.update: slots", 64)
+        stream = self._stream(stream)
+        h = self._h
+        with h.lock:
+            h.check(lib().qgen_view_update(h.live("View.update"), m.ptr, n, int(dtype[3:]) // 8, stream))
 
     def seq_len(self, seq):
         """Refused: a view's lengths are the caller's seq_lens."""
@@ -131,9 +152,10 @@ class View(Cache):
 
 def _shape(buf, what):
     """The shape of a [slots, H, D] buffer, which must be an array or tensor."""
-    if len(getattr(buf, "shape", ())) != 3 or not hasattr(buf, "reshape"):
-        raise invalid(f"View: {what} must be a [slots, H, D] torch tensor or NumPy array, got {type(buf).__name__}"
-                      + (f" of shape {list(buf.shape)}" if hasattr(buf, "shape") else ""))
+    if not (_is_torch(buf) or _is_ndarray(buf)):
+        raise wrong_type(f"View: {what} must be a [slots, H, D] torch tensor or NumPy array, got {type(buf).__name__}")
+    if len(buf.shape) != 3:
+        raise invalid(f"View: {what} must be a [slots, H, D] torch tensor or NumPy array, got shape {list(buf.shape)}")
     return buf.shape
 
 
@@ -164,17 +186,18 @@ class DecodeWrapper:
 
     def __init__(self, view):
         if not isinstance(view, Cache):
-            raise invalid(f"DecodeWrapper: {type(view).__name__} is not a qgen View or Cache")
+            raise wrong_type(f"DecodeWrapper: {type(view).__name__} is not a qgen View or Cache")
         self.view = view
         self._plan = None
 
     def plan(self, seqs, out=None, coverage=None, budget=None, dense=False, sink=None, recent=None, reuse=False):
         """Fix the batch (seqs: the view's sequence ids, one query row each), the budget (as
         attend's keywords, reuse included) and the output buffer out (allocated here when not
-        given: a torch CUDA tensor on the GPU backend, a NumPy array on the CPU one)."""
+        given: a torch CUDA tensor on the GPU backend, a NumPy array on the CPU one; a given
+        out must not overlap the view's pool, block table or lengths)."""
         v = self.view
-        v._live()
-        seqs = v._seqs(list(seqs), None, "plan")
+        v._live("plan")
+        seqs = v._seqs(seqs, None, "plan")
         opts = v._opts(coverage, budget, dense, sink, recent, reuse)
         n = len(seqs)
         shape = (n,) + v._q_shape
@@ -188,19 +211,21 @@ class DecodeWrapper:
                 import numpy as np
 
                 out = np.empty(shape, dtype=_NUMPY_DTYPES[out_type])
-        v._tensor(out, "plan", "out", shape, out_type, writable=True)
-        self._plan = ((ctypes.c_int * n)(*seqs), n, opts, out)
+        om = v._tensor(out, "plan", "out", shape, out_type, writable=True)
+        _disjoint("plan", ("out", om), v._reads)
+        self._plan = (seqs, (ctypes.c_int * n)(*seqs), opts, out)
         return out
 
     def run(self, q, stream=None):
-        """One decode step of the planned batch (q [n, n_head, head_dim]) into the planned
-        out, which it returns."""
+        """One decode step of the planned batch (q [n, n_head, head_dim], not overlapping
+        out) into the planned out, which it returns."""
         if self._plan is None:
             raise invalid("DecodeWrapper.run: call plan() first")
-        seqs, n, opts, out = self._plan
+        seqs, c_seqs, opts, out = self._plan
         v = self.view
-        shape = (n,) + v._q_shape
-        qp = v._tensor(q, "run", "q", shape, v.ctx.info["in_type"])
-        op = v._tensor(out, "run", "out", shape, v.ctx.info["out_type"], writable=True)
-        v.ctx._check(lib().qgen_attend(v._live(), seqs, n, qp, op, ctypes.byref(opts), v._stream(stream)))
+        shape = (len(seqs),) + v._q_shape
+        qm = v._tensor(q, "run", "q", shape, v.ctx.info["in_type"])
+        om = v._tensor(out, "run", "out", shape, v.ctx.info["out_type"], writable=True)
+        _disjoint("run", ("out", om), [("q", qm)])
+        v._attend(seqs, qm.ptr, om.ptr, opts, v._stream(stream), "run", c_seqs)
         return out
