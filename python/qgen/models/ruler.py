@@ -34,6 +34,7 @@ A trial is a pure function of (task, tokenizer, n_tokens, seed, style): the need
 values and depths depend on (task, seed) only, so one seed asks the same question at every
 context length.
 """
+import bisect
 import dataclasses
 import os
 import random
@@ -343,35 +344,57 @@ def _frame(tokenizer, style, body, content):
 
 
 class _Prefixes:
-    """Character length of decode(ids[:i]), memoized: maps character offsets of the decoded
-    prompt to token indices by bisection (any tokenizer whose decode of a prefix is a prefix
-    of the whole decode)."""
+    """Maps character offsets of decode(ids) to token indices. A first guess adds up the
+    tokens' own decoded lengths; it is then checked against decodes of the true prefixes
+    (decode(ids[:i]) must be a prefix of decode(ids)), and bisection over those prefixes
+    takes over where the guess is off (a tokenizer that drops a leading space, say)."""
 
     def __init__(self, tokenizer, ids):
-        self.tok, self.ids, self.memo = tokenizer, ids, {}
+        self.tok, self.ids, self.memo = tokenizer, ids, {0: 0}
+        self.cum = [0]
+        for t in ids:
+            self.cum.append(self.cum[-1] + len(tokenizer.decode([t])))
 
     def __call__(self, i):
         if i not in self.memo:
             self.memo[i] = len(self.tok.decode(self.ids[:i]))
         return self.memo[i]
 
-    def token_span(self, start, end):
-        lo, hi = 0, len(self.ids)  # s = the last i with len(decode(ids[:i])) <= start
+    def _last_at_or_before(self, c):
+        n = len(self.ids)
+        g = max(0, bisect.bisect_right(self.cum, c) - 1)  # guess: the last i with cum[i] <= c
+        if self(g) <= c and (g == n or self(g + 1) > c):
+            return g
+        lo, hi = 0, n
         while lo < hi:
             mid = (lo + hi + 1) // 2
-            if self(mid) <= start:
+            if self(mid) <= c:
                 lo = mid
             else:
                 hi = mid - 1
-        s = lo
-        lo, hi = s, len(self.ids)  # e = the first i with len(decode(ids[:i])) >= end
+        return lo
+
+    def _first_at_or_after(self, c, lo):
+        n = len(self.ids)
+        g = min(n, max(lo, bisect.bisect_left(self.cum, c)))
+        if self(g) >= c and (g == lo or self(g - 1) < c):
+            return g
+        hi = n
         while lo < hi:
             mid = (lo + hi) // 2
-            if self(mid) >= end:
+            if self(mid) >= c:
                 hi = mid
             else:
                 lo = mid + 1
-        return s, lo
+        return lo
+
+    def token_span(self, start, end):
+        """[s, e): s the last token boundary at or before start, e the first at or after end."""
+        s = self._last_at_or_before(start)
+        return s, self._first_at_or_after(end, s)
+
+
+_unit_lens = {}  # id(tokenizer) -> {unit: tokens}: the fit's estimates, kept across trials
 
 
 def _encode(tokenizer, text):
@@ -389,7 +412,7 @@ def make(task, tokenizer, n_tokens, seed, style="chat", text_path=None):
         raise ValueError(f"n_tokens = {n_tokens!r} must be an integer >= 256")
     content = _content(task, seed)
     units, source = _haystack_units(content.haystack, seed, text_path)
-    unit_len = {}
+    unit_len = _unit_lens.setdefault(id(tokenizer), {})
 
     def ulen(i):  # one unit's tokens on its own, with the space that joins it: an estimate
         u = units(i)
@@ -412,10 +435,11 @@ def make(task, tokenizer, n_tokens, seed, style="chat", text_path=None):
         room -= ulen(k)
         if room >= 0:
             k += 1
-    seen = {}
+    seen, kept = {}, {}
     for _ in range(24):
         if k not in seen:
-            seen[k] = len(_encode(tokenizer, build(k)[0]))
+            ids = _encode(tokenizer, build(k)[0])
+            seen[k], kept = len(ids), {k: ids}
         n = seen[k]
         if n > n_tokens:
             over, step = n - n_tokens, 0
@@ -435,7 +459,7 @@ def make(task, tokenizer, n_tokens, seed, style="chat", text_path=None):
     else:
         k = max(i for i, n in seen.items() if n <= n_tokens)
     text, cspans = build(k)
-    ids = _encode(tokenizer, text)
+    ids = kept[k] if k in kept else _encode(tokenizer, text)
     if len(ids) > n_tokens:  # cannot happen after the loop, but never hand back an oversized prompt
         raise AssertionError(f"{task}: fitted prompt is {len(ids)} > {n_tokens} tokens")
 
@@ -468,6 +492,21 @@ def make(task, tokenizer, n_tokens, seed, style="chat", text_path=None):
 
 def _encode_plain(tokenizer, text):
     return list(tokenizer.encode(text, add_bos=False))
+
+
+def document(tokenizer, n_tokens, seed, text_path=None):
+    """Exactly n_tokens ids of plain natural text (no needle, no instruction) from a seed-
+    chosen place in the text: the prefix of the free-running agreement runs. Raises
+    TextUnavailable without the text."""
+    units, _ = _haystack_units("text", seed, text_path)
+    text, i, ids = "", 0, []
+    while True:
+        chunk = " ".join(units(j) for j in range(i, i + 64))
+        text = f"{text} {chunk}" if text else chunk
+        i += 64
+        ids = _encode(tokenizer, text)
+        if len(ids) >= n_tokens:
+            return ids[:n_tokens]
 
 
 # ---- scoring -----------------------------------------------------------------------------
