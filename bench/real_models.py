@@ -131,15 +131,17 @@ class Runner:
     teacher-forced run that returns per-step logits. Everything model-specific is
     qgen.models'; this class only adapts its calls."""
 
-    def __init__(self, path, backend, batch):
+    def __init__(self, path, backend, batch, model=None):
         try:
             import qgen.models as qm
         except ImportError as e:
             raise SystemExit(f"qgen.models is not importable here ({e}); it is the real-model runner "
                              "(branch models) that this driver needs") from e
+        if not hasattr(qm, "load"):
+            raise SystemExit("qgen.models has no load(): the real-model runner (branch models) is not here")
         self.qm = qm
         self.backend = backend
-        self.model = qm.load(path, device="cuda" if backend == "gpu" else "cpu")
+        self.model = model if model is not None else qm.load(path, device="cuda" if backend == "gpu" else "cpu")
         self.tok = self.model.tokenizer
         self.config = self.model.config
         self.eos = set(getattr(self.tok, "eos_ids", ()) or ())
@@ -757,7 +759,8 @@ def summarize(out_dir, tag):
 
 # ---- main --------------------------------------------------------------------------------
 
-def main(argv=None):
+def main(argv=None, model=None):
+    """The command line; model: an already loaded qgen.models model for --model (tests)."""
     ap = argparse.ArgumentParser(
         prog="bench/real_models.py", formatter_class=argparse.RawDescriptionHelpFormatter,
         description=__doc__.split("\n\n", 1)[1])
@@ -852,7 +855,7 @@ def main(argv=None):
     t0 = time.time()
     print(f"real_models: {args.model_path} backend {args.backend} on {platform.node()}, python {platform.python_version()}",
           flush=True)
-    runner = Runner(args.model_path, args.backend, args.batch)
+    runner = Runner(args.model_path, args.backend, args.batch, model)
     print(f"[{time.time() - t0:7.1f}s] loaded: {json.dumps(runner.describe())}", flush=True)
     with open(os.path.join(args.out, f"run-{tag}.jsonl"), "a", encoding="utf-8") as f:
         f.write(json.dumps({"kind": "run", "time": time.strftime("%Y-%m-%dT%H:%M:%S"), "argv": sys.argv[1:],
