@@ -54,7 +54,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "python"))
 
 from qgen.models import ruler  # noqa: E402
 
-MODELS_DIR = os.environ.get("QGEN_MODELS_DIR", os.path.expanduser("~/.cache/qgen/models"))
+MODELS_DIR = os.path.expanduser(os.environ.get("QGEN_MODEL_DIR") or "~/.cache/qgen/models")  # as qgen.models
 KNOWN_MODELS = {  # short name -> (file in MODELS_DIR, default contexts, agreement contexts)
     "smollm2": ("SmolLM2-135M-Instruct.Q4_1.gguf", (2048, 4096, 8192), (4096, 8192)),
     "gemma3": ("gemma-3-270m-q4_k_m.gguf", (8192, 16384, 32768), (16384, 32768)),
@@ -128,8 +128,16 @@ def parse_tokens(s):
 class Runner:
     """What the grid needs from qgen.models, in one place: load, prefill, greedy decode of a
     batch of states under one config (with the first step's page selections), and a
-    teacher-forced run that returns per-step logits. Everything model-specific is
-    qgen.models'; this class only adapts its calls."""
+    teacher-forced run that returns per-step logits.
+
+    The answer must come from decode attention, so a trial's prompt is prefilled without
+    its last token and that token is forced through the first decode step: every answer
+    token, the first included, is chosen after a step through the config's attention
+    (prefilling the whole prompt would take the first answer token from the exact
+    prefill's logits whatever the config).
+
+    One QgenAttention per (cache type, selector) serves every budget of it: the budget is
+    its per-attend option (attend_opts), so the kernels and caches are made once per run."""
 
     def __init__(self, path, backend, batch, model=None):
         try:
@@ -144,104 +152,104 @@ class Runner:
         self.model = model if model is not None else qm.load(path, device="cuda" if backend == "gpu" else "cpu")
         self.tok = self.model.tokenizer
         self.config = self.model.config
-        self.eos = set(getattr(self.tok, "eos_ids", ()) or ())
         self.batch = batch
+        self._atts = {}
 
     def describe(self):
         c = self.config
-        keys = ("n_layer", "n_head", "n_head_kv", "head_dim", "global_layers", "sliding_window")
+        keys = ("arch", "n_layer", "n_head", "n_head_kv", "head_dim", "global_layers", "sliding_window",
+                "context_length")
         return {k: (list(getattr(c, k)) if isinstance(getattr(c, k, None), (list, tuple)) else getattr(c, k, None))
                 for k in keys}
 
     def attention(self, cfg):
+        """The QgenAttention of cfg (None for exact), its budget set for this config."""
         if cfg["k_type"] is None:
             return None
-        fields = {"k_type": cfg["k_type"], "backend": self.backend}
-        if cfg["sparse"] is not None:
-            fields["sparse"] = cfg["sparse"]
-        return self.qm.QgenAttention(self.model, **fields)
+        sp = cfg["sparse"]
+        if sp is None:
+            key = (cfg["k_type"], "dense")
+        else:
+            key = (cfg["k_type"], json.dumps({k: v for k, v in sp.items() if k not in ("coverage", "budget")},
+                                             sort_keys=True))
+        att = self._atts.get(key)
+        if att is None:
+            if sp is None:
+                sparse = False
+            else:  # the spec's own budget is a placeholder: every attend passes the config's
+                sparse = {k: v for k, v in sp.items() if k not in ("coverage", "budget")}
+                sparse["coverage"] = 0.25
+            att = self.qm.QgenAttention(self.model, backend=self.backend, sparse=sparse, k_type=cfg["k_type"],
+                                        v_type=cfg["k_type"])
+            self._atts[key] = att
+        if sp is None:
+            att.attend_opts = {}
+        elif "budget" in sp:
+            att.attend_opts = {"budget": sp["budget"]}
+        else:
+            att.attend_opts = {"coverage": sp["coverage"]}
+        return att
 
     def prefill(self, ids):
-        return self.model.prefill(ids)
+        """The state of the prompt less its last token (see the class comment)."""
+        return self.model.prefill(list(ids[:-1])), int(ids[-1])
 
     def release(self, state):
-        # the models runner keeps K/V on the state; nothing to free beyond dropping it
-        del state
+        pass  # the state's arrays go with the last reference
+
+    def close(self):
+        for att in self._atts.values():
+            att.close()
+        self._atts = {}
 
     def decode(self, states, att, max_new):
-        """Greedy tokens for each state (stopped at an EOS) and, for a qgen config, each
-        state's first-step selections {layer: (lists, counts)}."""
-        res = self._generate(states, att, max_new)
+        """Greedy answer tokens (stopped at a stop token) for each (state, last prompt token),
+        and with a sparse config each state's page selections {layer: (lists, counts)} at
+        the first decode step (the one that chooses the first answer token)."""
+        first = {}
+        if att is not None and att.fields.get("sparse") is not False:
+            orig = att.step
+
+            def step(layer, q, k, v):  # read the selection back after the first step only
+                out = orig(layer, q, k, v)
+                if layer not in first:
+                    first[layer] = [att.caches[layer].selection(i) for i in range(q.shape[0])]
+                return out
+            att.step = step
+        try:
+            res = self.model.generate([s for s, _ in states], max_new + 1, attention=att,
+                                      force=[[last] for _, last in states])
+        finally:
+            if att is not None:
+                att.__dict__.pop("step", None)
         out = []
         for i, r in enumerate(res):
-            toks = list(_tokens_of(r))
-            for j, t in enumerate(toks):
-                if t in self.eos:
-                    toks = toks[:j]
-                    break
-            out.append((toks, _first_selection(att, r, i)))
+            toks = list(r.ids[1:])  # ids[0] is the forced last prompt token
+            if r.stopped and toks:
+                toks = toks[:-1]
+            out.append((toks, {layer: sel[i] for layer, sel in first.items()} if first else None))
         return out
 
-    def _generate(self, states, att, max_new):
-        gb = getattr(self.model, "generate_batch", None)
-        if gb is not None and len(states) > 1:
-            return gb(states, max_new, attention=att)
-        return [self.model.generate(s, max_new, attention=att) for s in states]
-
     def forced_logits(self, state, att, tokens):
-        r = self.model.generate(state, len(tokens), attention=att, force=list(tokens), return_logits=True)
-        return _tokens_of(r), _logits_of(r)
+        """Logits [len(tokens), vocab] of a teacher-forced run over tokens, each row the
+        distribution the token at that position was chosen from."""
+        st, last = state
+        r = self.model.generate(st, len(tokens) + 1, attention=att, force=[last] + list(tokens),
+                                return_logits=True, stop=False)
+        return list(r.ids[1:]), _np64(r.logits[1:])
 
     def free_logits(self, state, n):
-        r = self.model.generate(state, n, attention=None, return_logits=True)
-        return _tokens_of(r), _logits_of(r)
+        st, last = state
+        r = self.model.generate(st, n + 1, attention=None, force=[last], return_logits=True, stop=False)
+        return list(r.ids[1:]), _np64(r.logits[1:])
 
 
-def _tokens_of(r):
-    if isinstance(r, dict):
-        r = r.get("tokens", r.get("ids"))
-    elif hasattr(r, "tokens"):
-        r = r.tokens
-    elif isinstance(r, tuple):
-        r = r[0]
-    if hasattr(r, "tolist"):
-        r = r.tolist()
-    return [int(t) for t in r]
-
-
-def _logits_of(r):
+def _np64(x):
     import numpy as np
 
-    if isinstance(r, dict):
-        x = r["logits"]
-    elif hasattr(r, "logits"):
-        x = r.logits
-    else:
-        x = r[1]
     if hasattr(x, "detach"):
         x = x.detach().float().cpu().numpy()
     return np.asarray(x, dtype=np.float64)
-
-
-def _first_selection(att, r, i):
-    """{layer: (lists, counts)} of the first decode step, from the generate result or the
-    attention object; None when neither exposes them."""
-    if att is None:
-        return None
-    for src in (r, att):
-        sel = src.get("selections") if isinstance(src, dict) else getattr(src, "selections", None)
-        if callable(sel):
-            sel = sel()
-        if sel is None:
-            continue
-        if isinstance(sel, list):  # one entry per step (or per sequence of a batch)
-            sel = sel[0] if sel else None
-        if isinstance(sel, dict) and sel and all(isinstance(k, int) for k in sel):
-            first = next(iter(sel.values()))
-            if isinstance(first, list):  # per sequence of a batch
-                return {k: v[i] for k, v in sel.items()}
-            return sel
-    return None
 
 
 # ---- needle recall -----------------------------------------------------------------------
@@ -272,6 +280,13 @@ def recall(selection, spans, block=BLOCK):
     return {"mean": round(sum(every) / len(every), 4), "min": round(min(every), 4), "layers": per_layer}
 
 
+def _mean_pages(selection):
+    if not selection:
+        return None
+    counts = [int(c) for _, cs in selection.values() for c in cs]
+    return round(sum(counts) / len(counts), 2)
+
+
 # ---- result files ------------------------------------------------------------------------
 
 def model_tag(path):
@@ -289,7 +304,7 @@ def resolve_model(arg):
         path = arg
     if not os.path.isfile(path):
         raise SystemExit(f"--model {arg}: no file {path} (short names: {', '.join(KNOWN_MODELS)}, looked up in "
-                         f"$QGEN_MODELS_DIR = {MODELS_DIR}; or give a GGUF path)")
+                         f"$QGEN_MODEL_DIR = {MODELS_DIR}; or give a GGUF path)")
     return path
 
 
@@ -450,6 +465,9 @@ def run_grid(args, runner, cfgs, tag, shard, t0):
                        "depth": tr.meta.get("depth"), "answers": tr.answers,
                        "recall": recall(sel, tr.needle_token_spans) if cfg["sparse"] else None,
                        "recall_answer": recall(sel, tr.meta["answer_token_spans"]) if cfg["sparse"] else None,
+                       # the sink page is always selected: 1.0 here says the pages are read right
+                       "recall_sink": recall(sel, [(0, 1)])["mean"] if cfg["sparse"] and sel else None,
+                       "pages_selected": _mean_pages(sel) if cfg["sparse"] else None,
                        "decode_s": round(secs, 4), "prefill_s": round(prefill_s[k], 3), "backend": args.backend}
                 w.write(rec)
                 tally.setdefault(cfg["name"], []).append(all(hits))
@@ -765,7 +783,7 @@ def main(argv=None, model=None):
         prog="bench/real_models.py", formatter_class=argparse.RawDescriptionHelpFormatter,
         description=__doc__.split("\n\n", 1)[1])
     ap.add_argument("--model", default="smollm2",
-                    help=f"a GGUF path or a short name ({', '.join(KNOWN_MODELS)}) in $QGEN_MODELS_DIR (default smollm2)")
+                    help=f"a GGUF path or a short name ({', '.join(KNOWN_MODELS)}) in $QGEN_MODEL_DIR (default smollm2)")
     ap.add_argument("--backend", choices=("cpu", "gpu"), default="cpu",
                     help="qgen backend and where the model runs (gpu = torch on cuda:0)")
     ap.add_argument("--contexts", help="comma list, e.g. 2K,4K,8K (default: the model's: smollm2 2K,4K,8K; "
@@ -868,6 +886,7 @@ def main(argv=None, model=None):
         else:
             stopped = run_grid(args, runner, cfgs, tag, (i, n), t0)
     except KeyboardInterrupt:
+        runner.close()
         stopped = True
         print("interrupted: what was written stays; a rerun resumes", flush=True)
     except Exception:
@@ -875,6 +894,7 @@ def main(argv=None, model=None):
         md, v = summarize(args.out, tag)
         print(f"failed; partial summary: {md}", flush=True)
         return 2
+    runner.close()
     md, v = summarize(args.out, tag)
     print("\n".join(v) or "no verdict yet")
     print(f"[{time.time() - t0:7.1f}s] {'stopped early' if stopped else 'done'}; summary: {md}", flush=True)

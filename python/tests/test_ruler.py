@@ -2,7 +2,7 @@
 the scoring, and a tiny end-to-end run of bench/real_models.py on the CPU backend.
 
 Needs the GGUF file (~/.cache/qgen/models/SmolLM2-135M-Instruct.Q4_1.gguf, or
-$QGEN_MODELS_DIR), the gguf package and qgen.models; each test that needs one skips
+$QGEN_MODEL_DIR), the gguf package and qgen.models; each test that needs one skips
 with the reason when it is missing. The *-text tasks also need Debian's bible-kjv-text
 (or $QGEN_RULER_TEXT) and skip without it.
 """
@@ -15,14 +15,14 @@ import pytest
 
 from qgen.models import ruler
 
-MODELS_DIR = os.environ.get("QGEN_MODELS_DIR", os.path.expanduser("~/.cache/qgen/models"))
+MODELS_DIR = os.path.expanduser(os.environ.get("QGEN_MODEL_DIR") or "~/.cache/qgen/models")
 SMOL = os.path.join(MODELS_DIR, "SmolLM2-135M-Instruct.Q4_1.gguf")
 BENCH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench", "real_models.py")
 
 
 def _why_no_model():
     if not os.path.isfile(SMOL):
-        return f"the model file {SMOL} is absent (set QGEN_MODELS_DIR to the folder that holds it)"
+        return f"the model file {SMOL} is absent (set QGEN_MODEL_DIR to the folder that holds it)"
     try:
         import gguf  # noqa: F401
     except ImportError:
@@ -184,8 +184,8 @@ def test_grid_end_to_end(model, tmp_path):
     assert len(recs) == 4
     assert {(r["trial"], r["config"]) for r in recs} == {(t, c) for t in (0, 1) for c in ("f16/dense", "f16/r8/c25")}
     keys = {"kind", "model", "ctx", "task", "trial", "seed", "config", "k_type", "selector", "budget", "correct", "hits",
-            "output", "n_new", "max_new", "prompt_tokens", "depth", "answers", "recall", "recall_answer", "decode_s",
-            "prefill_s", "backend"}
+            "output", "n_new", "max_new", "prompt_tokens", "depth", "answers", "recall", "recall_answer", "recall_sink",
+            "pages_selected", "decode_s", "prefill_s", "backend"}
     for r in recs:
         assert keys <= set(r), keys - set(r)
         assert r["kind"] == "trial" and r["ctx"] == 1024 and r["backend"] == "cpu"
@@ -197,6 +197,8 @@ def test_grid_end_to_end(model, tmp_path):
             rc_ = r["recall"]
             assert rc_ is not None, "the two-stage config's page selection was not read back"
             assert 0.0 <= rc_["min"] <= rc_["mean"] <= 1.0 and rc_["layers"]
+            assert r["recall_sink"] == 1.0  # page 0 is always kept: the page numbers are read right
+            assert r["pages_selected"] >= 3  # sink, recent and last pages at least
     # the same answers from the same prompts: one dense prefill per trial serves every config
     assert len({r["prompt_tokens"] for r in recs if r["trial"] == 0}) == 1
     md = (out / "summary-smollm2.md").read_text()
