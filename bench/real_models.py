@@ -137,7 +137,9 @@ class Runner:
     prefill's logits whatever the config).
 
     One QgenAttention per (cache type, selector) serves every budget of it: the budget is
-    its per-attend option (attend_opts), so the kernels and caches are made once per run."""
+    its per-attend option (attend_opts). Configs come grouped that way, and only the
+    group in use is kept open: one set of caches (batch x context x global layers) at a
+    time, which at 8K x 30 layers is gigabytes a set."""
 
     def __init__(self, path, backend, batch, model=None):
         try:
@@ -174,6 +176,7 @@ class Runner:
                                              sort_keys=True))
         att = self._atts.get(key)
         if att is None:
+            self.close()
             if sp is None:
                 sparse = False
             else:  # the spec's own budget is a placeholder: every attend passes the config's
@@ -362,20 +365,29 @@ def _make_job(job):
     return tr
 
 
-class Trials:
-    """Makes the trials of every job in order; with workers > 0, in forked processes that
-    run ahead of the GPU (a 32K prompt takes seconds of pure-Python tokenizing)."""
+def start_workers(tok, workers):
+    """The prompt-making processes, forked before the model is loaded (no CUDA state, no
+    weights in them), each with the tokenizer; None for workers = 0."""
+    global _TOK
+    _TOK = tok
+    if workers <= 0:
+        return None
+    import multiprocessing as mp
 
-    def __init__(self, tok, jobs, workers):
+    return mp.get_context("fork").Pool(workers)
+
+
+class Trials:
+    """Makes the trials of every job in order; with a pool, in worker processes that run
+    ahead of the GPU (a 32K prompt takes seconds of pure-Python tokenizing)."""
+
+    def __init__(self, tok, jobs, pool):
         global _TOK
         _TOK = tok
         self.jobs = jobs
-        self.pool = None
-        if workers > 0 and jobs:
-            import multiprocessing as mp
-
-            self.pool = mp.get_context("fork").Pool(workers)
-            self.it = self.pool.imap(_make_job, jobs, chunksize=1)
+        self.pool = pool
+        if pool is not None and jobs:
+            self.it = pool.imap(_make_job, jobs, chunksize=1)
         else:
             self.it = map(_make_job, jobs)
 
@@ -383,9 +395,7 @@ class Trials:
         return [next(self.it) for _ in range(n)]
 
     def close(self):
-        if self.pool is not None:
-            self.pool.terminate()
-            self.pool = None
+        self.pool = None  # the pool is main's: it ends it
 
 
 # ---- the grid ----------------------------------------------------------------------------
@@ -420,7 +430,7 @@ def run_grid(args, runner, cfgs, tag, shard, t0):
             plan.append((trial_ids, ctx, task, todo))
     jobs = [(task, ctx - GEN_RESERVE, args.seed + t, style, args.text) for trial_ids, ctx, task, _ in plan
             for t in trial_ids]
-    maker = Trials(runner.tok, jobs, args.workers)
+    maker = Trials(runner.tok, jobs, args.pool)
     unit_secs = {}
     stopped = False
     for ui, (trial_ids, ctx, task, todo) in enumerate(plan):
@@ -571,6 +581,27 @@ def _cell(xs):
     return f"{k / n:.2f} [{lo:.2f},{hi:.2f}]" if n else "—"
 
 
+FORCED_PAGES = 1 + 128 // BLOCK + 1  # sink page, the recent window's pages, the partial last page: at most
+
+
+def budget_pages(budget, tokens):
+    """Pages a budget name asks for over a sequence of tokens (the budget rule of qgen.h);
+    None for dense."""
+    n = -(-tokens // BLOCK)
+    if budget.startswith("c"):
+        return math.ceil(float(budget[1:]) / 100 * n)
+    if budget.startswith("b"):
+        return -(-int(budget[1:]) // BLOCK)
+    return None
+
+
+def forced_only(budget, tokens):
+    """True when the budget is no larger than the pages every selection is forced to keep,
+    so the selector picks nothing (a miss there is the budget's, not the selector's)."""
+    k = budget_pages(budget, tokens)
+    return k is not None and k <= FORCED_PAGES
+
+
 def _ref(cfg, configs, base):
     """What a config's gap is measured against: its own cache type's dense, else the
     baseline; the dense rows against exact."""
@@ -598,7 +629,9 @@ def summarize(out_dir, tag):
                                                                          if x[1] in ruler.TASKS else 99))
     acc = {}   # (ctx, task, config) -> [bool]
     rec_ = {}  # (ctx, task, config) -> [recall mean]
+    ptoks = {}  # ctx -> prompt tokens (the largest seen)
     for r in recs:
+        ptoks[r["ctx"]] = max(ptoks.get(r["ctx"], 0), r["prompt_tokens"] + 1)
         acc.setdefault((r["ctx"], r["task"], r["config"]), []).append(bool(r["correct"]))
         if r.get("recall"):
             rec_.setdefault((r["ctx"], r["task"], r["config"]), []).append(r["recall"]["mean"])
@@ -636,9 +669,12 @@ def summarize(out_dir, tag):
             worst = min(gaps)
             ok = all(g >= -VERDICT_POINTS - 1e-9 for g, _, _ in gaps)
             fails = [f"{t}@{c} {g * 100:+.0f}" for g, c, t in sorted(gaps) if g < -VERDICT_POINTS - 1e-9]
+            forced = sorted({c for _, c, _ in gaps if forced_only("c6.25", ptoks[c])})
             line = (f"{vc} within {VERDICT_POINTS * 100:g} points of {vb} on every cell where {vb} >= {ELIGIBLE}: "
                     f"**{'YES' if ok else 'NO'}** ({len(gaps)} cells; worst {worst[2]}@{worst[1]} "
-                    f"{worst[0] * 100:+.1f} points" + (f"; failing: {', '.join(fails)}" if fails else "") + ")")
+                    f"{worst[0] * 100:+.1f} points" + (f"; failing: {', '.join(fails)}" if fails else "") + ")"
+                    + (f". At {', '.join(map(str, forced))} tokens 6.25 % is no more pages than the sink, recent "
+                       f"and last pages (≤ {FORCED_PAGES}): the selector picks nothing there" if forced else ""))
         vlines.append(line)
         if kt == "f16":
             js["verdict"] = {"config": vc, "baseline": vb, "pass": ok, "cells": len(gaps),
@@ -699,7 +735,8 @@ def summarize(out_dir, tag):
             kb = f"{kt}/dense" if f"{kt}/dense" in configs else base
             kbs = f"; {kb}: {_cell(acc[(ctx, task, kb)])}" if (ctx, task, kb) in acc and kb != base else ""
             bk = acc.get((ctx, task, kb), [])
-            L.append(f"{kt} cache{kbs}. Cells: accuracy [Wilson 95 %] gap to {kb} in points / needle recall")
+            L.append(f"{kt} cache{kbs}. Cells: accuracy [Wilson 95 %] gap to {kb} in points / needle recall; "
+                     f"† = the budget is no more than the {FORCED_PAGES} forced pages (sink, recent, last)")
             L.append("")
             L.append("| budget | " + " | ".join(sels) + " |")
             L.append("|---|" + "---|" * len(sels))
@@ -713,7 +750,8 @@ def summarize(out_dir, tag):
                     g = (sum(xs) / len(xs) - sum(bk) / len(bk)) * 100 if bk else float("nan")
                     rs = rec_.get((ctx, task, f"{kt}/{s}/{bn}"), [])
                     row.append(f"{_cell(xs)} {g:+.0f} / {sum(rs) / len(rs):.2f}" if rs else f"{_cell(xs)} {g:+.0f} / —")
-                L.append(f"| {bn} | " + " | ".join(row) + " |")
+                mark = " †" if forced_only(bn, ptoks.get(ctx, ctx)) else ""
+                L.append(f"| {bn}{mark} | " + " | ".join(row) + " |")
             L.append("")
 
     # agreement
@@ -790,7 +828,7 @@ def main(argv=None, model=None):
                                        "gemma3 8K,16K,32K)")
     ap.add_argument("--tasks", default="all", help=f"comma list or all: {', '.join(ruler.TASKS)}")
     ap.add_argument("--trials", type=int, help="trials per (context, task) (default 50 on gpu, 2 on cpu)")
-    ap.add_argument("--batch", type=int, help="trials prefilled and decoded together (default 8 on gpu, 1 on cpu)")
+    ap.add_argument("--batch", type=int, help="trials prefilled and decoded together (default 10 on gpu, 1 on cpu)")
     ap.add_argument("--workers", type=int, help="processes making prompts ahead of the model (default: cores - 2, "
                                                 "at most 12, on gpu; 0 on cpu)")
     ap.add_argument("--seed", type=int, default=0, help="trial i uses seed SEED + i (default 0)")
@@ -862,7 +900,7 @@ def main(argv=None, model=None):
         raise SystemExit("no task left to run")
     gpu = args.backend == "gpu"
     args.trials = args.trials if args.trials is not None else (50 if gpu else 2)
-    args.batch = max(1, args.batch if args.batch is not None else (8 if gpu else 1))
+    args.batch = max(1, args.batch if args.batch is not None else (10 if gpu else 1))
     if args.workers is None:
         args.workers = max(0, min(12, (os.cpu_count() or 1) - 2)) if gpu else 0
     cfgs = pick_configs(args.configs, args.quick)
@@ -873,6 +911,12 @@ def main(argv=None, model=None):
     t0 = time.time()
     print(f"real_models: {args.model_path} backend {args.backend} on {platform.node()}, python {platform.python_version()}",
           flush=True)
+    args.pool = None
+    if args.workers > 0 and not args.agreement:
+        import qgen.models as qm
+
+        args.pool = start_workers(qm.load_tokenizer(args.model_path) if hasattr(qm, "load_tokenizer") else
+                                  qm.load(args.model_path).tokenizer, args.workers)
     runner = Runner(args.model_path, args.backend, args.batch, model)
     print(f"[{time.time() - t0:7.1f}s] loaded: {json.dumps(runner.describe())}", flush=True)
     with open(os.path.join(args.out, f"run-{tag}.jsonl"), "a", encoding="utf-8") as f:
@@ -895,6 +939,8 @@ def main(argv=None, model=None):
         print(f"failed; partial summary: {md}", flush=True)
         return 2
     runner.close()
+    if args.pool is not None:
+        args.pool.terminate()
     md, v = summarize(args.out, tag)
     print("\n".join(v) or "no verdict yet")
     print(f"[{time.time() - t0:7.1f}s] {'stopped early' if stopped else 'done'}; summary: {md}", flush=True)

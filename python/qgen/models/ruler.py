@@ -484,8 +484,9 @@ def make(task, tokenizer, n_tokens, seed, style="chat", text_path=None):
         "seed": seed, "n_tokens": n_tokens, "prompt_tokens": len(ids), "style": style, "haystack": source,
         "haystack_units": k, "needles": len(content.needles), "distractor_spans": distract,
         "answer_token_spans": answer_spans, "question": content.question, "cue": content.cue,
-        # room for the answer as the model would write it (all answers, separators) plus a few
-        "max_new": len(_encode_plain(tokenizer, " " + answer_text)) + 6,
+        # room for the answer as the model would write it (all answers, separators) plus a
+        # few, and a few more per further answer: lists come numbered or with labels
+        "max_new": len(_encode_plain(tokenizer, " " + answer_text)) + 6 + 4 * (len(content.answers) - 1),
     })
     return Trial(task, ids, list(content.answers), spans, meta)
 
