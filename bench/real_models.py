@@ -467,7 +467,7 @@ def run_grid(args, runner, cfgs, tag, shard, t0):
             for k, (toks, sel) in zip(need, outs):
                 t, seed, tr = trials[k]
                 text = runner.tok.decode(toks)
-                hits = ruler.answer_hits(text, tr.answers)
+                hits = ruler.answer_hits(ruler.answer_part(text, tr.answers), tr.answers)
                 rec = {"kind": "trial", "model": tag, "ctx": ctx, "task": task, "trial": t, "seed": seed,
                        "config": cfg["name"], "k_type": cfg["k_type"], "selector": cfg["selector"],
                        "budget": cfg["budget"], "correct": all(hits), "hits": hits, "output": text,

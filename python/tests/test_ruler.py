@@ -140,6 +140,11 @@ def test_scoring():
     assert not ruler.score("1 and 3", ["1", "2", "3"])
     assert ruler.answer_hits("AAA, CCC", ["AAA", "BBB", "CCC"]) == [True, False, True]
     assert not ruler.score("", ["1"])
+    # one answer: its first non-empty line only (a base model runs on past it)
+    assert ruler.score("\n 4829371.\nWhat is the hidden number for x? 1111111", ["4829371"])
+    assert not ruler.score(" 1111111.\nThe hidden number for y is 4829371.", ["4829371"])
+    # several answers: the whole output (lists span lines)
+    assert ruler.score("\n1. AAA\n2. BBB", ["AAA", "BBB"])
 
 
 def test_wilson():

@@ -528,9 +528,22 @@ def answer_hits(output, answers):
     return hits
 
 
+def answer_part(output, answers):
+    """The part of the output that is scored: for one answer its first non-empty line (a
+    base model goes on past the answer, and a number it writes later, a distractor's or a
+    corrected one, must not count), for several answers all of it (lists span lines)."""
+    if len(answers) == 1:
+        for line in output.splitlines():
+            if line.strip():
+                return line
+        return ""
+    return output
+
+
 def score(output, answers):
-    """Exact match: True when every answer is in the output (answer_hits)."""
-    return all(answer_hits(output, answers))
+    """Exact match: True when every answer is in the scored part of the output
+    (answer_part, answer_hits)."""
+    return all(answer_hits(answer_part(output, answers), answers))
 
 
 def wilson(k, n, z=1.959963984540054):
