@@ -2,18 +2,20 @@
 """real_models.py — qgen's sparse selectors against dense attention on real pretrained
 models: RULER-style retrieval accuracy, and free-running agreement.
 
-    # CPU, small (the reference backend; minutes per trial at 8K)
+    # CPU, small (the reference backend; a 2K trial with the 9 --quick configs took 18-40 s here)
     QGEN_LIBRARY=$PWD/build/libqgen.so PYTHONPATH=$PWD/python:/root/pylib/gguf /usr/bin/python3 \\
         bench/real_models.py --model smollm2 --contexts 2K --trials 2 --quick --backend cpu --out /tmp/rm
     # GPU, the grid (docs/real-models-eval.md has the sized commands)
     python3 bench/real_models.py --model smollm2 --backend gpu --out out/rm-smollm2 --max-seconds 450
 
 Grid mode. For each context x task x trial: one exact dense prefill of the trial's prompt
-(qgen.models.ruler), then a greedy answer decoded from that state once per selector
-config; the answer is scored by exact match, and for every sparse config the pages each
-global layer's KV heads selected at the first decode step are compared with the pages
-holding the needles (recall). Trials of one (context, task) go through together (--batch
-states at a time) so each config runs once over the batch.
+(qgen.models.ruler) less its last token, then a greedy answer decoded from that state once
+per selector config, the last prompt token forced through the first decode step so that
+every answer token comes from the config's attention; the answer is scored by exact match,
+and for every sparse config the pages each global layer's KV heads selected at that first
+step are compared with the pages holding the needles (recall). The trials of one
+(context, task) are decoded together (--batch states a generate call) so each config
+runs once over the batch.
 
 Agreement mode (--agreement). For each context: a natural-text document of (context - 256)
 tokens, 256 greedy tokens with exact attention, then every config teacher-forced on those
