@@ -500,14 +500,12 @@ def document(tokenizer, n_tokens, seed, text_path=None):
     chosen place in the text: the prefix of the free-running agreement runs. Raises
     TextUnavailable without the text."""
     units, _ = _haystack_units("text", seed, text_path)
-    text, i, ids = "", 0, []
-    while True:
-        chunk = " ".join(units(j) for j in range(i, i + 64))
-        text = f"{text} {chunk}" if text else chunk
-        i += 64
-        ids = _encode(tokenizer, text)
+    k = 256
+    while True:  # whole re-encodes, doubling the units until there are enough tokens
+        ids = _encode(tokenizer, " ".join(units(j) for j in range(k)))
         if len(ids) >= n_tokens:
             return ids[:n_tokens]
+        k *= 2
 
 
 # ---- scoring -----------------------------------------------------------------------------
