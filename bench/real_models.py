@@ -336,6 +336,8 @@ class Writer:
     def write(self, rec):
         self.f.write(json.dumps(rec, separators=(",", ":")) + "\n")
         self.f.flush()
+
+    def sync(self):  # once a config's batch is written: a kill loses at most the config in flight
         os.fsync(self.f.fileno())
 
     def close(self):
@@ -483,6 +485,7 @@ def run_grid(args, runner, cfgs, tag, shard, t0):
                        "decode_s": round(secs, 4), "prefill_s": round(prefill_s[k], 3), "backend": args.backend}
                 w.write(rec)
                 tally.setdefault(cfg["name"], []).append(all(hits))
+            w.sync()
         for s in states:
             runner.release(s)
         states = None
@@ -561,6 +564,7 @@ def run_agreement(args, runner, cfgs, tag, shard, t0):
                    "first_disagree": int(np.argmin(agree)) if agree.min() < 1 else None,
                    "seconds": round(time.time() - tc, 3), "backend": args.backend}
             w.write(rec)
+            w.sync()
             print(f"    {cfg['name']:<22} agree {rec['agree']:.3f} KL {rec['kl_mean']:.4g} ({rec['seconds']:.1f}s)",
                   flush=True)
         runner.release(state)

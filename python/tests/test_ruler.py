@@ -215,3 +215,22 @@ def test_grid_end_to_end(model, tmp_path):
     assert rm.main(["--model", SMOL, "--backend", "cpu", "--contexts", "1K", "--tasks", "single-number-noise",
                     "--trials", "2", "--configs", "f16/dense,f16/r8/c25", "--out", str(out)], model=model) == 0
     assert len(raw.read_text().splitlines()) == 4
+
+
+def test_agreement_end_to_end(model, tmp_path):
+    """Free-running agreement, tiny: 4 exact steps after a 508-token natural-text prefix,
+    f16/dense teacher-forced on them (f16 rounding only: it must agree)."""
+    if not ruler.has_text():
+        pytest.skip(f"no natural text for --agreement (Debian's {ruler.TEXT_PACKAGE} or ${ruler.TEXT_ENV})")
+    rm = _bench()
+    out = tmp_path / "ag"
+    assert rm.main(["--model", SMOL, "--backend", "cpu", "--agreement", "--agree-contexts", "512",
+                    "--agree-steps", "4", "--configs", "f16/dense,f16/r8/c25", "--out", str(out)], model=model) == 0
+    recs = [json.loads(x) for x in (out / "agree-smollm2.jsonl").read_text().splitlines()]
+    assert {r["config"] for r in recs} == {"f16/dense", "f16/r8/c25"}
+    for r in recs:
+        assert r["kind"] == "agreement" and r["steps"] == 4 and r["ctx"] == 512
+        assert 0.0 <= r["agree"] <= 1.0 and r["kl_mean"] >= -1e-6 and r["kl_max"] >= r["kl_mean"] - 1e-9
+    dense = next(r for r in recs if r["config"] == "f16/dense")
+    assert dense["agree"] == 1.0 and dense["kl_mean"] < 1e-3
+    assert "## Free-running agreement" in (out / "summary-smollm2.md").read_text()
