@@ -55,12 +55,17 @@ def _tasks_here():
     return [t for t in ruler.TASKS if not ruler.task_needs_text(t) or ruler.has_text()]
 
 
-def test_text_tasks_available_or_said():
+def test_text_tasks_available_or_said(tmp_path):
     if not ruler.has_text():
         pytest.skip(f"no natural text: install Debian's {ruler.TEXT_PACKAGE} (apt-get install bible-kjv) "
                     f"or set {ruler.TEXT_ENV}; the *-text tasks are skipped")
     name, units = ruler.text_source()
     assert len(units) > 1000 and all(u.isascii() for u in units[:100])
+    # the dumped file (what a machine without the package is given) reads back unit for unit,
+    # so trials made from it are the trials made from the package
+    out = tmp_path / "text.txt"
+    ruler.dump_text(str(out))
+    assert ruler.text_source(str(out))[1] == units
 
 
 def test_missing_text_is_an_error_not_a_fallback(monkeypatch, tmp_path):
