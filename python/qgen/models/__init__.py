@@ -63,7 +63,9 @@ def load(file, device="cpu", dtype=None, arrays=None):
 
     def t(name, keep_f32=False):
         a = f.tensor(name)
-        if keep_f32 and ops.name == "torch":  # norm weights multiply float32 activations
+        if not a.flags.writeable:  # an F32 tensor is a view of the mapped file: own a copy
+            a = a.copy()
+        if keep_f32 and ops.name == "torch":
             import torch
 
             return torch.from_numpy(a).to(ops.device)
@@ -72,8 +74,11 @@ def load(file, device="cpu", dtype=None, arrays=None):
     def opt(name, keep_f32=False):
         return t(name, keep_f32) if f.has(name) else None
 
+    # norm weights and the output projection stay float32 under float16/bfloat16: norms
+    # work in float32, and logits rounded to 8 mantissa bits would flip near-tied argmaxes
     w = {"embed": t("token_embd.weight"), "output_norm": t("output_norm.weight", True)}
-    w["output"] = w["embed"] if config.tie else t("output.weight")
+    out_name = "token_embd.weight" if config.tie else "output.weight"
+    w["output"] = w["embed"] if config.tie and ops.dtype_name == "float32" else t(out_name, True)
     if f.has("rope_freqs.weight"):
         w["rope_freqs"] = f.tensor("rope_freqs.weight").astype(np.float64)
     layers = []

@@ -40,7 +40,8 @@ class State:
 class Result:
     """One decode: the chosen (or forced) token ids, the text of those up to the stop token,
     whether a stop token ended it, the logits each token was chosen from (float32 NumPy
-    [len(ids), vocab], with return_logits=True) and the decode's seconds and steps."""
+    [len(ids), vocab], with return_logits=True), the decode's seconds (the whole batch's,
+    binding included), forward steps, and extra["bind_seconds"] (setting up the caches)."""
 
     ids: list
     text: str
@@ -154,8 +155,8 @@ class Model:
     def _logits(self, x):
         """float32 logits [n, vocab] of the final hidden states x [n, hidden]."""
         c, o = self.config, self.ops
-        h = self._norm(x, self.w["output_norm"])
-        logits = o.f32(h @ self.w["output"].T)
+        h = o.f32(self._norm(x, self.w["output_norm"]))
+        logits = h @ self.w["output"].T
         if c.final_softcap:
             logits = c.final_softcap * o.tanh(logits / c.final_softcap)
         return logits
@@ -265,7 +266,8 @@ class Model:
 
     # ---- decode ------------------------------------------------------------------------
 
-    def generate(self, state, max_new=None, attention=None, force=None, return_logits=False, stop=True):
+    def generate(self, state, max_new=None, attention=None, force=None, return_logits=False, stop=True,
+                 on_token=None):
         """Greedy decoding from a prefilled State (or a list of States: a batch, decoded
         together; returns a list of Results then).
 
@@ -275,7 +277,8 @@ class Model:
         every layer, or a QgenAttention through which every full-attention layer attends
         (sliding-window layers stay exact). stop: end a sequence at a stop token (the
         tokenizer's eos_ids) that was chosen, not forced. return_logits: keep the float32
-        logits each token was chosen from (the first are the State's)."""
+        logits each token was chosen from (the first are the State's). on_token(i, token) is
+        called as sequence i's next token is chosen (for streaming)."""
         batch = isinstance(state, (list, tuple))
         states = list(state) if batch else [state]
         if not states:
@@ -305,6 +308,7 @@ class Model:
                    [i for i in range(c.n_layer) if not c.is_global(i)])
         if attention is not None:
             attention.bind(self, states, max_new)
+        bind_seconds = time.perf_counter() - t0
         out_ids = [[] for _ in range(B)]
         out_logits = [[] for _ in range(B)]
         done = [max_new == 0] * B
@@ -320,6 +324,8 @@ class Model:
                 if done[b]:
                     continue
                 out_ids[b].append(t)
+                if on_token is not None:
+                    on_token(b, t)
                 if return_logits:
                     out_logits[b].append(logits[b].copy())
                 if t in eos and step >= len(forces[b]):
@@ -338,7 +344,7 @@ class Model:
             text_ids = ids[:-1] if stopped[b] else ids
             results.append(Result(ids=ids, text=self.tokenizer.decode(text_ids, skip_special=True), stopped=stopped[b],
                                   logits=np.stack(out_logits[b]) if return_logits and out_logits[b] else None,
-                                  seconds=dt, steps=n_steps))
+                                  seconds=dt, steps=n_steps, extra={"bind_seconds": bind_seconds}))
         return results if batch else results[0]
 
     def _step(self, states, toks, step, exact, attention):
