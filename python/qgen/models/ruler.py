@@ -394,7 +394,10 @@ class _Prefixes:
         return s, self._first_at_or_after(end, s)
 
 
-_unit_lens = {}  # id(tokenizer) -> {unit: tokens}: the fit's estimates, kept across trials
+# id(tokenizer) -> {unit: tokens}: the fit's first guesses, kept across trials. Only guesses:
+# every length the fit accepts is measured on the whole prompt, so a stale entry (a new
+# tokenizer at a reused id) costs a round, never a wrong length.
+_unit_lens = {}
 
 
 def _encode(tokenizer, text):
@@ -457,7 +460,7 @@ def make(task, tokenizer, n_tokens, seed, style="chat", text_path=None):
             step += 1
         k += max(1, step)
     else:
-        k = max(i for i, n in seen.items() if n <= n_tokens)
+        k = max((i for i, n in seen.items() if n <= n_tokens), default=0)
     text, cspans = build(k)
     ids = kept[k] if k in kept else _encode(tokenizer, text)
     if len(ids) > n_tokens:  # cannot happen after the loop, but never hand back an oversized prompt
