@@ -12,6 +12,7 @@
  * would do with it.
  */
 #define _GNU_SOURCE
+#include <ctype.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,7 +25,9 @@
 #include "base/le.h"
 #include "base/sha256.h"
 
-#define HDR 88
+#define HDR_V1 88 /* format 1: no spec name */
+#define SLOT 80    /* format 2: the spec name after HDR_V1 */
+#define HDR (HDR_V1 + SLOT)
 static const char NAME[] = "fuzz_d128_h32_g4_kf16_vf16_if16_of16_b64_sparse_sm90";
 static char dir[64];
 static uint8_t key[32], other[32];
@@ -59,19 +62,30 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
 
 /* What the reader must conclude, from the format alone. key_bytes: how much of the key
    must match (32 for a lookup; 8 for a listing, which only knows the file name's 16 hex). */
+/* The header size the file's version gives (format 1: no spec name). */
+static size_t hdr_of(const uint8_t *f, size_t n) { return n > 8 && f[8] == 1 ? HDR_V1 : HDR; }
+
 static int valid_entry(const uint8_t *f, size_t n, size_t key_bytes) {
-  if (n < HDR || memcmp(f, "QGENCACH", 8) != 0) return 0;
-  if (f[8] != QGEN_CACHE_FORMAT || f[9] || f[10] || f[11] || f[12] || f[13] || f[14] || f[15]) return 0;
-  if (memcmp(f + 16, key, key_bytes) != 0 || qgen_rd64(f + 48) != n - HDR || n - HDR > QGEN_CACHE_MAX_ENTRY) return 0;
+  if (n < HDR_V1 || memcmp(f, "QGENCACH", 8) != 0) return 0;
+  if ((f[8] != QGEN_CACHE_FORMAT && f[8] != 1) || f[9] || f[10] || f[11] || f[12] || f[13] || f[14] || f[15]) return 0;
+  const size_t h = hdr_of(f, n);
+  if (n < h || memcmp(f + 16, key, key_bytes) != 0 || qgen_rd64(f + 48) != n - h || n - h > QGEN_CACHE_MAX_ENTRY) return 0;
+  if (h == HDR) { /* the spec name: [A-Za-z0-9._-]*, then NULs only (one at least) */
+    size_t k = 0;
+    while (k < SLOT && f[HDR_V1 + k] && (isalnum(f[HDR_V1 + k]) || strchr("._-", f[HDR_V1 + k]))) k++;
+    if (k == SLOT) return 0;
+    for (; k < SLOT; k++)
+      if (f[HDR_V1 + k]) return 0;
+  }
   uint8_t sum[32];
-  qgen_sha256_buf(f + HDR, n - HDR, sum);
+  qgen_sha256_buf(f + HDR_V1, n - HDR_V1, sum);
   return memcmp(sum, f + 56, 32) == 0;
 }
 
 static int listed_ok;
-static void list_cb(void *ud, const char *file, uint64_t size, int ok) {
-  (void)ud, (void)size;
-  if (strstr(path, file)) listed_ok = ok;
+static void list_cb(void *ud, const qgen_cache_item *it) {
+  (void)ud;
+  if (strstr(path, it->file)) listed_ok = it->problem == NULL;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -87,8 +101,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     f[8] = QGEN_CACHE_FORMAT;
   }
   if ((mode & 2) && n >= 48) memcpy(f + 16, key, 32);
-  if ((mode & 4) && n >= HDR) qgen_wr64(f + 48, n - HDR);
-  if ((mode & 8) && n >= HDR) qgen_sha256_buf(f + HDR, n - HDR, f + 56);
+  if ((mode & 4) && n >= hdr_of(f, n)) qgen_wr64(f + 48, n - hdr_of(f, n));
+  if ((mode & 8) && n >= hdr_of(f, n)) qgen_sha256_buf(f + HDR_V1, n - HDR_V1, f + 56);
 
   FILE *fp = fopen(path, "wb");
   if (!fp) die("cannot write the entry file");
@@ -103,13 +117,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   int hit = qgen_cache_get(c, NAME, key, &got, &got_n);
   if (hit != want) die(hit ? "an invalid entry was a hit" : "a valid entry was a miss");
   if (hit) {
-    if (got_n != n - HDR || memcmp(got, f + HDR, got_n) != 0) die("a hit returned other bytes than the payload");
+    if (got_n != n - hdr_of(f, n) || memcmp(got, f + hdr_of(f, n), got_n) != 0) die("a hit returned other bytes than the payload");
     qgen_artifact a;
     char err[256];
     if (qgen_artifact_unpack(got, got_n, &a, err, sizeof err) == 0) qgen_artifact_free(&a);
     free(got);
     /* a second get is served from memory: the same bytes */
-    if (qgen_cache_get(c, NAME, key, &got, &got_n) != 1 || got_n != n - HDR || memcmp(got, f + HDR, got_n) != 0)
+    if (qgen_cache_get(c, NAME, key, &got, &got_n) != 1 || got_n != n - hdr_of(f, n) || memcmp(got, f + hdr_of(f, n), got_n) != 0)
       die("the in-memory copy differs");
     free(got);
   }

@@ -60,7 +60,8 @@ static void make_art(qgen_artifact *a, int arch, int n_kernels, size_t cubin_n, 
 
 static void cache_seed(const char *name, unsigned mode, const uint8_t key[32], const void *payload, size_t n,
                        size_t keep) {
-  size_t total = 1 + 88 + n;
+  enum { HDR = 88 + 80 }; /* the fixed header, then the spec name (jit/cache.c) */
+  size_t total = 1 + HDR + n;
   uint8_t *f = calloc(1, total);
   f[0] = (uint8_t)mode;
   uint8_t *h = f + 1;
@@ -68,8 +69,9 @@ static void cache_seed(const char *name, unsigned mode, const uint8_t key[32], c
   h[8] = QGEN_CACHE_FORMAT;
   memcpy(h + 16, key, 32);
   for (int i = 0; i < 8; i++) h[48 + i] = (uint8_t)((uint64_t)n >> (8 * i));
-  qgen_sha256_buf(payload, n, h + 56);
-  if (n) memcpy(h + 88, payload, n);
+  memcpy(h + 88, "seed-spec", 9);
+  if (n) memcpy(h + HDR, payload, n);
+  qgen_sha256_buf(h + 88, HDR - 88 + n, h + 56);
   put("cache", name, f, keep < total ? keep : total);
   free(f);
 }

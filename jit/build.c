@@ -87,7 +87,7 @@ static void *run_job(void *arg) {
     return NULL;
   if (j->cache) {
     uint8_t *blob = qgen_artifact_pack(j->out, &size);
-    if (blob) qgen_cache_put(j->cache, name, key, blob, size);
+    if (blob) qgen_cache_put(j->cache, name, j->spec->name, key, blob, size);
     free(blob);
   }
   j->rc = check_fit(j);

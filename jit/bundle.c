@@ -216,6 +216,53 @@ void qgen_bundle_free(qgen_bundle *b) {
     goto fail;                             \
   } while (0)
 
+/* The fixed header, strings and table of a file of `size` bytes whose first `have` bytes
+   are at p (at least the smaller of size and the header, strings and table the header
+   declares): every check that needs only those bytes and the file's size, so a reader can
+   refuse a file before reading the rest. 0 with *fsize_out, or -1 with the message in err. */
+static int check_head(const char *name, const uint8_t *p, size_t have, uint64_t size, uint64_t *fsize_out, char *err,
+                      size_t errlen) {
+  typedef unsigned long long ull;
+  if (size == 0) return qgen_fmt(err, errlen, "%s: empty file (not a qgen bundle)", name), -1;
+  if (memcmp(p, MAGIC, have < 8 ? have : 8) != 0) return qgen_fmt(err, errlen, "%s: not a qgen bundle (bad magic)", name), -1;
+  if (size < HDR) return qgen_fmt(err, errlen, "%s: truncated at byte %llu (the header needs %d)", name, (ull)size, HDR), -1;
+  const uint32_t version = qgen_rd32(p + 8), flags = qgen_rd32(p + 12), n = qgen_rd32(p + 24), S = qgen_rd32(p + 28),
+                 V = qgen_rd32(p + 32);
+  const uint64_t fsize = qgen_rd64(p + 16);
+  if (version != QGEN_BUNDLE_VERSION)
+    return qgen_fmt(err, errlen, "%s: bundle format version %u; this qgen reads version %d (write the bundle again with "
+                    "this qgen)", name, version, QGEN_BUNDLE_VERSION), -1;
+  if (flags != 0) return qgen_fmt(err, errlen, "%s: unknown header flags 0x%x", name, flags), -1;
+  if (fsize > QGEN_BUNDLE_MAX_SIZE)
+    return qgen_fmt(err, errlen, "%s: the header gives a file size of %llu bytes (at most %llu)", name, (ull)fsize,
+                    (ull)QGEN_BUNDLE_MAX_SIZE), -1;
+  if (n < 1 || n > QGEN_MAX_ARCHS)
+    return qgen_fmt(err, errlen, "%s: the header lists %u entries (1..%d)", name, n, QGEN_MAX_ARCHS), -1;
+  if (S < 2 || S > QGEN_BUNDLE_MAX_SPEC)
+    return qgen_fmt(err, errlen, "%s: spec text of %u bytes (2..%d)", name, S, QGEN_BUNDLE_MAX_SPEC), -1;
+  if (V < 2 || V > VERSION_MAX) return qgen_fmt(err, errlen, "%s: qgen version string of %u bytes (2..%d)", name, V, VERSION_MAX), -1;
+  if (!all_zero(p + 44, HDR - 44)) return qgen_fmt(err, errlen, "%s: reserved header bytes are not zero", name), -1;
+
+  /* header + strings + table, then its checksum */
+  const size_t M = HDR + (size_t)S + V + (size_t)n * ENTRY + 32;
+  if (size < M)
+    return qgen_fmt(err, errlen, "%s: truncated at byte %llu (the header, strings and table of %u entr%s need %zu)", name,
+                    (ull)size, n, n == 1 ? "y" : "ies", M), -1;
+  uint8_t sum[32];
+  qgen_sha256_buf(p, M - 32, sum);
+  if (memcmp(sum, p + M - 32, 32) != 0)
+    return qgen_fmt(err, errlen, "%s: header checksum mismatch (the header or table is corrupt)", name), -1;
+  if (fsize < M)
+    return qgen_fmt(err, errlen, "%s: the header gives a file size of %llu bytes, less than its own %zu", name, (ull)fsize, M), -1;
+  if (size < fsize)
+    return qgen_fmt(err, errlen, "%s: truncated at byte %llu (the header says the file has %llu)", name, (ull)size, (ull)fsize), -1;
+  if (size > fsize)
+    return qgen_fmt(err, errlen, "%s: %llu trailing bytes after the %llu the header declares", name, (ull)(size - fsize),
+                    (ull)fsize), -1;
+  *fsize_out = fsize;
+  return 0;
+}
+
 int qgen_bundle_parse(const char *name, const uint8_t *p, size_t size, qgen_bundle *b, char *err, size_t errlen) {
   typedef unsigned long long ull;
   qgen_spec_set *set = NULL;
@@ -227,35 +274,11 @@ int qgen_bundle_parse(const char *name, const uint8_t *p, size_t size, qgen_bund
   }
   memset(b, 0, sizeof *b);
   if (!p && size) FAIL("%s: no data", name);
-
-  /* the fixed header */
-  if (size == 0) FAIL("%s: empty file (not a qgen bundle)", name);
-  if (memcmp(p, MAGIC, size < 8 ? size : 8) != 0) FAIL("%s: not a qgen bundle (bad magic)", name);
-  if (size < HDR) FAIL("%s: truncated at byte %zu (the header needs %d)", name, size, HDR);
-  const uint32_t version = qgen_rd32(p + 8), flags = qgen_rd32(p + 12), n = qgen_rd32(p + 24), S = qgen_rd32(p + 28), V = qgen_rd32(p + 32);
-  const uint64_t fsize = qgen_rd64(p + 16);
-  if (version != QGEN_BUNDLE_VERSION)
-    FAIL("%s: bundle format version %u; this qgen reads version %d (write the bundle again with this qgen)", name, version,
-         QGEN_BUNDLE_VERSION);
-  if (flags != 0) FAIL("%s: unknown header flags 0x%x", name, flags);
-  if (fsize > QGEN_BUNDLE_MAX_SIZE)
-    FAIL("%s: the header gives a file size of %llu bytes (at most %llu)", name, (ull)fsize, (ull)QGEN_BUNDLE_MAX_SIZE);
-  if (n < 1 || n > QGEN_MAX_ARCHS) FAIL("%s: the header lists %u entries (1..%d)", name, n, QGEN_MAX_ARCHS);
-  if (S < 2 || S > QGEN_BUNDLE_MAX_SPEC) FAIL("%s: spec text of %u bytes (2..%d)", name, S, QGEN_BUNDLE_MAX_SPEC);
-  if (V < 2 || V > VERSION_MAX) FAIL("%s: qgen version string of %u bytes (2..%d)", name, V, VERSION_MAX);
-  if (!all_zero(p + 44, HDR - 44)) FAIL("%s: reserved header bytes are not zero", name);
-
-  /* header + strings + table, then its checksum */
+  uint64_t fsize;
+  if (check_head(name, p, size, size, &fsize, err, errlen) != 0) goto fail;
+  const uint32_t n = qgen_rd32(p + 24), S = qgen_rd32(p + 28), V = qgen_rd32(p + 32);
   const size_t T = HDR + (size_t)S + V, M = T + (size_t)n * ENTRY + 32;
-  if (size < M)
-    FAIL("%s: truncated at byte %zu (the header, strings and table of %u entr%s need %zu)", name, size, n,
-         n == 1 ? "y" : "ies", M);
   uint8_t sum[32];
-  qgen_sha256_buf(p, M - 32, sum);
-  if (memcmp(sum, p + M - 32, 32) != 0) FAIL("%s: header checksum mismatch (the header or table is corrupt)", name);
-  if (fsize < M) FAIL("%s: the header gives a file size of %llu bytes, less than its own %zu", name, (ull)fsize, M);
-  if (size < fsize) FAIL("%s: truncated at byte %zu (the header says the file has %llu)", name, size, (ull)fsize);
-  if (size > fsize) FAIL("%s: %llu trailing bytes after the %llu the header declares", name, (ull)(size - fsize), (ull)fsize);
   b->file_size = fsize;
   if (qgen_rd32(p + 36) > 999 || qgen_rd32(p + 40) > 999)
     FAIL("%s: NVRTC version %u.%u is not plausible", name, qgen_rd32(p + 36), qgen_rd32(p + 40));
@@ -368,6 +391,18 @@ fail:
   return -1;
 }
 
+/* Read from fd until buf holds `upto` bytes (*got of them so far) or the file ends. */
+static int read_upto(int fd, uint8_t *buf, size_t *got, size_t upto) {
+  while (*got < upto) {
+    ssize_t r = read(fd, buf + *got, upto - *got);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) return -1;
+    if (r == 0) break;
+    *got += (size_t)r;
+  }
+  return 0;
+}
+
 int qgen_bundle_read(const char *path, qgen_bundle *b, char *err, size_t errlen) {
   if (b) memset(b, 0, sizeof *b);
   if (!path) {
@@ -391,28 +426,36 @@ int qgen_bundle_read(const char *path, qgen_bundle *b, char *err, size_t errlen)
              (unsigned long long)QGEN_BUNDLE_MAX_SIZE);
     return -1;
   }
-  size_t want = (size_t)st.st_size, got = 0;
-  uint8_t *buf = malloc(want ? want : 1);
+  /* The header, strings and table first (about 72 KiB at most): a file whose size is not
+     the one its header declares is refused before the rest is read. */
+  const size_t want = (size_t)st.st_size, head = HDR + QGEN_BUNDLE_MAX_SPEC + VERSION_MAX + (size_t)QGEN_MAX_ARCHS * ENTRY + 32,
+               first = want < head ? want : head;
+  size_t got = 0;
+  uint8_t *buf = malloc(first ? first : 1);
+  int rc = -1;
   if (!buf) {
-    close(fd);
-    qgen_fmt(err, errlen, "%s: out of memory for %zu bytes", path, want);
-    return -1;
+    qgen_fmt(err, errlen, "%s: out of memory for %zu bytes", path, first);
+    goto done;
   }
-  while (got < want) {
-    ssize_t r = read(fd, buf + got, want - got);
-    if (r < 0 && errno == EINTR) continue;
-    if (r < 0) {
-      int e = errno;
-      close(fd);
-      free(buf);
-      qgen_fmt(err, errlen, "%s: read error: %s", path, strerror(e));
-      return -1;
+  if (read_upto(fd, buf, &got, first) != 0) goto read_error;
+  if (got == first && got < want) { /* more to come, and the file did not shrink meanwhile */
+    uint64_t fsize;
+    if (check_head(path, buf, got, want, &fsize, err, errlen) != 0) goto done;
+    uint8_t *all = realloc(buf, want);
+    if (!all) {
+      qgen_fmt(err, errlen, "%s: out of memory for %zu bytes", path, want);
+      goto done;
     }
-    if (r == 0) break; /* the file shrank: parse what is there (it will say truncated) */
-    got += (size_t)r;
+    buf = all;
+    if (read_upto(fd, buf, &got, want) != 0) goto read_error;
   }
+  /* a file that shrank meanwhile parses as what is there (it says truncated) */
+  rc = qgen_bundle_parse(path, buf, got, b, err, errlen);
+  goto done;
+read_error:
+  qgen_fmt(err, errlen, "%s: read error: %s", path, strerror(errno));
+done:
   close(fd);
-  int rc = qgen_bundle_parse(path, buf, got, b, err, errlen);
   free(buf);
   return rc;
 }

@@ -2,15 +2,17 @@
  *
  * Layout of an entry file (all integers little-endian):
  *   0  magic "QGENCACH"      8 bytes
- *   8  format version        u32
+ *   8  format version        u32 (2; format 1 files are still read)
  *  12  flags (0)             u32
  *  16  key                   32 bytes
  *  48  payload size          u64
- *  56  sha256(payload)       32 bytes
- *  88  payload
+ *  56  sha256(bytes 88..end) 32 bytes
+ *  88  spec name             80 bytes: the spec that wrote the entry, [A-Za-z0-9._-]*,
+ *                            NUL-padded (format 1 has no such field)
+ * 168  payload
  * A reader trusts nothing in the header: the declared size must equal the file's size
- * less the header (checked against fstat before anything is allocated), and the payload
- * must hash to the stored checksum.
+ * less the header (checked against fstat before anything is allocated), and the bytes
+ * after the fixed header must hash to the stored checksum.
  */
 #define _GNU_SOURCE
 #include "jit/cache.h"
@@ -33,7 +35,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#define HDR_SIZE 88
+#define HDR_V1 88                /* format 1: no spec name */
+#define SPEC_SLOT 80
+#define HDR_SIZE (HDR_V1 + SPEC_SLOT) /* format 2 */
 #define NAME_MAX_PREFIX 100 /* readable prefix; "-<16 hex>.qgc" follows */
 #define FILE_MAX (NAME_MAX_PREFIX + 1 + 16 + 4 + 1)
 #define DIR_MAX 3800 /* leaves room for "/<file>" and the temp suffix in a 4096 path */
@@ -51,31 +55,37 @@ typedef struct mem_entry {
 
 struct qgen_cache {
   char *dir;       /* NULL: memory only. Never changes after open. */
+  char problem[4400]; /* why a directory asked for is not used ("" when it is, or none was) */
   int readonly;    /* a write failed: entries are still read from dir, no longer written */
   int warned;      /* the one warning has been printed */
+  int warned_file; /* the one warning about an entry others could have written */
   mem_entry *mem;  /* every entry read or written by this process */
   pthread_mutex_t mu; /* guards readonly, warned, mem */
 };
 
 /* ---- small helpers ------------------------------------------------------------------ */
 
-static int ends_with(const char *s, const char *suffix) {
-  size_t n = strlen(s), m = strlen(suffix);
-  return n >= m && memcmp(s + n - m, suffix, m) == 0;
+/* A byte kept in names: [A-Za-z0-9._-]. */
+static int name_byte(unsigned ch) {
+  return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '.' || ch == '_' ||
+         ch == '-';
+}
+
+/* name with every byte outside [A-Za-z0-9._-] turned into '_', cut to max bytes, into out
+   (max + 1 bytes); returns its length. */
+static size_t sanitize(const char *name, char *out, size_t max) {
+  size_t n = 0;
+  if (name)
+    for (const unsigned char *p = (const unsigned char *)name; *p && n < max; p++) out[n++] = name_byte(*p) ? (char)*p : '_';
+  out[n] = 0;
+  return n;
 }
 
 /* "<sanitized name>-<first 16 hex of key>.qgc". The name keeps [A-Za-z0-9._-] and turns
    every other byte into '_', so it can never hold a '/' (no path escapes; ".." stays a
    plain prefix of a longer name). Empty or NULL names become "entry". */
 static void entry_file(const char *name, const uint8_t key[32], char out[FILE_MAX]) {
-  size_t n = 0;
-  if (name)
-    for (const unsigned char *p = (const unsigned char *)name; *p && n < NAME_MAX_PREFIX; p++) {
-      unsigned ch = *p;
-      int keep = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
-                 (ch >= '0' && ch <= '9') || ch == '.' || ch == '_' || ch == '-';
-      out[n++] = keep ? (char)ch : '_';
-    }
+  size_t n = sanitize(name, out, NAME_MAX_PREFIX);
   if (n == 0) {
     memcpy(out, "entry", 5);
     n = 5;
@@ -100,33 +110,77 @@ static ssize_t read_full(int fd, void *buf, size_t n) {
   return (ssize_t)got;
 }
 
-/* Check the entry file at path. want_key: the key it must hold (NULL: any key, which is
-   then returned in key_out). data: where to return the payload (NULL: only verify,
-   streaming, without holding the payload). Returns 1 when the entry is valid, 0 when it
-   is not (corrupt, truncated, other version/key, not a regular file, too large), -1 when
-   it does not exist. *file_size gets the size on disk when known. */
-static int read_entry(const char *path, const uint8_t *want_key, uint8_t key_out[32],
-                      void **data, size_t *size, uint64_t *file_size) {
+/* Who may have written a file or directory of this stat besides its owner: NULL when
+   only the owner (this user, or root) can, else why not, into why. */
+static const char *unsafe(const struct stat *st, char *why, size_t n) {
+  if (st->st_mode & (S_IWGRP | S_IWOTH))
+    return qgen_fmt(why, n, "is writable by %s (mode %04o)",
+                    (st->st_mode & S_IWGRP) && (st->st_mode & S_IWOTH) ? "group and others" : st->st_mode & S_IWGRP ? "its group" : "others",
+                    (unsigned)(st->st_mode & 07777));
+  if (st->st_uid != geteuid() && st->st_uid != 0)
+    return qgen_fmt(why, n, "belongs to user %ld, not to this one (%ld)", (long)st->st_uid, (long)geteuid());
+  return NULL;
+}
+
+/* What read_entry learned of a file besides its payload. */
+typedef struct entry_info {
+  uint64_t file_size;   /* on disk */
+  uint8_t key[32];
+  char spec[SPEC_SLOT]; /* the spec that wrote it; "" for format 1 */
+  char why[96];         /* read_entry returned ENTRY_UNSAFE: unsafe()'s reason */
+} entry_info;
+
+enum { ENTRY_ABSENT = -1, ENTRY_BAD = 0, ENTRY_OK = 1, ENTRY_UNSAFE = 2 };
+
+/* A format 2 spec slot: [A-Za-z0-9._-]*, then only NULs (at least one). */
+static int good_spec_slot(const uint8_t *p) {
+  size_t n = 0;
+  while (n < SPEC_SLOT && p[n] && name_byte(p[n])) n++;
+  if (n == SPEC_SLOT) return 0;
+  for (size_t i = n; i < SPEC_SLOT; i++)
+    if (p[i]) return 0;
+  return 1;
+}
+
+/* Check the entry file at path. want_key: the key it must hold (NULL: any key). data:
+   where to return the payload (NULL: only verify, streaming, without holding the payload).
+   Returns ENTRY_OK when the entry is valid, ENTRY_BAD when it is not (corrupt, truncated,
+   other version/key, not a regular file, too large), ENTRY_ABSENT when it does not
+   exist, ENTRY_UNSAFE (read no further) when someone else could have written it. info
+   (may be NULL) gets the size on disk when known, and for a valid entry its key and spec. */
+static int read_entry(const char *path, const uint8_t *want_key, void **data, size_t *size, entry_info *info) {
+  entry_info scratch;
+  if (!info) info = &scratch;
+  memset(info, 0, sizeof *info);
   /* O_NONBLOCK: a FIFO planted under an entry's name must not block the open. */
   int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) return errno == ENOENT ? -1 : 0;
-  int ok = 0;
+  if (fd < 0) return errno == ENOENT ? ENTRY_ABSENT : ENTRY_BAD;
+  int ok = ENTRY_BAD;
   uint8_t *payload = NULL;
   struct stat st;
   if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) goto done;
-  if (file_size) *file_size = (uint64_t)st.st_size;
-  if (st.st_size < HDR_SIZE || (uint64_t)st.st_size - HDR_SIZE > QGEN_CACHE_MAX_ENTRY) goto done;
+  info->file_size = (uint64_t)st.st_size;
+  if (unsafe(&st, info->why, sizeof info->why)) {
+    ok = ENTRY_UNSAFE;
+    goto done;
+  }
+  if (st.st_size < HDR_V1) goto done;
 
   uint8_t h[HDR_SIZE];
-  if (read_full(fd, h, HDR_SIZE) != HDR_SIZE) goto done;
+  if (read_full(fd, h, HDR_V1) != HDR_V1 || memcmp(h, MAGIC, 8) != 0 || qgen_rd32(h + 12) != 0) goto done;
+  const uint32_t version = qgen_rd32(h + 8);
+  const size_t hdr = version == QGEN_CACHE_FORMAT ? HDR_SIZE : version == 1 ? HDR_V1 : 0;
+  if (!hdr || (uint64_t)st.st_size < hdr || (uint64_t)st.st_size - hdr > QGEN_CACHE_MAX_ENTRY) goto done;
   uint64_t n = qgen_rd64(h + 48);
-  if (memcmp(h, MAGIC, 8) != 0 || qgen_rd32(h + 8) != QGEN_CACHE_FORMAT || qgen_rd32(h + 12) != 0 ||
-      n != (uint64_t)st.st_size - HDR_SIZE)
-    goto done;
+  if (n != (uint64_t)st.st_size - hdr) goto done;
   if (want_key && memcmp(h + 16, want_key, 32) != 0) goto done;
 
   qgen_sha256 sc;
   qgen_sha256_init(&sc);
+  if (hdr > HDR_V1) { /* the spec slot, under the checksum */
+    if (read_full(fd, h + HDR_V1, SPEC_SLOT) != SPEC_SLOT || !good_spec_slot(h + HDR_V1)) goto done;
+    qgen_sha256_update(&sc, h + HDR_V1, SPEC_SLOT);
+  }
   if (data) {
     payload = malloc(n ? (size_t)n : 1);
     if (!payload) goto done;
@@ -147,13 +201,14 @@ static int read_entry(const char *path, const uint8_t *want_key, uint8_t key_out
   qgen_sha256_final(&sc, sum);
   if (memcmp(sum, h + 56, 32) != 0) goto done;
 
-  if (key_out) memcpy(key_out, h + 16, 32);
+  memcpy(info->key, h + 16, 32);
+  if (hdr > HDR_V1) memcpy(info->spec, h + HDR_V1, SPEC_SLOT);
   if (data) {
     *data = payload;
     payload = NULL;
     *size = (size_t)n;
   }
-  ok = 1;
+  ok = ENTRY_OK;
 done:
   free(payload);
   close(fd);
@@ -264,13 +319,28 @@ qgen_cache *qgen_cache_open(const char *dir) {
   if (qgen_cache_resolve(dir, d, sizeof d, why, sizeof why) != 0) {
     if (why[0]) {
       c->warned = 1;
+      qgen_fmt(c->problem, sizeof c->problem, "%s", why);
       qgen_warn("kernel cache: %s; caching in memory only", why);
     }
     return c;
   }
   if (qgen_mkdir_p(d, 0755) != 0) {
     c->warned = 1;
-    qgen_warn("kernel cache: cannot create directory %s: %s; caching in memory only", d, strerror(errno));
+    qgen_fmt(c->problem, sizeof c->problem, "cannot create directory %s: %s", d, strerror(errno));
+    qgen_warn("kernel cache: %s; caching in memory only", c->problem);
+    return c;
+  }
+  /* Loading an entry runs its code: like ssh with its keys, a directory that someone
+     besides its owner can write is not used (another user could plant kernels there). */
+  struct stat st;
+  if (stat(d, &st) == 0 && unsafe(&st, why, sizeof why)) {
+    c->warned = 1;
+    char fix[4200];
+    if (st.st_mode & (S_IWGRP | S_IWOTH)) qgen_fmt(fix, sizeof fix, "chmod go-w %s", d);
+    else qgen_fmt(fix, sizeof fix, "set QGEN_CACHE_DIR to a directory of your own");
+    qgen_fmt(c->problem, sizeof c->problem, "%s %s, so another user could plant compiled kernels in it; not used (%s)", d,
+             why, fix);
+    qgen_warn("kernel cache: %s; caching in memory only", c->problem);
     return c;
   }
   if (!(c->dir = strdup(d))) {
@@ -289,6 +359,8 @@ void qgen_cache_close(qgen_cache *c) {
 }
 
 const char *qgen_cache_dir(const qgen_cache *c) { return c ? c->dir : NULL; }
+
+const char *qgen_cache_problem(const qgen_cache *c) { return c ? c->problem : ""; }
 
 void qgen_cache_entry_path(const qgen_cache *c, const char *name, const uint8_t key[32],
                            char *buf, size_t n) {
@@ -325,7 +397,18 @@ int qgen_cache_get(qgen_cache *c, const char *name, const uint8_t key[32], void 
   if (!c->dir || !path_of(c, file, path, sizeof path)) return 0;
   void *payload = NULL;
   size_t n = 0;
-  if (read_entry(path, key, NULL, &payload, &n, NULL) != 1) return 0;
+  entry_info info;
+  const int r = read_entry(path, key, &payload, &n, &info);
+  if (r == ENTRY_UNSAFE) {
+    char why[4400];
+    pthread_mutex_lock(&c->mu);
+    if (!c->warned_file) /* once: the next put replaces the file with one of ours */
+      qgen_warn("kernel cache: %s %s, so another user could have written it; not loaded (%s)", path, info.why,
+                qgen_fmt(why, sizeof why, "chmod go-w %s, or qgen cache clear", path));
+    c->warned_file = 1;
+    pthread_mutex_unlock(&c->mu);
+  }
+  if (r != ENTRY_OK) return 0;
   void *copy = dup_bytes(payload, n);
   if (!copy) {
     free(payload);
@@ -339,7 +422,7 @@ int qgen_cache_get(qgen_cache *c, const char *name, const uint8_t key[32], void 
   return 1;
 }
 
-int qgen_cache_put(qgen_cache *c, const char *name, const uint8_t key[32], const void *data,
+int qgen_cache_put(qgen_cache *c, const char *name, const char *spec, const uint8_t key[32], const void *data,
                    size_t size) {
   if (!c || !key || (!data && size)) return -1;
   char file[FILE_MAX];
@@ -367,8 +450,10 @@ int qgen_cache_put(qgen_cache *c, const char *name, const uint8_t key[32], const
   qgen_wr32(buf + 12, 0);
   memcpy(buf + 16, key, 32);
   qgen_wr64(buf + 48, size);
-  qgen_sha256_buf(data, size, buf + 56);
+  memset(buf + HDR_V1, 0, SPEC_SLOT);
+  sanitize(spec, (char *)buf + HDR_V1, SPEC_SLOT - 1);
   if (size) memcpy(buf + HDR_SIZE, data, size);
+  qgen_sha256_buf(buf + HDR_V1, SPEC_SLOT + size, buf + 56);
 
   char why[4200];
   int rc = qgen_write_atomic(path, buf, HDR_SIZE + size, why, sizeof why);
@@ -387,11 +472,14 @@ int qgen_cache_put(qgen_cache *c, const char *name, const uint8_t key[32], const
 
 /* ---- list / clear ------------------------------------------------------------------- */
 
-/* An entry file name: "<prefix>-<16 lower hex>.qgc". Returns 1 and the 8 key bytes it
-   names. */
-static int parse_entry_name(const char *file, uint8_t key8[8]) {
-  size_t n = strlen(file);
-  if (n < 1 + 16 + 4 || !ends_with(file, ".qgc") || file[n - 4 - 16 - 1] != '-') return 0;
+/* An entry file name: "<prefix>-<16 lower hex>.qgc", the prefix 1..100 bytes of
+   [A-Za-z0-9._-] (entry_file's names). Returns 1 and the 8 key bytes it names. */
+static int parse_entry_name(const char *file, size_t n, uint8_t key8[8]) {
+  if (n < 1 + 1 + 16 + 4 || n > NAME_MAX_PREFIX + 1 + 16 + 4 || memcmp(file + n - 4, ".qgc", 4) != 0 ||
+      file[n - 4 - 16 - 1] != '-')
+    return 0;
+  for (size_t i = 0; i < n - 4 - 16 - 1; i++)
+    if (!name_byte((unsigned char)file[i])) return 0;
   const char *hex = file + n - 4 - 16;
   for (int i = 0; i < 16; i++) {
     char ch = hex[i];
@@ -403,42 +491,69 @@ static int parse_entry_name(const char *file, uint8_t key8[8]) {
   return 1;
 }
 
-int qgen_cache_list(qgen_cache *c, void (*cb)(void *ud, const char *file, uint64_t size, int ok),
-                    void *ud) {
+/* A temp file of qgen_write_atomic over an entry: "<entry name>.tmp.<pid>.<n>.<ns>", each
+   number decimal digits. Returns the pid, or 0 when file is not one. */
+static long parse_temp_name(const char *file) {
+  const char *t = strstr(file, ".qgc.tmp.");
+  uint8_t key8[8];
+  if (!t || !parse_entry_name(file, (size_t)(t - file) + 4, key8)) return 0;
+  const char *p = t + 9;
+  long pid = 0;
+  for (int field = 0; field < 3; field++) {
+    const char *start = p;
+    while (*p >= '0' && *p <= '9') {
+      if (field == 0 && pid < 100000000) pid = pid * 10 + (*p - '0');
+      p++;
+    }
+    if (p == start || *p != (field < 2 ? '.' : 0)) return 0;
+    if (field < 2) p++;
+  }
+  return pid > 0 ? pid : 0;
+}
+
+int qgen_cache_list(qgen_cache *c, void (*cb)(void *ud, const qgen_cache_item *it), void *ud) {
   if (!c || !c->dir) return 0;
   DIR *d = opendir(c->dir);
   if (!d) return errno == ENOENT ? 0 : -1; /* not made yet: empty */
   int count = 0;
   struct dirent *de;
   while ((de = readdir(d))) {
-    if (!ends_with(de->d_name, ".qgc")) continue;
+    uint8_t named[8];
+    if (!parse_entry_name(de->d_name, strlen(de->d_name), named)) continue;
     char path[4096];
     if (!path_of(c, de->d_name, path, sizeof path)) continue;
-    uint8_t key[32], named[8];
-    uint64_t fsize = 0;
-    int r = read_entry(path, NULL, key, NULL, NULL, &fsize);
-    if (r < 0) continue; /* removed since readdir */
-    int ok = r == 1 && parse_entry_name(de->d_name, named) && memcmp(named, key, 8) == 0;
-    if (cb) cb(ud, de->d_name, fsize, ok);
+    entry_info info;
+    int r = read_entry(path, NULL, NULL, NULL, &info);
+    if (r == ENTRY_ABSENT) continue; /* removed since readdir */
+    const int ok = r == ENTRY_OK && memcmp(named, info.key, 8) == 0;
+    const qgen_cache_item it = {de->d_name, ok ? info.spec : "", info.file_size,
+                                ok ? NULL : r == ENTRY_UNSAFE ? info.why : "does not verify"};
+    if (cb) cb(ud, &it);
     count++;
   }
   closedir(d);
   return count;
 }
 
-/* A temp file of qgen_write_atomic: "<entry>.qgc.tmp.<pid>.<n>.<ns>". Stale when its
-   writer is gone from this host, or when it is older than any write can take (the pid
-   test says nothing about writers on other hosts of a shared file system). */
-static int stale_temp(const char *file, const struct stat *st) {
-  const char *t = strstr(file, ".qgc.tmp.");
-  if (!t) return 0;
-  char *end;
-  long pid = strtol(t + 9, &end, 10);
-  if (end != t + 9 && pid > 0 && kill((pid_t)pid, 0) != 0 && errno == ESRCH) return 1;
+/* Stale: its writer is gone from this host, or it is older than any write can take (the
+   pid test says nothing about writers on other hosts of a shared file system). */
+static int stale_temp(long pid, const struct stat *st) {
+  if (kill((pid_t)pid, 0) != 0 && errno == ESRCH) return 1;
   return time(NULL) - st->st_mtime >= TEMP_STALE_S;
 }
 
-int qgen_cache_clear(qgen_cache *c) {
+/* A regular file that starts with the entry magic. */
+static int has_magic(const char *path) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
+  if (fd < 0) return 0;
+  struct stat st;
+  uint8_t m[8];
+  const int is = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && read_full(fd, m, 8) == 8 && memcmp(m, MAGIC, 8) == 0;
+  close(fd);
+  return is;
+}
+
+int qgen_cache_clear(qgen_cache *c, void (*left)(void *ud, const char *file), void *ud) {
   if (!c) return -1;
   pthread_mutex_lock(&c->mu);
   mem_clear(c);
@@ -449,13 +564,19 @@ int qgen_cache_clear(qgen_cache *c) {
   int count = 0, failed = 0;
   struct dirent *de;
   while ((de = readdir(d))) {
-    int entry = ends_with(de->d_name, ".qgc");
-    if (!entry && !strstr(de->d_name, ".qgc.tmp.")) continue;
+    const char *f = de->d_name;
+    if (!strcmp(f, ".") || !strcmp(f, "..")) continue;
     char path[4096];
     struct stat st;
-    if (!path_of(c, de->d_name, path, sizeof path) || lstat(path, &st) != 0) continue;
-    if (S_ISDIR(st.st_mode)) continue; /* not ours */
-    if (!entry && !stale_temp(de->d_name, &st)) continue; /* a write in progress */
+    uint8_t key8[8];
+    if (!path_of(c, f, path, sizeof path) || lstat(path, &st) != 0) continue; /* gone since readdir */
+    const long pid = S_ISREG(st.st_mode) ? parse_temp_name(f) : 0;
+    const int entry = S_ISREG(st.st_mode) && parse_entry_name(f, strlen(f), key8) && has_magic(path);
+    if (!entry && !pid) {
+      if (left) left(ud, f); /* not ours: named by the caller, never removed */
+      continue;
+    }
+    if (pid && !stale_temp(pid, &st)) continue; /* a write in progress */
     if (unlink(path) == 0) count++;
     else if (errno != ENOENT && !failed) failed = errno;
   }

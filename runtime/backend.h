@@ -17,6 +17,8 @@ struct qgen_backend_ops {
   /* It runs the generated kernels: a bundle must come from this qgen version, and a
      bundle's default plan must be the one in use (no kernel-shaping QGEN_TUNE key). */
   int runs_kernels;
+  /* Its caches' pools are in host memory (the CPU reference), not the device's. */
+  int host_pools;
   /* Prepare c (spec, layout, plan and info set) from a bundle's artifacts (n_arts > 0) or
      by JIT; on failure it leaves nothing for close. */
   qgen_status (*open)(qgen_ctx *c, const qgen_open_opts *o, const qgen_artifact *arts, int n_arts);

@@ -34,6 +34,9 @@ static void cpu_cache_destroy(qgen_kv *kv) {
   }
   free(kv->host.bounds);
   free(kv->host.sketch);
+  if (!kv->is_view) kv->host.k = kv->host.v = NULL, kv->host.seq_len = NULL;
+  kv->host.bounds = NULL;
+  kv->host.sketch = NULL;
   if (ck) {
     qgen_ref_scratch_free(ck->w);
     free(ck->sel_lists);
@@ -210,6 +213,7 @@ static int cpu_max_splits(const qgen_ctx *c, int nb) { return 1; } /* a row is a
 const qgen_backend_ops qgen_cpu_backend = {
     .name = "cpu",
     .runs_kernels = 0,
+    .host_pools = 1,
     .open = cpu_open,
     .close = cpu_close,
     .cache_create = cpu_cache_create,

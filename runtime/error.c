@@ -21,15 +21,32 @@ void qgen_errs_free(qgen_ctx *ctx) {
   pthread_mutex_destroy(&ctx->err_lock);
 }
 
-/* The calling thread's slot, made if `make` and missing; NULL if none. */
+/* This thread's number: given on first use from a process-wide counter, so, unlike its
+   pthread_t, never the number of a thread that has ended. */
+static unsigned long long thread_number(void) {
+  static unsigned long long next;
+  static _Thread_local unsigned long long mine;
+  if (!mine) mine = __atomic_add_fetch(&next, 1, __ATOMIC_RELAXED);
+  return mine;
+}
+
+/* The calling thread's slot, made if `make` and missing; NULL if none. A slot left by an
+   ended thread whose pthread_t this one now has is taken over empty: its message was
+   that thread's. */
 static qgen_err_slot *slot_of(const qgen_ctx *ctx, int make) {
   qgen_ctx *c = (qgen_ctx *)ctx; /* the lock and the list are not the context's value */
   const pthread_t me = pthread_self();
+  const unsigned long long num = thread_number();
   pthread_mutex_lock(&c->err_lock);
   qgen_err_slot *e = c->errs;
   while (e && !pthread_equal(e->thread, me)) e = e->next;
+  if (e && e->owner != num) {
+    e->owner = num;
+    e->msg[0] = 0;
+  }
   if (!e && make && (e = malloc(sizeof *e))) {
     e->thread = me;
+    e->owner = num;
     e->msg[0] = 0;
     e->next = c->errs;
     c->errs = e;

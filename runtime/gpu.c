@@ -324,6 +324,8 @@ static qgen_status open_gpu(qgen_ctx *c, const qgen_open_opts *o, const qgen_art
   qgen_status st = gpu_device(c, o);
   CUcontext caller = NULL;
   if (st == QGEN_OK && gctx(c)->cu->cuCtxGetCurrent(&caller) == CUDA_SUCCESS && (st = enter(c)) == QGEN_OK) {
+    size_t free_b = 0, total_b = 0; /* the device's size, for qgen_cache_create's early refusal */
+    if (gctx(c)->cu->cuMemGetInfo(&free_b, &total_b) == CUDA_SUCCESS) c->device_bytes = total_b;
     st = gpu_load(c, o, arts, n_arts);
     /* a thread with no context keeps the primary one current, ready for its own cuMemAlloc */
     if (caller || st != QGEN_OK) st = leave(c, st);

@@ -17,10 +17,13 @@ typedef struct qgen_backend_ops qgen_backend_ops;
 /* The longest message qgen_error gives. */
 #define QGEN_ERR_MAX 8192
 
-/* One thread's last message on a context (error.c). */
+/* One thread's last message on a context (error.c). A slot is found by pthread_t, which
+   the system hands out again once a thread has ended; owner, a number no two threads of
+   the process ever share, tells the slot's writer apart from a later thread with its id. */
 typedef struct qgen_err_slot {
   struct qgen_err_slot *next;
   pthread_t thread;
+  unsigned long long owner;
   char msg[QGEN_ERR_MAX];
 } qgen_err_slot;
 
@@ -38,6 +41,15 @@ struct qgen_ctx {
   pthread_mutex_t err_lock;
   qgen_err_slot *errs;
   void *impl; /* the backend's state (gpu.c: its module and device) */
+  /* The device's memory in bytes, set by the GPU backend's open (0: unknown, or no
+     device): qgen_cache_create refuses at once pools that cannot fit in it. */
+  unsigned long long device_bytes;
+  /* Every cache and view made on the context and not yet destroyed (a list through
+     qgen_kv.prev/next, guarded by kv_lock): qgen_close releases their memory, and a closed
+     context is freed with the last of them (closed). */
+  pthread_mutex_t kv_lock;
+  qgen_kv *kvs;
+  int closed;
 };
 
 struct qgen_kv {
@@ -57,6 +69,14 @@ struct qgen_kv {
   int is_view;          /* qgen_view_open: the pools, page table and lengths are view's */
   qgen_view_desc view;
   void *impl;      /* the backend's state (gpu.c: device memory; cpu.c: selections, scratch) */
+  /* Physical pages may be shared by no two live sequences (appends to one would overwrite
+     the other). A sequence is live from its first append until its reset: live[s], and
+     page_owner[p] = the live sequence whose page table row holds page p, else -1 (owned
+     caches; a view's pages are the caller's). */
+  unsigned char *live;
+  int32_t *page_owner;
+  qgen_kv *prev, *next; /* the context's list of caches (qgen_ctx.kvs) */
+  int released;         /* its context was closed: its memory is gone, only qgen_cache_destroy remains */
 };
 
 /* The API call that creates kv, for the backends' messages. */

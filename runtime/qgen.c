@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "jit/bundle.h"
 #include "jit/emit.h"
@@ -80,6 +81,7 @@ static qgen_status open_ctx(qgen_ctx **out, const spec_source *src, const qgen_o
   qgen_ctx *c = calloc(1, sizeof *c);
   if (!c) return QGEN_ERR_OUT_OF_MEMORY;
   qgen_errs_init(c);
+  pthread_mutex_init(&c->kv_lock, NULL);
   double t0 = qgen_now_ms();
   qgen_status st = QGEN_OK;
   const int from_text = src->chunk != NULL;
@@ -149,11 +151,27 @@ qgen_status qgen_open_text(qgen_ctx **out, const char *spec_text, const char *ch
   return open_ctx(out, &src, o);
 }
 
+static void kv_release(qgen_kv *kv);
+
+static void ctx_free(qgen_ctx *c) {
+  qgen_errs_free(c);
+  pthread_mutex_destroy(&c->kv_lock);
+  free(c);
+}
+
+/* The caches still open lose their memory here, while the backend can still free it; their
+   handles (and the context's messages, which a failed call on them records) live on until
+   the last one is destroyed. */
 void qgen_close(qgen_ctx *c) {
   if (!c) return;
+  pthread_mutex_lock(&c->kv_lock);
+  for (qgen_kv *kv = c->kvs; kv; kv = kv->next) kv_release(kv);
+  c->closed = 1;
+  const int last = c->kvs == NULL;
+  pthread_mutex_unlock(&c->kv_lock);
   if (c->be) c->be->close(c);
-  qgen_errs_free(c);
-  free(c);
+  c->be = NULL;
+  if (last) ctx_free(c);
 }
 
 void qgen_get_info(const qgen_ctx *c, qgen_info *i) {
@@ -174,23 +192,81 @@ qgen_attend_opts qgen_attend_defaults(const qgen_ctx *c) {
 
 /* ---- the cache ------------------------------------------------------------------------ */
 
-static void kv_free(qgen_kv *kv) {
-  if (!kv) return;
+/* Give kv's memory back (the backend's, then the host mirrors); the handle stays. */
+static void kv_release(qgen_kv *kv) {
+  if (kv->released) return;
   kv->ctx->be->cache_destroy(kv);
   if (!kv->is_view) free(kv->host.page_table); /* a view's is the caller's block table */
+  kv->host.page_table = NULL;
   free(kv->len);
   free(kv->dropped);
   free(kv->selected);
   free(kv->sync_buf);
-  free(kv);
+  free(kv->live);
+  free(kv->page_owner);
+  kv->len = kv->dropped = NULL;
+  kv->selected = kv->live = NULL;
+  kv->sync_buf = kv->page_owner = NULL;
+  kv->released = 1;
+}
+
+/* A cache whose context was closed has lost its memory: only qgen_cache_destroy is left. */
+static qgen_status closed(const qgen_kv *kv, const char *fn) {
+  return kv->released ? qgen_fail(kv->ctx, QGEN_ERR_INVALID_ARG, "%s: the cache's context was closed, and its memory "
+                                  "with it (only qgen_cache_destroy may follow)", fn)
+                      : QGEN_OK;
+}
+
+/* *sum += a * b; 0, or -1 when a result does not fit in 64 bits. */
+static int add_mul(uint64_t *sum, uint64_t a, uint64_t b) {
+  uint64_t p;
+  return __builtin_mul_overflow(a, b, &p) || __builtin_add_overflow(*sum, p, sum) ? -1 : 0;
+}
+
+/* Refuse, before anything is allocated, a cache or view (fn) of max_seqs x max_tokens over
+   n_pages pages that cannot fit: sizes past 64 bits, or more than the memory there is in
+   all. The sums count only what the API layer and every backend take at the least (the
+   host mirrors; the pools, page table and selection lists wherever the backend keeps
+   them), and the limit is all the memory the machine or the device has, so nothing
+   refused here could have been used; what passes may still fail its allocations. */
+static qgen_status check_sizes(qgen_ctx *c, const char *fn, int64_t max_seqs, int64_t max_tokens, int64_t n_pages, int view) {
+  const qgen_layout *L = &c->L;
+  const uint64_t S = (uint64_t)max_seqs, N = (uint64_t)n_pages, own = !view,
+                 pps = (uint64_t)qgen_pages_of(max_tokens, L->block);
+  uint64_t host = 0, pools = 0, kv_pools = 0, sel = 0;
+  int bad = add_mul(&host, S, sizeof(int64_t) * 2 + sizeof(int32_t) * 2 + 2) || /* len, dropped, sync_buf, selected, live */
+            add_mul(&host, own * N, sizeof(int32_t) * 2) ||                      /* page table, page owners */
+            add_mul(&kv_pools, own * N, L->k_page_bytes) || add_mul(&kv_pools, own * N, L->v_page_bytes) ||
+            add_mul(&sel, S * (uint64_t)L->n_head_kv, L->sparse ? pps : 0) ||  /* the last selection's lists */
+            add_mul(&pools, sel, sizeof(int32_t)) || add_mul(&pools, N, L->bounds_page_bytes) ||
+            add_mul(&pools, N, L->sketch_page_bytes) || add_mul(&pools, own * N, sizeof(int32_t)) ||
+            add_mul(&pools, kv_pools, 1);
+  const int on_host = c->be->host_pools;
+  if (!bad && on_host) bad = __builtin_add_overflow(host, pools, &host);
+  if (bad)
+    return qgen_fail(c, QGEN_ERR_INVALID_ARG, "%s: %lld sequences x %lld tokens is too large (its sizes overflow 64 bits)", fn,
+                     (long long)max_seqs, (long long)max_tokens);
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  const uint64_t ram = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 0;
+  if (ram && host > ram)
+    return qgen_fail(c, QGEN_ERR_OUT_OF_MEMORY, "%s: max_seqs %lld x max_tokens %lld need at least %llu bytes of host "
+                     "memory (K and V: %llu); this machine has %llu bytes in all", fn, (long long)max_seqs,
+                     (long long)max_tokens, (unsigned long long)host, on_host ? (unsigned long long)kv_pools : 0ull,
+                     (unsigned long long)ram);
+  if (!on_host && c->device_bytes && pools > c->device_bytes)
+    return qgen_fail(c, QGEN_ERR_OUT_OF_MEMORY, "%s: max_seqs %lld x max_tokens %lld need at least %llu bytes of device "
+                     "memory (K and V: %llu); the device has %llu bytes in all", fn, (long long)max_seqs,
+                     (long long)max_tokens, (unsigned long long)pools, (unsigned long long)kv_pools, c->device_bytes);
+  return QGEN_OK;
 }
 
 /* A cache (or view) of max_seqs sequences of up to max_tokens tokens over n_pages pages,
-   with the host mirrors; NULL when out of host memory. */
-static qgen_kv *kv_new(qgen_ctx *c, int max_seqs, int64_t max_tokens, int64_t n_pages) {
+   with the host mirrors (check_sizes has passed); NULL when out of host memory. */
+static qgen_kv *kv_new(qgen_ctx *c, int max_seqs, int64_t max_tokens, int64_t n_pages, int view) {
   qgen_kv *kv = calloc(1, sizeof *kv);
   if (!kv) return NULL;
   kv->ctx = c;
+  kv->is_view = view;
   kv->max_seqs = max_seqs;
   kv->max_tokens = max_tokens;
   kv->pps = qgen_pages_of(max_tokens, c->L.block);
@@ -203,20 +279,38 @@ static qgen_kv *kv_new(qgen_ctx *c, int max_seqs, int64_t max_tokens, int64_t n_
   kv->dropped = calloc((size_t)max_seqs, sizeof *kv->dropped);
   kv->selected = calloc((size_t)max_seqs, sizeof *kv->selected);
   kv->sync_buf = calloc((size_t)max_seqs * 2, sizeof *kv->sync_buf);
-  if (!kv->len || !kv->dropped || !kv->selected || !kv->sync_buf) {
-    kv_free(kv);
+  kv->live = calloc((size_t)max_seqs, sizeof *kv->live);
+  int ok = kv->len && kv->dropped && kv->selected && kv->sync_buf && kv->live;
+  if (ok && !view) { /* sequence s owns pages [s*pps, (s+1)*pps) */
+    int32_t *pt = malloc((size_t)n_pages * sizeof *pt), *own = malloc((size_t)n_pages * sizeof *own);
+    kv->host.page_table = pt;
+    kv->page_owner = own;
+    ok = pt && own;
+    for (int64_t i = 0; ok && i < n_pages; i++) pt[i] = (int32_t)i, own[i] = -1;
+  }
+  if (!ok) {
+    kv_release(kv);
+    free(kv);
     return NULL;
   }
   return kv;
 }
 
-/* The backend's memory for kv, then *out = kv; kv is freed when it fails. */
+/* The backend's memory for kv, then *out = kv, on the context's list; kv is freed when it
+   fails. */
 static qgen_status kv_finish(qgen_kv *kv, qgen_kv **out) {
-  qgen_status st = kv->ctx->be->cache_create(kv);
+  qgen_ctx *c = kv->ctx;
+  qgen_status st = c->be->cache_create(kv);
   if (st != QGEN_OK) {
-    kv_free(kv);
+    kv_release(kv);
+    free(kv);
     return st;
   }
+  pthread_mutex_lock(&c->kv_lock);
+  kv->next = c->kvs;
+  if (c->kvs) c->kvs->prev = kv;
+  c->kvs = kv;
+  pthread_mutex_unlock(&c->kv_lock);
   *out = kv;
   return QGEN_OK;
 }
@@ -229,18 +323,14 @@ qgen_status qgen_cache_create(qgen_ctx *c, qgen_kv **out, int max_seqs, long lon
   if (max_seqs <= 0 || max_tokens <= 0 || max_tokens > INT32_MAX)
     return qgen_fail(c, QGEN_ERR_INVALID_ARG, "qgen_cache_create: max_seqs = %d, max_tokens = %lld (need >= 1, max_tokens < 2^31)",
                      max_seqs, max_tokens);
-  const qgen_layout *L = &c->L;
-  const int64_t pps = qgen_pages_of(max_tokens, L->block), n_pages = pps * max_seqs;
-  if ((double)n_pages * (double)(L->k_page_bytes + L->v_page_bytes) > 1e15 || n_pages > INT32_MAX)
-    return qgen_fail(c, QGEN_ERR_INVALID_ARG, "qgen_cache_create: %d x %lld tokens is too large", max_seqs, max_tokens);
-  qgen_kv *kv = kv_new(c, max_seqs, max_tokens, n_pages);
-  int32_t *pt = kv ? malloc((size_t)kv->n_pages * sizeof *pt) : NULL;
-  if (!pt) {
-    kv_free(kv);
-    return qgen_fail(c, QGEN_ERR_OUT_OF_MEMORY, "qgen_cache_create: out of host memory");
-  }
-  for (int64_t i = 0; i < kv->n_pages; i++) pt[i] = (int32_t)i; /* sequence s owns pages [s*pps, (s+1)*pps) */
-  kv->host.page_table = pt;
+  const int64_t pps = qgen_pages_of(max_tokens, c->L.block), n_pages = pps * max_seqs;
+  if (n_pages > INT32_MAX)
+    return qgen_fail(c, QGEN_ERR_INVALID_ARG, "qgen_cache_create: %d x %lld tokens is too large (%lld pages; at most 2^31 - 1)",
+                     max_seqs, max_tokens, (long long)n_pages);
+  qgen_status st = check_sizes(c, "qgen_cache_create", max_seqs, max_tokens, n_pages, 0);
+  if (st != QGEN_OK) return st;
+  qgen_kv *kv = kv_new(c, max_seqs, max_tokens, n_pages, 0);
+  if (!kv) return qgen_fail(c, QGEN_ERR_OUT_OF_MEMORY, "qgen_cache_create: out of host memory");
   return kv_finish(kv, out);
 }
 
@@ -315,10 +405,11 @@ qgen_status qgen_view_open(qgen_ctx *c, const qgen_view_desc *d, qgen_kv **out) 
     return qgen_fail(c, QGEN_ERR_INVALID_ARG, "qgen_view_open: block_table_stride = %lld is below max_blocks = %lld",
                      d->block_table_stride, d->max_blocks);
   qgen_status st;
-  if ((st = check_pool(c, d, 0)) != QGEN_OK || (st = check_pool(c, d, 1)) != QGEN_OK) return st;
-  qgen_kv *kv = kv_new(c, d->max_seqs, d->max_blocks * d->page_size, d->n_pages);
+  if ((st = check_pool(c, d, 0)) != QGEN_OK || (st = check_pool(c, d, 1)) != QGEN_OK ||
+      (st = check_sizes(c, "qgen_view_open", d->max_seqs, d->max_blocks * d->page_size, d->n_pages, 1)) != QGEN_OK)
+    return st;
+  qgen_kv *kv = kv_new(c, d->max_seqs, d->max_blocks * d->page_size, d->n_pages, 1);
   if (!kv) return qgen_fail(c, QGEN_ERR_OUT_OF_MEMORY, "qgen_view_open: out of host memory");
-  kv->is_view = 1;
   kv->view = *d;
   return kv_finish(kv, out);
 }
@@ -334,6 +425,7 @@ static qgen_status view_bounds_ok(const qgen_kv *kv, const char *fn) {
 
 qgen_status qgen_view_update(qgen_kv *kv, qgen_ptr slots, long long n, int slot_bytes, qgen_stream stream) {
   if (!kv) return QGEN_ERR_INVALID_ARG;
+  if (kv->released) return closed(kv, "qgen_view_update");
   qgen_ctx *c = kv->ctx;
   if (!kv->is_view) return qgen_fail(c, QGEN_ERR_INVALID_ARG, "qgen_view_update: not a view (qgen_append keeps an owned cache's bounds)");
   if (n < 0 || n > INT32_MAX || (n > 0 && !slots) || (slot_bytes != 4 && slot_bytes != 8) || slots % (qgen_ptr)slot_bytes)
@@ -351,10 +443,68 @@ static qgen_status no_view(qgen_kv *kv, const char *fn) {
                      : QGEN_OK;
 }
 
-void qgen_cache_destroy(qgen_kv *kv) { kv_free(kv); }
+void qgen_cache_destroy(qgen_kv *kv) {
+  if (!kv) return;
+  qgen_ctx *c = kv->ctx;
+  pthread_mutex_lock(&c->kv_lock);
+  if (kv->prev) kv->prev->next = kv->next;
+  else c->kvs = kv->next;
+  if (kv->next) kv->next->prev = kv->prev;
+  const int last = c->closed && !c->kvs; /* the closed context waited for its last cache */
+  pthread_mutex_unlock(&c->kv_lock);
+  kv_release(kv);
+  free(kv);
+  if (last) ctx_free(c);
+}
+
+/* ---- pages shared by sequences ------------------------------------------------------ */
+
+/* Sequence seq's page table row. */
+static int32_t *row_of(const qgen_kv *kv, int seq) { return kv->host.page_table + (int64_t)seq * kv->pps; }
+
+/* Refuse (fn) a row for seq that holds a page of another live sequence; seq's row is
+   pages[0..n) followed by its current entries from n on. */
+static qgen_status check_row(qgen_kv *kv, const char *fn, int seq, const int *pages, int64_t n) {
+  const int32_t *row = row_of(kv, seq);
+  for (int64_t i = 0; i < kv->pps; i++) {
+    const int32_t p = i < n ? pages[i] : row[i], o = kv->page_owner[p];
+    if (o < 0 || o == seq) continue;
+    const int32_t *other = row_of(kv, o);
+    int64_t j = 0;
+    while (j < kv->pps && other[j] != p) j++;
+    return qgen_fail(kv->ctx, QGEN_ERR_INVALID_ARG, "%s: sequence %d's logical page %lld and sequence %d's logical page "
+                     "%lld would be the same physical page %d; sequence %d holds tokens, and appends to one would "
+                     "overwrite the other", fn, seq, (long long)i, (int)o, (long long)j, (int)p, (int)o);
+  }
+  return QGEN_OK;
+}
+
+/* seq becomes live: its row's pages are its own until its reset. */
+static void claim(qgen_kv *kv, int seq) {
+  const int32_t *row = row_of(kv, seq);
+  for (int64_t i = 0; i < kv->pps; i++) kv->page_owner[row[i]] = seq;
+  kv->live[seq] = 1;
+}
+
+static void unclaim(qgen_kv *kv, int seq) {
+  if (!kv->live[seq]) return;
+  const int32_t *row = row_of(kv, seq);
+  for (int64_t i = 0; i < kv->pps; i++)
+    if (kv->page_owner[row[i]] == seq) kv->page_owner[row[i]] = -1;
+  kv->live[seq] = 0;
+}
+
+/* The sequences of an append that are not live yet must not take a live one's page. */
+static qgen_status check_claims(qgen_kv *kv, const char *fn, const int *seq, int n_seq, const int *n_new) {
+  qgen_status st = QGEN_OK;
+  for (int i = 0; i < n_seq && st == QGEN_OK; i++)
+    if (!kv->live[seq[i]] && (!n_new || n_new[i] > 0)) st = check_row(kv, fn, seq[i], NULL, 0);
+  return st;
+}
 
 qgen_status qgen_cache_set_scales(qgen_kv *kv, float k_scale, float v_scale) {
   if (!kv) return QGEN_ERR_INVALID_ARG;
+  if (kv->released) return closed(kv, "qgen_cache_set_scales");
   qgen_ctx *c = kv->ctx;
   const float sc[2] = {k_scale, v_scale};
   for (int w = 0; w < 2; w++) {
@@ -403,6 +553,7 @@ static qgen_status refresh(qgen_kv *kv) {
 qgen_status qgen_append(qgen_kv *kv, const int *seq, int n_seq, const int *n_new, qgen_ptr k, qgen_ptr v,
                         qgen_stream stream) {
   if (!kv) return QGEN_ERR_INVALID_ARG;
+  if (kv->released) return closed(kv, "qgen_append");
   qgen_ctx *c = kv->ctx;
   qgen_status st = no_view(kv, "qgen_append");
   if (st != QGEN_OK || (st = check_seqs(kv, "qgen_append", seq, n_seq, 1)) != QGEN_OK || (st = refresh(kv)) != QGEN_OK) return st;
@@ -417,23 +568,33 @@ qgen_status qgen_append(qgen_kv *kv, const int *seq, int n_seq, const int *n_new
   }
   if (total == 0) return QGEN_OK;
   if (!k || !v) return qgen_fail(c, QGEN_ERR_INVALID_ARG, "qgen_append: k or v is NULL");
+  if ((st = check_claims(kv, "qgen_append", seq, n_seq, n_new)) != QGEN_OK) return st;
   st = c->be->append(kv, seq, n_seq, n_new, k, v, stream);
   if (st == QGEN_OK)
-    for (int i = 0; i < n_seq; i++) kv->len[seq[i]] += n_new[i];
+    for (int i = 0; i < n_seq; i++) {
+      kv->len[seq[i]] += n_new[i];
+      if (n_new[i] > 0 && !kv->live[seq[i]]) claim(kv, seq[i]);
+    }
   return st;
 }
 
 qgen_status qgen_append_decode(qgen_kv *kv, const int *seq, int n_seq, qgen_ptr k, qgen_ptr v, qgen_stream stream) {
   if (!kv) return QGEN_ERR_INVALID_ARG;
+  if (kv->released) return closed(kv, "qgen_append_decode");
   qgen_status st = no_view(kv, "qgen_append_decode");
   if (st != QGEN_OK || (st = check_seqs(kv, "qgen_append_decode", seq, n_seq, 1)) != QGEN_OK || n_seq == 0) return st;
   if (!k || !v) return qgen_fail(kv->ctx, QGEN_ERR_INVALID_ARG, "qgen_append_decode: k or v is NULL");
-  kv->device_len = 1; /* before the launches: one that fails may follow one that ran */
+  if ((st = check_claims(kv, "qgen_append_decode", seq, n_seq, NULL)) != QGEN_OK) return st;
+  /* before the launches: one that fails may follow one that ran */
+  kv->device_len = 1;
+  for (int i = 0; i < n_seq; i++)
+    if (!kv->live[seq[i]]) claim(kv, seq[i]);
   return kv->ctx->be->append_decode(kv, seq, n_seq, k, v, stream);
 }
 
 qgen_status qgen_sync(qgen_kv *kv) {
   if (!kv) return QGEN_ERR_INVALID_ARG;
+  if (kv->released) return closed(kv, "qgen_sync");
   qgen_status st = refresh(kv);
   if (st != QGEN_OK) return st;
   int first = -1, n = 0;
@@ -453,15 +614,17 @@ qgen_status qgen_sync(qgen_kv *kv) {
 
 qgen_status qgen_reset(qgen_kv *kv, int seq) {
   if (!kv) return QGEN_ERR_INVALID_ARG;
+  if (kv->released) return closed(kv, "qgen_reset");
   qgen_status st = no_view(kv, "qgen_reset");
   if (st != QGEN_OK || (st = check_seqs(kv, "qgen_reset", &seq, 1, 0)) != QGEN_OK) return st;
   st = kv->ctx->be->reset(kv, seq);
-  if (st == QGEN_OK) kv->len[seq] = 0, kv->selected[seq] = 0;
+  if (st == QGEN_OK) kv->len[seq] = 0, kv->selected[seq] = 0, unclaim(kv, seq);
   return st;
 }
 
 long long qgen_seq_len(const qgen_kv *kv, int seq) {
   if (!kv || seq < 0 || seq >= kv->max_seqs) return -1;
+  if (kv->released) return closed(kv, "qgen_seq_len"), -1;
   if (kv->is_view) return no_view((qgen_kv *)kv, "qgen_seq_len"), -1;
   /* kv came non-const from qgen_cache_create; refreshing the mirror is no visible change */
   return refresh((qgen_kv *)kv) == QGEN_OK ? (long long)kv->len[seq] : -1;
@@ -470,6 +633,7 @@ long long qgen_seq_len(const qgen_kv *kv, int seq) {
 qgen_status qgen_attend(qgen_kv *kv, const int *seq, int n_seq, qgen_ptr q, qgen_ptr out,
                         const qgen_attend_opts *opts, qgen_stream stream) {
   if (!kv) return QGEN_ERR_INVALID_ARG;
+  if (kv->released) return closed(kv, "qgen_attend");
   qgen_ctx *c = kv->ctx;
   qgen_status st = check_seqs(kv, "qgen_attend", seq, n_seq, 1);
   if (st != QGEN_OK) return st;
@@ -518,7 +682,7 @@ qgen_status qgen_attend(qgen_kv *kv, const int *seq, int n_seq, qgen_ptr q, qgen
 /* ---- introspection ------------------------------------------------------------------ */
 
 size_t qgen_kv_size(const qgen_kv *kv, int which) {
-  if (!kv) return 0;
+  if (!kv || kv->released) return 0;
   const qgen_layout *L = &kv->ctx->L;
   switch (which) {
   case QGEN_KV_K: return kv->is_view ? 0 : (size_t)kv->n_pages * L->k_page_bytes;
@@ -534,6 +698,7 @@ size_t qgen_kv_size(const qgen_kv *kv, int which) {
 
 qgen_status qgen_kv_read(qgen_kv *kv, int which, void *host, size_t bytes) {
   if (!kv) return QGEN_ERR_INVALID_ARG;
+  if (kv->released) return closed(kv, "qgen_kv_read");
   size_t want = qgen_kv_size(kv, which);
   if (which < QGEN_KV_K || which > QGEN_KV_BOUNDS_I8)
     return qgen_fail(kv->ctx, QGEN_ERR_INVALID_ARG, "qgen_kv_read: unknown array %d (QGEN_KV_K .. QGEN_KV_BOUNDS_I8)", which);
@@ -547,8 +712,35 @@ qgen_status qgen_kv_read(qgen_kv *kv, int which, void *host, size_t bytes) {
   return kv->ctx->be->read(kv, which, host, bytes);
 }
 
+static int cmp_i32(const void *a, const void *b) {
+  const int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+  return (x > y) - (x < y);
+}
+
+/* A row (pages[0..n), then seq's entries from n on) that names one physical page twice
+   would write two logical pages of seq into one. */
+static qgen_status distinct_row(qgen_kv *kv, int seq, const int *pages, int64_t n) {
+  int32_t *r = malloc((size_t)kv->pps * sizeof *r);
+  if (!r) return qgen_fail(kv->ctx, QGEN_ERR_OUT_OF_MEMORY, "qgen_kv_map: out of host memory");
+  const int32_t *row = row_of(kv, seq);
+  for (int64_t i = 0; i < kv->pps; i++) r[i] = i < n ? pages[i] : row[i];
+  qsort(r, (size_t)kv->pps, sizeof *r, cmp_i32);
+  int64_t dup = -1;
+  for (int64_t i = 1; i < kv->pps && dup < 0; i++)
+    if (r[i] == r[i - 1]) dup = r[i];
+  free(r);
+  if (dup < 0) return QGEN_OK;
+  int64_t a = -1, b = -1;
+  for (int64_t i = 0; i < kv->pps && b < 0; i++)
+    if ((i < n ? pages[i] : row[i]) == dup) *(a < 0 ? &a : &b) = i;
+  return qgen_fail(kv->ctx, QGEN_ERR_INVALID_ARG, "qgen_kv_map: sequence %d's logical pages %lld and %lld would both be "
+                   "physical page %lld (%s)", seq, (long long)a, (long long)b, (long long)dup,
+                   b < n ? "both in pages[]" : "pages[] and the entry kept past n");
+}
+
 qgen_status qgen_kv_map(qgen_kv *kv, int seq, const int *pages, long long n) {
   if (!kv) return QGEN_ERR_INVALID_ARG;
+  if (kv->released) return closed(kv, "qgen_kv_map");
   qgen_ctx *c = kv->ctx;
   qgen_status st = no_view(kv, "qgen_kv_map");
   if (st != QGEN_OK || (st = check_seqs(kv, "qgen_kv_map", &seq, 1, 0)) != QGEN_OK) return st;
@@ -560,13 +752,19 @@ qgen_status qgen_kv_map(qgen_kv *kv, int seq, const int *pages, long long n) {
   for (long long i = 0; i < n; i++)
     if (pages[i] < 0 || pages[i] >= kv->n_pages)
       return qgen_fail(c, QGEN_ERR_INVALID_ARG, "qgen_kv_map: pages[%lld] = %d is outside [0, %lld)", i, pages[i], (long long)kv->n_pages);
-  if ((st = c->be->write_pages(kv, seq, pages, n)) != QGEN_OK) return st;
-  memcpy(kv->host.page_table + (int64_t)seq * kv->pps, pages, (size_t)n * sizeof *pages);
+  if ((st = check_row(kv, "qgen_kv_map", seq, pages, n)) != QGEN_OK || (st = distinct_row(kv, seq, pages, n)) != QGEN_OK ||
+      (st = c->be->write_pages(kv, seq, pages, n)) != QGEN_OK)
+    return st;
+  const int was_live = kv->live[seq]; /* emptied by a drop, or an append_decode not run yet */
+  unclaim(kv, seq);
+  memcpy(row_of(kv, seq), pages, (size_t)n * sizeof *pages);
+  if (was_live) claim(kv, seq);
   return QGEN_OK;
 }
 
 qgen_status qgen_kv_selection(qgen_kv *kv, int seq, int *lists, int *counts) {
   if (!kv) return QGEN_ERR_INVALID_ARG;
+  if (kv->released) return closed(kv, "qgen_kv_selection");
   qgen_ctx *c = kv->ctx;
   qgen_status st = check_seqs(kv, "qgen_kv_selection", &seq, 1, 0);
   if (st != QGEN_OK) return st;
@@ -581,7 +779,7 @@ long long qgen_kv_n_pages(const qgen_kv *kv) { return kv ? kv->n_pages : -1; }
 /* ---- the extension interface (qgen_ext.h) ----------------------------------------- */
 
 const qgen_layout *qgen_ext_layout(const qgen_ctx *c) { return c && c->be ? &c->L : NULL; }
-const qgen_kvmem *qgen_ext_host_cache(const qgen_kv *kv) { return kv && kv->host.k ? &kv->host : NULL; }
+const qgen_kvmem *qgen_ext_host_cache(const qgen_kv *kv) { return kv && !kv->released && kv->host.k ? &kv->host : NULL; }
 
 void qgen_ext_set_marks(qgen_ctx *c, struct CUevent_st **marks) {
   if (c && c->be) c->be->set_marks(c, marks);

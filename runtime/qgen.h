@@ -25,7 +25,8 @@
  * caches of one context and call anything on different caches (each on its own stream);
  * qgen_open may run in several threads at once, on one cache directory too. Calls on one
  * qgen_kv must not run concurrently, nor qgen_close with any other call on that context.
- * Messages (qgen_error) are kept per thread, so threads do not see each other's.
+ * Messages (qgen_error) are kept per thread, so threads do not see each other's; a new
+ * thread starts with none, even one that the system gives an ended thread's pthread_t.
  *
  * CUDA contexts (GPU backend). Kernels run in the device's primary context, the one the
  * CUDA runtime and PyTorch use: device pointers and streams given to qgen must belong to
@@ -98,6 +99,10 @@ QGEN_API qgen_status qgen_open(qgen_ctx **ctx, const char *spec_or_bundle, const
    spec_text is QGEN_ERR_INVALID_ARG, a text that does not load or validate QGEN_ERR_SPEC. */
 QGEN_API qgen_status qgen_open_text(qgen_ctx **ctx, const char *spec_text, const char *chunk_name,
                                     const qgen_open_opts *opts);
+/* Close ctx. Its caches and views may be destroyed before or after, in either order: the
+   ones still open lose their memory here (the backend's with the context), and each
+   handle stays valid for qgen_cache_destroy alone, which must still be called to free it
+   (any other call on it is QGEN_ERR_INVALID_ARG). ctx itself must not be used again. */
 QGEN_API void qgen_close(qgen_ctx *ctx);
 /* What went wrong in the last failed call on ctx (or on one of its caches) made by the
    calling thread, in words; "" if none failed; "no context" for NULL (a qgen_open that
@@ -132,8 +137,10 @@ QGEN_API void qgen_get_info(const qgen_ctx *ctx, qgen_info *info);
    2^31 (the kernels index a sequence with 32-bit ints; the type is long long so that a
    larger value is refused, not truncated), and the cache's pages fewer than 2^31. Memory
    that is not there (device memory on the GPU backend, host memory on the CPU one) gives
-   QGEN_ERR_OUT_OF_MEMORY with the sizes in the message, having taken nothing. */
+   QGEN_ERR_OUT_OF_MEMORY with the sizes in the message, having taken nothing; sizes past
+   all the memory the machine (or device) has are refused so before anything is allocated. */
 QGEN_API qgen_status qgen_cache_create(qgen_ctx *ctx, qgen_kv **kv, int max_seqs, long long max_tokens);
+/* Free a cache or view, before or after qgen_close of its context (see there). */
 QGEN_API void qgen_cache_destroy(qgen_kv *kv);
 
 /* The per-tensor scales of an fp8 cache (k_type / v_type e4m3 or e5m2), as vLLM keeps them
@@ -148,7 +155,8 @@ QGEN_API qgen_status qgen_cache_set_scales(qgen_kv *kv, float k_scale, float v_s
 
 /* Append n_new[i] tokens to sequence seq[i] (distinct, 0 <= seq < max_seqs) for each i <
    n_seq; n_new[i] may be 0. Fails with QGEN_ERR_CAPACITY, changing nothing, when a
-   sequence would exceed max_tokens. */
+   sequence would exceed max_tokens, and with QGEN_ERR_INVALID_ARG when a sequence would
+   start on a page that a live one maps (qgen_kv_map). */
 QGEN_API qgen_status qgen_append(qgen_kv *kv, const int *seq, int n_seq, const int *n_new, qgen_ptr k,
                                  qgen_ptr v, qgen_stream stream);
 
@@ -289,7 +297,11 @@ QGEN_API size_t qgen_kv_size(const qgen_kv *kv, int which);
 /* Copy that array to host memory (bytes must equal qgen_kv_size); waits for the device. */
 QGEN_API qgen_status qgen_kv_read(qgen_kv *kv, int which, void *host, size_t bytes);
 /* Map sequence seq's logical pages to physical pages pages[0..n) (each in
-   [0, n_pages), n <= pages_per_seq); only while the sequence is empty. */
+   [0, n_pages), n <= pages_per_seq); only while the sequence is empty. Two live sequences
+   (holding tokens: from the first append until qgen_reset) never share a physical page:
+   a map onto a page in a live sequence's row, or a row naming a page twice, is
+   QGEN_ERR_INVALID_ARG, and so is the append that would make a sequence live on a page a
+   live one maps (the message names both sequences and the page). */
 QGEN_API qgen_status qgen_kv_map(qgen_kv *kv, int seq, const int *pages, long long n);
 /* The page lists of the last sparse qgen_attend of seq since it was created or reset:
    lists[h * pages_per_seq + i], counts[h] for each KV head h (0 when there was none).

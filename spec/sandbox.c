@@ -28,6 +28,7 @@
  */
 #include "spec/spec.h"
 
+#include <ctype.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -77,6 +78,8 @@ typedef struct sandbox {
   lua_State *L;             /* set while the chunk runs (hook installed) */
   size_t printed;           /* bytes written by print */
   const char *path;         /* chunk name as given, used in every message */
+  const char *src;          /* the chunk's source as Lua reads it (lines from 1), while it runs */
+  size_t src_len;
   char short_src[LUA_IDSIZE]; /* Lua's (maybe shortened) spelling of path */
 } sandbox;
 
@@ -166,6 +169,185 @@ _Noreturn void spec_raise_at(lua_State *L, int line, const char *fmt, ...) {
     lua_pushfstring(L, "%s: %s", box_of(L)->path, msg);
   lua_error(L);
   abort(); /* not reached: lua_error does not return */
+}
+
+/* ---------------------------------------------------------------------------------
+ * Lines of fields. A table constructor keeps no positions, so a field's line comes from
+ * the source text: a small Lua lexer finds the spec{} call's constructor and, in it, the
+ * field's key.
+ * ------------------------------------------------------------------------------- */
+
+enum { TOK_END, TOK_NAME, TOK_STRING, TOK_EQ, TOK_OTHER };
+
+typedef struct lexer {
+  const char *p, *end;
+  int line;
+  /* the token read last */
+  int tok, tok_line;
+  const char *text;
+  size_t len;
+  char ch; /* TOK_OTHER: the character */
+} lexer;
+
+static void lx_newline(lexer *x) {
+  const char c = *x->p++;
+  if (x->p < x->end && (*x->p == '\n' || *x->p == '\r') && *x->p != c) x->p++; /* \r\n, \n\r: one line */
+  x->line++;
+}
+
+/* At "[" "="* "[": skip the long bracket and return 1; else 0, nothing moved. */
+static int lx_long(lexer *x) {
+  const char *q = x->p + 1;
+  while (q < x->end && *q == '=') q++;
+  if (q >= x->end || *q != '[') return 0;
+  const size_t level = (size_t)(q - x->p - 1);
+  x->p = q + 1;
+  while (x->p < x->end) {
+    if (*x->p == '\n' || *x->p == '\r') {
+      lx_newline(x);
+      continue;
+    }
+    if (*x->p == ']') {
+      const char *r = x->p + 1;
+      while (r < x->end && *r == '=') r++;
+      if (r < x->end && *r == ']' && (size_t)(r - x->p - 1) == level) {
+        x->p = r + 1;
+        return 1;
+      }
+    }
+    x->p++;
+  }
+  return 1;
+}
+
+static void lx_next(lexer *x) {
+  for (;;) {
+    while (x->p < x->end && (*x->p == ' ' || *x->p == '\t' || *x->p == '\f' || *x->p == '\v' || *x->p == '\n' || *x->p == '\r')) {
+      if (*x->p == '\n' || *x->p == '\r') lx_newline(x);
+      else x->p++;
+    }
+    if (x->p + 1 < x->end && x->p[0] == '-' && x->p[1] == '-') { /* a comment */
+      x->p += 2;
+      if (x->p < x->end && *x->p == '[' && lx_long(x)) continue;
+      while (x->p < x->end && *x->p != '\n' && *x->p != '\r') x->p++;
+      continue;
+    }
+    break;
+  }
+  x->tok_line = x->line;
+  x->text = x->p;
+  x->len = 0;
+  if (x->p >= x->end) {
+    x->tok = TOK_END;
+    return;
+  }
+  const char c = *x->p;
+  if (isalpha((unsigned char)c) || c == '_') {
+    while (x->p < x->end && (isalnum((unsigned char)*x->p) || *x->p == '_')) x->p++;
+    x->tok = TOK_NAME;
+  } else if (isdigit((unsigned char)c) || (c == '.' && x->p + 1 < x->end && isdigit((unsigned char)x->p[1]))) {
+    while (x->p < x->end && (isalnum((unsigned char)*x->p) || *x->p == '.' ||
+                             ((*x->p == '+' || *x->p == '-') && strchr("eEpP", x->p[-1]))))
+      x->p++;
+    x->tok = TOK_OTHER, x->ch = '0';
+  } else if (c == '"' || c == '\'') {
+    x->p++;
+    x->text = x->p;
+    while (x->p < x->end && *x->p != c && *x->p != '\n' && *x->p != '\r') {
+      if (*x->p == '\\' && x->p + 1 < x->end) {
+        x->p++;
+        if (*x->p == '\n' || *x->p == '\r') {
+          lx_newline(x);
+          continue;
+        }
+        if (*x->p == 'z') { /* \z skips the white space after it, newlines too */
+          x->p++;
+          while (x->p < x->end && isspace((unsigned char)*x->p)) {
+            if (*x->p == '\n' || *x->p == '\r') lx_newline(x);
+            else x->p++;
+          }
+          continue;
+        }
+      }
+      x->p++;
+    }
+    x->len = (size_t)(x->p - x->text);
+    if (x->p < x->end && *x->p == c) x->p++;
+    x->tok = TOK_STRING;
+    return;
+  } else if (c == '[' && lx_long(x)) {
+    x->tok = TOK_STRING; /* a long string; its text is not needed */
+    return;
+  } else if (c == '=') {
+    x->p++;
+    if (x->p < x->end && *x->p == '=') x->p++, x->tok = TOK_OTHER, x->ch = '~'; /* == */
+    else x->tok = TOK_EQ;
+    return;
+  } else {
+    x->p++;
+    x->tok = TOK_OTHER, x->ch = c;
+    return;
+  }
+  x->len = (size_t)(x->p - x->text);
+}
+
+int spec_field_line(lua_State *L, int call_line, const char *path) {
+  const sandbox *box = box_of(L);
+  if (!box->src || call_line <= 0 || !path || !*path) return call_line;
+  lexer x = {box->src, box->src + box->src_len, 1, TOK_END, 0, NULL, 0, 0};
+  /* the constructor of the first spec{...} or spec({...}) on call_line */
+  lx_next(&x);
+  for (;;) {
+    if (x.tok == TOK_END || x.tok_line > call_line) return call_line;
+    if (x.tok == TOK_NAME && x.tok_line == call_line && x.len == 4 && !memcmp(x.text, "spec", 4)) {
+      lx_next(&x);
+      if (x.tok == TOK_OTHER && x.ch == '(') lx_next(&x);
+      if (x.tok == TOK_OTHER && x.ch == '{') break;
+      continue;
+    }
+    lx_next(&x);
+  }
+  /* down the path, one table constructor per component: at the constructor's own depth, a
+     key is a name (or a ["string"]) after '{', ',' or ';' and before '=' */
+  int line = call_line, depth = 1, want = 1;
+  const char *comp = path;
+  char prev = '{';
+  lx_next(&x);
+  while (x.tok != TOK_END && depth >= want) {
+    const size_t clen = strcspn(comp, ".[");
+    if (depth == want && (prev == '{' || prev == ',' || prev == ';') && (x.tok == TOK_NAME || (x.tok == TOK_OTHER && x.ch == '['))) {
+      const char *key = NULL;
+      size_t klen = 0;
+      int kline = x.tok_line;
+      if (x.tok == TOK_NAME) {
+        key = x.text, klen = x.len;
+        lx_next(&x);
+      } else {
+        lx_next(&x);
+        if (x.tok == TOK_STRING) key = x.text, klen = x.len, lx_next(&x);
+        if (key && x.tok == TOK_OTHER && x.ch == ']') lx_next(&x);
+        else key = NULL;
+      }
+      if (x.tok == TOK_EQ && key && klen == clen && !memcmp(key, comp, clen)) {
+        line = kline;
+        if (comp[clen] != '.') return line; /* the last component (or an index into it) */
+        comp += clen + 1;
+        lx_next(&x);
+        if (!(x.tok == TOK_OTHER && x.ch == '{')) return line; /* its value is not written here */
+        want = ++depth;
+        prev = '{';
+        lx_next(&x);
+        continue;
+      }
+      prev = 0;
+      continue; /* x holds the token after the key: look at it again */
+    }
+    if (x.tok == TOK_OTHER && (x.ch == '{' || x.ch == '(' || x.ch == '[')) depth++;
+    else if (x.tok == TOK_OTHER && (x.ch == '}' || x.ch == ')' || x.ch == ']')) depth--;
+    prev = x.tok == TOK_OTHER ? x.ch : x.tok == TOK_EQ ? '=' : 0;
+    lx_next(&x);
+  }
+  return line;
 }
 
 static const char *trip_message(const sandbox *box, char *buf, size_t n) {
@@ -466,6 +648,8 @@ static int pmain(lua_State *L) {
   if (len && src[0] == '#') /* a #! line: skip it but keep its newline for line numbers */
     while (len && *src != '\n') src++, len--;
   if (luaL_loadbufferx(L, src, len, chunkname, "t") != LUA_OK) return lua_error(L);
+  box->src = src;
+  box->src_len = len;
 
   box->steps = 0;
   lua_sethook(L, box_hook, SPEC_HOOK_MASK, SPEC_HOOK_EVERY);

@@ -5,10 +5,12 @@
  * budget). It returns one spec table, or a list of them (variants). The constructor
  * `spec{...}` is available inside the sandbox: it validates on the spot, so an error
  * carries the file:line of the call; a plain table is validated after the chunk returns.
+ * An error about a field written in the call's table constructor names that field's own
+ * line (found in the source: the constructor keeps no positions).
  *
  * Every field is checked, unknown fields are errors, and every message names the file,
- * the line where Lua knows it, the field, the bad value and what is allowed, e.g.
- *   specs/x.lua:3: n_head = 30 is not a multiple of n_head_kv = 8
+ * the line, the field, the bad value and what is allowed, e.g.
+ *   specs/x.lua:4: n_head = 30 is not a multiple of n_head_kv = 8
  */
 #ifndef QGEN_SPEC_H
 #define QGEN_SPEC_H

@@ -21,6 +21,12 @@ int spec_line_at(lua_State *L, int level);
 /* Raise "path[:line]: message" as a Lua error. */
 _Noreturn void spec_raise_at(lua_State *L, int line, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
+/* The line of the field `path` ("n_head", "sparse.block", "archs[2]") in the table
+   constructor of the spec{} call on line call_line of the running chunk's source: the
+   deepest of its components written there, or call_line when the table is not written
+   there (built elsewhere and passed in). */
+int spec_field_line(lua_State *L, int call_line, const char *path);
+
 /* validate.c */
 
 /* Shortest "%.{15,16,17}g" that reads back to d, with ".0" added where Lua would read

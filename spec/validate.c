@@ -211,12 +211,19 @@ typedef struct checker {
 
 static _Noreturn void fail(checker *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static _Noreturn void fail(checker *c, const char *fmt, ...) {
-  char msg[900];
+  char msg[900], field[128] = "";
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
-  spec_raise_at(c->L, c->line, "%s%s", c->ctx, msg);
+  /* every message about a field starts with it ("sparse.block = 48 ...", "unknown field
+     'x'"): the error points at that field's line rather than the spec{} call's */
+  static const char unknown[] = "unknown field '";
+  const char *f = !strncmp(msg, unknown, sizeof unknown - 1) ? msg + sizeof unknown - 1 : msg;
+  const size_t n = strspn(f, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.");
+  if (n && n < sizeof field && strncmp(msg, "missing ", 8) != 0 && strchr(f == msg ? " [" : "'[", f[n]))
+    memcpy(field, f, n);
+  spec_raise_at(c->L, field[0] ? spec_field_line(c->L, c->line, field) : c->line, "%s%s", c->ctx, msg);
 }
 
 static const char *const SPEC_FIELDS[] = {"name",     "head_dim", "n_head", "n_head_kv",

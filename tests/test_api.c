@@ -29,6 +29,7 @@
 #include "runtime/qgen_ext.h" /* only to clear ctx's message before a call, so a stale one can't pass */
 #include "base/qtypes.h"
 #include "base/rng.h"
+#include "base/util.h"
 #include "ref/ref.h"
 #include "spec/spec.h"
 
@@ -1192,7 +1193,7 @@ static void out_of_memory(void) {
       qgen_kv *kv = (qgen_kv *)&kv;
       qgen_status st = qgen_cache_create(c, &kv, seqs, 1LL << 20);
       if (i == 0) snprintf(first, sizeof first, "%s", qgen_error(c));
-      all = st == QGEN_ERR_OUT_OF_MEMORY && kv == NULL && strstr(qgen_error(c), "bytes free");
+      all = st == QGEN_ERR_OUT_OF_MEMORY && kv == NULL && strstr(qgen_error(c), "bytes");
     }
     cu->cuMemGetInfo(&free1, &total);
     check(all, "qgen_cache_create larger than the device's free memory, 1000 times: QGEN_ERR_OUT_OF_MEMORY -- \"%s\"", first);
@@ -1234,6 +1235,125 @@ static void out_of_memory(void) {
   check(WIFEXITED(status) && WEXITSTATUS(status) == 0,
         "qgen_cache_create past a capped address space, 1000 times: QGEN_ERR_OUT_OF_MEMORY with the sizes, no host memory kept (child exit %d)",
         WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+  qgen_close(c);
+}
+
+/* qgen_close before qgen_cache_destroy: close gives the caches' memory back, each handle
+   is left for qgen_cache_destroy alone (any other call on it is refused), and the
+   destroys that follow free what is left; the usual order still works. */
+static void close_then_destroy(void) {
+  qgen_ctx *c;
+  if (open_cpu(QGEN_SOURCE_DIR "/specs/qwen3-4b.lua", NULL, &c) != 0) {
+    check(0, "open for the close-then-destroy checks");
+    return;
+  }
+  qgen_kv *a = NULL, *b = NULL, *d = NULL;
+  qgen_info in;
+  qgen_get_info(c, &in);
+  const size_t row = (size_t)in.n_head_kv * in.head_dim;
+  uint16_t *k = f16_rows(8 * row), *v = f16_rows(8 * row);
+  int s0 = 0, n8 = 8;
+  int ok = qgen_cache_create(c, &a, 2, 128) == QGEN_OK && qgen_cache_create(c, &b, 1, 64) == QGEN_OK &&
+           qgen_cache_create(c, &d, 1, 64) == QGEN_OK && qgen_append(a, &s0, 1, &n8, P(k), P(v), NULL) == QGEN_OK;
+  check(ok, "three caches of one context, one with tokens -- %s", qgen_error(c));
+  if (!ok) return;
+  qgen_cache_destroy(d); /* destroyed before the close: the close must not see it */
+  const int host_before = backend != QGEN_BACKEND_CPU || qgen_ext_host_cache(a) != NULL;
+  qgen_close(c);
+  check(host_before && qgen_ext_host_cache(a) == NULL && qgen_ext_host_cache(b) == NULL && qgen_kv_size(a, QGEN_KV_K) == 0,
+        "qgen_close gives the memory of the caches still open back");
+  check(qgen_append(a, &s0, 1, &n8, P(k), P(v), NULL) == QGEN_ERR_INVALID_ARG && qgen_seq_len(a, 0) == -1 &&
+            qgen_attend(b, &s0, 1, P(k), P(v), NULL, NULL) == QGEN_ERR_INVALID_ARG && qgen_reset(a, 0) == QGEN_ERR_INVALID_ARG,
+        "a cache of a closed context refuses every call (QGEN_ERR_INVALID_ARG)");
+  qgen_cache_destroy(a);
+  qgen_cache_destroy(b);
+  check(1, "qgen_cache_destroy after qgen_close frees the rest (AddressSanitizer checks the use and the leaks)");
+  tfree(k), tfree(v);
+}
+
+/* Two live sequences must never share a physical page: qgen_kv_map refuses a page that a
+   sequence holding tokens maps, a row that names a page twice, and an append that would
+   make a second sequence live on a page another live one maps; the message names both
+   sequences and the page, and a refused call changes nothing. */
+static void shared_pages(void) {
+  qgen_ctx *c;
+  qgen_kv *kv = NULL;
+  if (open_cpu(QGEN_SOURCE_DIR "/specs/qwen3-4b.lua", NULL, &c) != 0 || qgen_cache_create(c, &kv, 3, 256) != QGEN_OK) {
+    check(0, "setup for the shared-page checks");
+    return;
+  }
+  qgen_info in;
+  qgen_get_info(c, &in);
+  const size_t row = (size_t)in.n_head_kv * in.head_dim;
+  uint16_t *k = f16_rows(10 * row), *v = f16_rows(10 * row);
+  int s0 = 0, s1 = 1, s2 = 2, n10 = 10;
+  check(qgen_kv_pages_per_seq(kv) == 4 && qgen_append(kv, &s0, 1, &n10, P(k), P(v), NULL) == QGEN_OK,
+        "sequence 0 holds 10 tokens on pages 0..3");
+  int onto0[4] = {5, 6, 2, 7};
+  qgen_ext_clear_error(c);
+  qgen_status st = qgen_kv_map(kv, 1, onto0, 4);
+  const char *m = qgen_error(c);
+  check(st == QGEN_ERR_INVALID_ARG && strstr(m, "sequence 1") && strstr(m, "sequence 0") && strstr(m, "page 2"),
+        "qgen_kv_map of sequence 1 onto page 2, which sequence 0 holds: refused -- \"%s\"", m);
+  int32_t pt[12];
+  qgen_kv_read(kv, QGEN_KV_PAGE_TABLE, pt, sizeof pt);
+  check(pt[4] == 4 && pt[6] == 6, "... and sequence 1's page table row is unchanged");
+  int twice[2] = {9, 9};
+  qgen_ext_clear_error(c);
+  st = qgen_kv_map(kv, 1, twice, 2);
+  check(st == QGEN_ERR_INVALID_ARG && strstr(qgen_error(c), "page 9"), "a row naming page 9 twice: refused -- \"%s\"",
+        qgen_error(c));
+  int tail[1] = {5}; /* logical page 0 onto its own logical page 1's page */
+  st = qgen_kv_map(kv, 1, tail, 1);
+  check(st == QGEN_ERR_INVALID_ARG, "a page given that the row's kept entries already hold: refused -- \"%s\"", qgen_error(c));
+  /* both empty: allowed, until both hold tokens */
+  int onto1[4] = {4, 5, 6, 7};
+  check(qgen_kv_map(kv, 2, onto1, 4) == QGEN_OK && qgen_append(kv, &s2, 1, &n10, P(k), P(v), NULL) == QGEN_OK,
+        "sequence 2 mapped onto empty sequence 1's pages and appended to");
+  qgen_ext_clear_error(c);
+  st = qgen_append(kv, &s1, 1, &n10, P(k), P(v), NULL);
+  m = qgen_error(c);
+  check(st == QGEN_ERR_INVALID_ARG && strstr(m, "sequence 1") && strstr(m, "sequence 2") && strstr(m, "page 4") &&
+            qgen_seq_len(kv, 1) == 0,
+        "then an append to sequence 1, whose pages sequence 2 holds: refused, nothing appended -- \"%s\"", m);
+  int dec[2] = {0, 1};
+  st = qgen_append_decode(kv, dec, 2, P(k), P(v), NULL);
+  check(st == QGEN_ERR_INVALID_ARG && qgen_seq_len(kv, 0) == 10, "qgen_append_decode to it: refused too");
+  check(qgen_reset(kv, 2) == QGEN_OK && qgen_append(kv, &s1, 1, &n10, P(k), P(v), NULL) == QGEN_OK,
+        "once sequence 2 is reset, sequence 1 takes its pages back");
+  qgen_cache_destroy(kv);
+  qgen_close(c);
+  tfree(k), tfree(v);
+}
+
+/* The process's peak resident memory (VmHWM), in KiB. */
+static long peak_rss_kib(void) {
+  FILE *f = fopen("/proc/self/status", "r");
+  char line[256];
+  long kib = 0;
+  while (f && fgets(line, sizeof line, f))
+    if (sscanf(line, "VmHWM: %ld kB", &kib) == 1) break;
+  if (f) fclose(f);
+  return kib;
+}
+
+/* A cache far larger than the memory there is is refused at once, before anything is
+   allocated or touched, with the bytes it needs in the message. */
+static void absurd_sizes(void) {
+  qgen_ctx *c;
+  if (open_cpu(QGEN_SOURCE_DIR "/specs/qwen3-4b.lua", NULL, &c) != 0) {
+    check(0, "open for the size checks");
+    return;
+  }
+  qgen_kv *kv = (qgen_kv *)&kv;
+  const long hwm0 = peak_rss_kib();
+  const double t0 = qgen_now_ms();
+  qgen_status st = qgen_cache_create(c, &kv, 1 << 28, 1);
+  const double ms = qgen_now_ms() - t0;
+  const long grew = peak_rss_kib() - hwm0;
+  check(st == QGEN_ERR_OUT_OF_MEMORY && kv == NULL && strstr(qgen_error(c), " bytes of ") && ms < 50 && grew < 65536,
+        "qgen_cache_create(2^28 sequences x 1 token): QGEN_ERR_OUT_OF_MEMORY in %.1f ms, peak resident memory +%ld KiB -- "
+        "\"%s\"", ms, grew, qgen_error(c));
   qgen_close(c);
 }
 
@@ -1303,6 +1423,11 @@ int main(void) {
   bad_cache_creates();
   printf("---- out of memory\n");
   out_of_memory();
+  absurd_sizes();
+  printf("---- qgen_close before qgen_cache_destroy\n");
+  close_then_destroy();
+  printf("---- pages shared by sequences\n");
+  shared_pages();
   printf("---- a budget spec\n");
   budget_spec();
   if (backend == QGEN_BACKEND_CPU) {

@@ -111,8 +111,8 @@ static void cache_version_miss(void) {
   qgen_build_key(src, 90, QGEN_VERSION, 13, 0, mine);
   qgen_build_key(src, 90, "0.0.1", 13, 0, other_qgen);
   qgen_build_key(src, 90, QGEN_VERSION, 12, 8, other_nvrtc);
-  int r1 = qgen_cache_put(c, name, other_qgen, "old-qgen", 8);
-  int r2 = qgen_cache_put(c, name, other_nvrtc, "old-nvrtc", 9);
+  int r1 = qgen_cache_put(c, name, NULL, other_qgen, "old-qgen", 8);
+  int r2 = qgen_cache_put(c, name, NULL, other_nvrtc, "old-nvrtc", 9);
   check(r1 == 0 && r2 == 0, "cache: entries under two other versions' keys reach the disk");
   qgen_cache_close(c);
   c = qgen_cache_open(dir); /* a new process: nothing in memory */
@@ -277,24 +277,24 @@ static void build_version_miss(int have_nvrtc, int major, int minor) {
   /* 1. planted under this version's key: qgen_build takes it (so the key is the one it uses) */
   qgen_cache *c = qgen_cache_open(dir);
   qgen_build_key(src, 90, QGEN_VERSION, major, minor, key);
-  qgen_cache_put(c, name, key, blob, pn);
+  qgen_cache_put(c, name, NULL, key, blob, pn);
   qgen_cache_close(c);
   c = qgen_cache_open(dir);
   int rc = qgen_build(&s, NULL, &arch, 1, c, &a, NULL, err, sizeof err);
   check(rc == 0 && a.cache_hit && a.cubin_size == 6 && !memcmp(a.cubin, "POISON", 6),
         "qgen_build: an entry under qgen_build_key(this qgen, this NVRTC %d.%d) is a hit", major, minor);
   if (rc == 0) qgen_artifact_free(&a);
-  qgen_cache_clear(c);
+  qgen_cache_clear(c, NULL, NULL);
   qgen_cache_close(c);
 
   /* 2. planted under another qgen's and another NVRTC's keys: both are misses, it compiles */
   c = qgen_cache_open(dir);
   qgen_build_key(src, 90, "0.0.0-other", major, minor, key);
-  qgen_cache_put(c, name, key, blob, pn);
+  qgen_cache_put(c, name, NULL, key, blob, pn);
   qgen_build_key(src, 90, QGEN_VERSION, major, minor + 1, key);
-  qgen_cache_put(c, name, key, blob, pn);
+  qgen_cache_put(c, name, NULL, key, blob, pn);
   qgen_build_key(src, 90, QGEN_VERSION, major - 1, minor, key);
-  qgen_cache_put(c, name, key, blob, pn);
+  qgen_cache_put(c, name, NULL, key, blob, pn);
   qgen_cache_close(c);
   c = qgen_cache_open(dir);
   rc = qgen_build(&s, NULL, &arch, 1, c, &a, NULL, err, sizeof err);

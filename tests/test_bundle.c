@@ -30,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -447,6 +448,52 @@ static void test_truncation(void) {
   check(bad == 0, "%zu truncated files rejected by qgen_bundle_read, the message naming the file", tried);
 }
 
+/* A file of 1 GiB (sparse) whose header declares the bundle's own size: refused from its
+   header with "N trailing bytes", without reading the rest. In a child whose address
+   space allows 256 MiB more than it holds, so reading the whole file could not even
+   start. */
+static void test_oversized(void) {
+  char p[4096];
+  tpath(p, "big.qgb");
+  if (write_bytes(p, bun, bsize) != 0 || truncate(p, (off_t)QGEN_BUNDLE_MAX_SIZE) != 0) {
+    check(0, "a 1 GiB sparse file");
+    return;
+  }
+  fflush(stdout);
+  int out[2];
+  if (pipe(out) != 0) return;
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(out[0]);
+    long vm = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (!f || fscanf(f, "%ld", &vm) != 1) _exit(3);
+    fclose(f);
+    struct rlimit rl;
+    rl.rlim_cur = rl.rlim_max = (rlim_t)vm * (rlim_t)sysconf(_SC_PAGESIZE) + (256u << 20);
+    if (setrlimit(RLIMIT_AS, &rl) != 0) _exit(3);
+    static qgen_bundle b;
+    char err[1024] = "";
+    const double t0 = qgen_now_ms();
+    int rc = qgen_bundle_read(p, &b, err, sizeof err);
+    dprintf(out[1], "%.1f ms: %s", qgen_now_ms() - t0, err);
+    _exit(rc == 0 ? 1 : 0);
+  }
+  close(out[1]);
+  char said[1200] = "";
+  ssize_t got = read(out[0], said, sizeof said - 1);
+  said[got > 0 ? got : 0] = 0;
+  close(out[0]);
+  int st = 0;
+  waitpid(pid, &st, 0);
+  char want[128];
+  qgen_fmt(want, sizeof want, "%llu trailing bytes after the %zu the header declares",
+           (unsigned long long)(QGEN_BUNDLE_MAX_SIZE - bsize), bsize);
+  check(WIFEXITED(st) && WEXITSTATUS(st) == 0 && strstr(said, want),
+        "qgen_bundle_read of a 1 GiB file whose header says %zu bytes: refused from the header -- %s", bsize, said);
+  unlink(p);
+}
+
 static void test_flips(void) {
   const size_t M = M_of(bun);
   uint8_t *c = malloc(bsize);
@@ -635,7 +682,7 @@ static void test_forged(void) {
   forged("entry 0 cubin size one off", "the table says cubin", m_cubin_plus, 1);
   forged("entry 0 ptx size 2^64-1", "do not fit", m_ptx_huge, 1);
   forged("entry 1 payload checksum changed", "entry 1 (sm_90 cubin+ptx) checksum mismatch", m_payload_sha, 1);
-  forged("spec text head_dim = 65", "x.qgb:1: head_dim = 65", m_headdim, 1);
+  forged("spec text head_dim = 65", "x.qgb:3: head_dim = 65", m_headdim, 1); /* the field's line in the text */
   forged("spec text lists sm_96", "sm_96", m_archs, 1);
   forged("spec text with a Lua syntax error", "x.qgb:", m_spec_lua, 1);
 }
@@ -924,6 +971,7 @@ int main(int argc, char **argv) {
   test_roundtrip();
   test_open();
   test_truncation();
+  test_oversized();
   test_flips();
   test_forged();
   test_assembled();

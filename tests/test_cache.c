@@ -24,7 +24,8 @@
 
 #include "testlib.h"
 
-#define HDR 88 /* magic 8, version 4, flags 4, key 32, size 8, sha256 32 */
+#define HDR 168 /* magic 8, version 4, flags 4, key 32, size 8, sha256 32, spec name 80 */
+#define HDR_V1 88 /* format 1: no spec name */
 
 static char root[4096]; /* this run's temp dir */
 
@@ -92,11 +93,10 @@ static int fresh_get(const char *dir, const char *name, const uint8_t key[32], c
 typedef struct {
   int n, ok, bad;
 } list_tally;
-static void tally_cb(void *ud, const char *file, uint64_t size, int ok) {
+static void tally_cb(void *ud, const qgen_cache_item *it) {
   list_tally *t = ud;
-  (void)file, (void)size;
   t->n++;
-  if (ok) t->ok++;
+  if (!it->problem) t->ok++;
   else t->bad++;
 }
 static list_tally list_dir(const char *dir) {
@@ -172,7 +172,7 @@ static void test_basic(void) {
   void *d = NULL;
   size_t dn = 0;
   check(qgen_cache_get(a, "model_d128", key, &d, &dn) == 0, "empty cache: miss");
-  check(qgen_cache_put(a, "model_d128", key, pay, n) == 0, "put reaches the disk (returns 0)");
+  check(qgen_cache_put(a, "model_d128", NULL, key, pay, n) == 0, "put reaches the disk (returns 0)");
   int r = qgen_cache_get(a, "model_d128", key, &d, &dn);
   check(r == 1 && dn == n && memcmp(d, pay, n) == 0, "same instance: hit, data equal");
   free(d);
@@ -199,11 +199,11 @@ static void test_basic(void) {
   check(r == 1 && dn == n && memcmp(d, pay, n) == 0, "entry read once stays in memory");
   free(d);
   d = NULL;
-  check(qgen_cache_put(b, "model_d128", key, pay, n) == 0 && fresh_get(dir, "model_d128", key, pay, n) == 1,
+  check(qgen_cache_put(b, "model_d128", NULL, key, pay, n) == 0 && fresh_get(dir, "model_d128", key, pay, n) == 1,
         "put after the file vanished writes it again");
 
   /* Empty payload. */
-  check(qgen_cache_put(b, "empty", other, NULL, 0) == 0, "put of an empty payload");
+  check(qgen_cache_put(b, "empty", NULL, other, NULL, 0) == 0, "put of an empty payload");
   qgen_cache_close(b);
   check(fresh_get(dir, "empty", other, "", 0) == 1, "empty payload: hit from disk, size 0");
 
@@ -213,7 +213,7 @@ static void test_basic(void) {
   /* The directory removed under an open cache is made again by the next put. */
   qgen_cache *c = qgen_cache_open(dir);
   rm_rf(dir);
-  check(qgen_cache_put(c, "again", key, pay, n) == 0 && fresh_get(dir, "again", key, pay, n) == 1,
+  check(qgen_cache_put(c, "again", NULL, key, pay, n) == 0 && fresh_get(dir, "again", key, pay, n) == 1,
         "directory removed under an open cache: put recreates it");
   qgen_cache_close(c);
   free(pay);
@@ -231,7 +231,7 @@ static void test_corruption(void) {
   const char *name = "corrupt-me";
 
   qgen_cache *c = qgen_cache_open(dir);
-  qgen_cache_put(c, name, key, pay, n);
+  qgen_cache_put(c, name, NULL, key, pay, n);
   qgen_cache_entry_path(c, name, key, path, sizeof path);
   qgen_cache_close(c);
   size_t len = 0;
@@ -255,7 +255,7 @@ static void test_corruption(void) {
         ncut);
   check(nbad_list == ncut, "list reports each truncated entry as not ok");
   c = qgen_cache_open(dir);
-  int r = qgen_cache_put(c, name, key, pay, n);
+  int r = qgen_cache_put(c, name, NULL, key, pay, n);
   qgen_cache_close(c);
   list_tally t = list_dir(dir);
   check(r == 0 && fresh_get(dir, name, key, pay, n) == 1 && t.ok == 1 && t.n == 1,
@@ -279,7 +279,7 @@ static void test_corruption(void) {
   check(nmiss == nflip, "a bit flipped at %d places (header, key, checksum, payload): all misses",
         nflip);
   c = qgen_cache_open(dir);
-  r = qgen_cache_put(c, name, key, pay, n);
+  r = qgen_cache_put(c, name, NULL, key, pay, n);
   qgen_cache_close(c);
   check(r == 0 && fresh_get(dir, name, key, pay, n) == 1, "put after a bit flip rebuilds a valid entry");
 
@@ -299,7 +299,7 @@ static void test_corruption(void) {
   c = qgen_cache_open(dir);
   qgen_cache_entry_path(c, name, key2, path2, sizeof path2);
   check(strcmp(path, path2) == 0, "keys that differ after byte 8 share the file name");
-  r = qgen_cache_put(c, name, key, pay, n);
+  r = qgen_cache_put(c, name, NULL, key, pay, n);
   qgen_cache_close(c);
   check(r == 0 && fresh_get(dir, name, key2, NULL, 0) == 0,
         "file holding a different key under the same name: miss");
@@ -321,7 +321,7 @@ static void test_corruption(void) {
   check(fresh_get(dir, name, key, NULL, 0) == 0, "nonzero flags: miss");
   free(ver);
   c = qgen_cache_open(dir);
-  r = qgen_cache_put(c, name, key, pay, n);
+  r = qgen_cache_put(c, name, NULL, key, pay, n);
   qgen_cache_close(c);
   check(r == 0 && fresh_get(dir, name, key, pay, n) == 1, "put after a version mismatch rebuilds it");
 
@@ -356,7 +356,7 @@ static int child_writer(const char *dir, int k) {
   int bad = 0;
   for (int i = 0; i < WRITES; i++) {
     qgen_cache *c = qgen_cache_open(dir);
-    if (qgen_cache_put(c, name, key, pay, conc_size(k)) != 0) bad = 1;
+    if (qgen_cache_put(c, name, NULL, key, pay, conc_size(k)) != 0) bad = 1;
     qgen_cache_close(c);
   }
   free(pay);
@@ -458,8 +458,8 @@ static void test_unwritable(void) {
   capture_begin();
   qgen_cache *c = qgen_cache_open(dir);
   const char *cd = qgen_cache_dir(c);
-  int r1 = qgen_cache_put(c, "one", k1, p1, 777);
-  int r2 = qgen_cache_put(c, "two", k2, p2, 333);
+  int r1 = qgen_cache_put(c, "one", NULL, k1, p1, 777);
+  int r2 = qgen_cache_put(c, "two", NULL, k2, p2, 333);
   void *d = NULL;
   size_t n = 0;
   int g1 = qgen_cache_get(c, "one", k1, &d, &n) == 1 && n == 777 && memcmp(d, p1, n) == 0;
@@ -486,9 +486,9 @@ static void test_unwritable(void) {
   int had_dir = qgen_cache_dir(c) != NULL;
   rm_rf(gone);
   write_bytes(gone, "x", 1); /* now a regular file: no put can succeed */
-  r1 = qgen_cache_put(c, "one", k1, p1, 777);
-  r2 = qgen_cache_put(c, "two", k2, p2, 333);
-  int r3 = qgen_cache_put(c, "one", k1, p1, 777);
+  r1 = qgen_cache_put(c, "one", NULL, k1, p1, 777);
+  r2 = qgen_cache_put(c, "two", NULL, k2, p2, 333);
+  int r3 = qgen_cache_put(c, "one", NULL, k1, p1, 777);
   g1 = qgen_cache_get(c, "one", k1, &d, &n) == 1 && n == 777 && memcmp(d, p1, n) == 0;
   free(d);
   qgen_cache_close(c);
@@ -513,7 +513,7 @@ static void test_off(void) {
   qgen_cache *a = qgen_cache_open(NULL);
   qgen_cache *b = qgen_cache_open(dir);
   int dirs_null = qgen_cache_dir(a) == NULL && qgen_cache_dir(b) == NULL;
-  int r = qgen_cache_put(b, "k", key, pay, 100);
+  int r = qgen_cache_put(b, "k", NULL, key, pay, 100);
   void *d = NULL;
   size_t n = 0;
   int hit = qgen_cache_get(b, "k", key, &d, &n) == 1 && n == 100 && memcmp(d, pay, 100) == 0;
@@ -522,7 +522,7 @@ static void test_off(void) {
   int miss_other = qgen_cache_get(a, "k", key, &d, &n) == 0;
   list_tally t = {0, 0, 0};
   int lr = qgen_cache_list(b, tally_cb, &t);
-  int cr = qgen_cache_clear(b);
+  int cr = qgen_cache_clear(b, NULL, NULL);
   int after_clear = qgen_cache_get(b, "k", key, &d, &n) == 0;
   qgen_cache_close(a);
   qgen_cache_close(b);
@@ -602,6 +602,11 @@ static void test_env(void) {
 
 /* ---- (7) clear ---------------------------------------------------------------------- */
 
+static void count_left(void *ud, const char *file) {
+  (void)file;
+  ++*(int *)ud;
+}
+
 static void test_clear(void) {
   char dir[4096], p[4096];
   tpath(dir, "clear");
@@ -611,7 +616,7 @@ static void test_clear(void) {
     make_key(40 + i, keys[i]);
     char name[16];
     qgen_fmt(name, sizeof name, "e%d", i);
-    qgen_cache_put(c, name, keys[i], "payload", 7);
+    qgen_cache_put(c, name, NULL, keys[i], "payload", 7);
   }
   pid_t dead = fork();
   if (dead == 0) _exit(0);
@@ -634,22 +639,41 @@ static void test_clear(void) {
   write_bytes(p, "keep", 4);
   qgen_fmt(p, sizeof p, "%s/sub.qgc", dir);
   mkdir(p, 0755);
+  /* A user's files that merely look like ours (the cache directory is a project folder),
+     old enough for any stale-temp rule: a name ending in .qgc, a backup of a temp file,
+     an entry's exact name over other bytes. */
+  static const char *const theirs[] = {"thesis.qgc", "chapter1.qgc.tmp.bak", "notes-0123456789abcdef.qgc",
+                                       "e8-0123456789abcdef.qgc.tmp.1.2.x"};
+  for (size_t i = 0; i < sizeof theirs / sizeof *theirs; i++) {
+    qgen_fmt(p, sizeof p, "%s/%s", dir, theirs[i]);
+    write_bytes(p, "my own words", 12);
+    utimensat(AT_FDCWD, p, old, 0);
+  }
 
-  int removed = qgen_cache_clear(c);
+  int n_left = 0;
+  int removed = qgen_cache_clear(c, count_left, &n_left);
   check(removed == 5, "clear removed 3 entries + 2 stale temp files (returned %d)", removed);
-  check(count_files(dir, NULL) == 4, "clear left 4 files (notes.txt, backup.qgc.bak, sub.qgc/, "
+  check(count_files(dir, NULL) == 8, "clear left 8 files (notes.txt, backup.qgc.bak, sub.qgc/, 4 look-alikes, "
         "the fresh temp file): %d", count_files(dir, NULL));
   qgen_fmt(p, sizeof p, "%s/notes.txt", dir);
   int kept = exists(p) && exists(fresh);
   qgen_fmt(p, sizeof p, "%s/backup.qgc.bak", dir);
   kept = kept && exists(p);
+  for (size_t i = 0; i < sizeof theirs / sizeof *theirs; i++) {
+    qgen_fmt(p, sizeof p, "%s/%s", dir, theirs[i]);
+    size_t len = 0;
+    uint8_t *b = read_bytes(p, &len);
+    kept = kept && b && len == 12 && !memcmp(b, "my own words", 12);
+    free(b);
+  }
   qgen_fmt(p, sizeof p, "%s/sub.qgc", dir);
-  check(kept && exists(p), "other files and the in-progress temp file are untouched");
+  check(kept && exists(p), "other files, the look-alikes and the in-progress temp file are untouched");
+  check(n_left == 7, "... and the 7 files that are not the cache's are named to the caller (%d)", n_left);
   void *d = NULL;
   size_t n = 0;
   check(qgen_cache_get(c, "e0", keys[0], &d, &n) == 0, "after clear: miss (memory dropped too)");
   check(fresh_get(dir, "e1", keys[1], NULL, 0) == 0, "after clear: miss from a fresh instance");
-  check(qgen_cache_put(c, "e0", keys[0], "payload", 7) == 0 && fresh_get(dir, "e0", keys[0], "payload", 7) == 1,
+  check(qgen_cache_put(c, "e0", NULL, keys[0], "payload", 7) == 0 && fresh_get(dir, "e0", keys[0], "payload", 7) == 1,
         "put after clear works");
   qgen_cache_close(c);
 }
@@ -732,8 +756,8 @@ static void test_hostile(void) {
              path, want);
       bad++;
     }
-    qgen_cache_clear(c);
-    if (qgen_cache_put(c, names[i].name, key, "x", 1) != 0 || !exists(want) ||
+    qgen_cache_clear(c, NULL, NULL);
+    if (qgen_cache_put(c, names[i].name, NULL, key, "x", 1) != 0 || !exists(want) ||
         fresh_get(dir, names[i].name, key, "x", 1) != 1)
       bad++;
   }
@@ -743,7 +767,7 @@ static void test_hostile(void) {
   qgen_cache_entry_path(c, longname, key, path, sizeof path);
   const char *base = strrchr(path, '/');
   int long_ok = base && strlen(base + 1) == 100 + 1 + 16 + 4 &&
-                qgen_cache_put(c, longname, key, "y", 1) == 0 && fresh_get(dir, longname, key, "y", 1) == 1;
+                qgen_cache_put(c, longname, NULL, key, "y", 1) == 0 && fresh_get(dir, longname, key, "y", 1) == 1;
   qgen_cache_close(c);
   check(bad == 0, "names are sanitized to [A-Za-z0-9._-] and stay in the directory");
   char parent[4096];
@@ -753,6 +777,101 @@ static void test_hostile(void) {
         "nothing written outside the directory (its parents hold nothing new)");
   check(long_ok, "a 399-byte name is cut to a 100-byte prefix (file name %zu bytes)",
         base ? strlen(base + 1) : 0);
+}
+
+/* ---- (9) who may write the directory ------------------------------------------------ */
+
+static void test_permissions(void) {
+  char dir[4096], path[4096];
+  tpath(dir, "perm/cache");
+  uint8_t key[32];
+  make_key(60, key);
+  uint8_t *pay = make_payload(key, 500);
+  qgen_cache *c = qgen_cache_open(dir);
+  int r = qgen_cache_put(c, "kern", "model-a", key, pay, 500);
+  qgen_cache_entry_path(c, "kern", key, path, sizeof path);
+  qgen_cache_close(c);
+  struct stat st;
+  check(r == 0 && stat(dir, &st) == 0 && (st.st_mode & 022) == 0, "a directory the cache makes: mode %04o, no group or "
+        "other write, whatever the umask", (unsigned)(st.st_mode & 07777));
+
+  chmod(dir, 0775);
+  capture_begin();
+  c = qgen_cache_open(dir);
+  void *d = NULL;
+  size_t n = 0;
+  int hit = qgen_cache_get(c, "kern", key, &d, &n);
+  free(d);
+  d = NULL;
+  const int memory_only = qgen_cache_dir(c) == NULL, said = strstr(qgen_cache_problem(c), "chmod go-w") != NULL;
+  qgen_cache_close(c);
+  int warnings = capture_end_count_warnings();
+  check(hit == 0 && memory_only && said && warnings == 1,
+        "a group-writable directory: not used (memory only, a miss), one warning that says to chmod go-w");
+  chmod(dir, 0757);
+  check(fresh_get(dir, "kern", key, pay, 500) == 0, "an other-writable directory: not used either");
+  chmod(dir, 0755);
+  check(fresh_get(dir, "kern", key, pay, 500) == 1, "chmod go-w: the entry hits again");
+
+  chmod(path, 0666);
+  capture_begin();
+  c = qgen_cache_open(dir);
+  hit = qgen_cache_get(c, "kern", key, &d, &n);
+  free(d);
+  d = NULL;
+  r = qgen_cache_put(c, "kern", "model-a", key, pay, 500);
+  qgen_cache_close(c);
+  warnings = capture_end_count_warnings();
+  check(hit == 0 && warnings == 1, "an entry file others may write: a miss, one warning");
+  check(r == 0 && stat(path, &st) == 0 && (st.st_mode & 022) == 0 && fresh_get(dir, "kern", key, pay, 500) == 1,
+        "... and the next put replaces it with one of ours (mode %04o), which hits", (unsigned)(st.st_mode & 07777));
+  free(pay);
+}
+
+/* ---- (10) the spec name in an entry, and format 1 entries -------------------------- */
+
+typedef struct {
+  int n;
+  char spec[4][96];
+} spec_names;
+static void spec_cb(void *ud, const qgen_cache_item *it) {
+  spec_names *t = ud;
+  if (t->n < 4) qgen_fmt(t->spec[t->n], sizeof t->spec[0], "%s%s", it->problem ? "!" : "", it->spec);
+  t->n++;
+}
+
+static void test_formats(void) {
+  char dir[4096], path[4096];
+  tpath(dir, "formats");
+  uint8_t k1[32], k2[32];
+  make_key(70, k1);
+  make_key(71, k2);
+  uint8_t *p1 = make_payload(k1, 300), *p2 = make_payload(k2, 200);
+  qgen_cache *c = qgen_cache_open(dir);
+  int r = qgen_cache_put(c, "new", "qwen3/4b x", k1, p1, 300);
+  /* a format 1 entry, as an older qgen wrote it: no spec name, the checksum of the payload */
+  qgen_cache_entry_path(c, "old", k2, path, sizeof path);
+  qgen_cache_close(c);
+  uint8_t *f = malloc(HDR_V1 + 200);
+  memcpy(f, "QGENCACH", 8);
+  qgen_wr32(f + 8, 1);
+  qgen_wr32(f + 12, 0);
+  memcpy(f + 16, k2, 32);
+  qgen_wr64(f + 48, 200);
+  qgen_sha256_buf(p2, 200, f + 56);
+  memcpy(f + HDR_V1, p2, 200);
+  write_bytes(path, f, HDR_V1 + 200);
+  free(f);
+  spec_names t = {0};
+  c = qgen_cache_open(dir);
+  qgen_cache_list(c, spec_cb, &t);
+  qgen_cache_close(c);
+  int new_named = 0, old_unnamed = 0;
+  for (int i = 0; i < t.n && i < 4; i++) new_named |= !strcmp(t.spec[i], "qwen3_4b_x"), old_unnamed |= !strcmp(t.spec[i], "");
+  check(r == 0 && t.n == 2 && new_named, "an entry records the spec that wrote it, sanitized: \"qwen3_4b_x\"");
+  check(old_unnamed && fresh_get(dir, "old", k2, p2, 200) == 1, "a format 1 entry still verifies (no spec name) and hits");
+  free(p1);
+  free(p2);
 }
 
 int main(void) {
@@ -772,6 +891,8 @@ int main(void) {
   test_env();
   test_clear();
   test_hostile();
+  test_permissions();
+  test_formats();
   rm_rf(root);
   check(!exists(root), "temp directory removed");
   printf("%d passed, %d failed\n", passed, failed);

@@ -3,7 +3,8 @@
 # touch: a device node, a FIFO, a symbolic link or a directory at the target is refused
 # (exit 1, naming it and what it is) and left as it was, before anything is compiled; a
 # kill -9 in the middle leaves no partial file under the target's name; a full disk is a
-# clear error that keeps the old output file and the old cache entry valid; `qgen cache
+# clear error (exit 3, the code of a failed write) that keeps the old output file and the
+# old cache entry valid, and so is standard output redirected to a full disk; `qgen cache
 # clear` on a read-only directory says why. The device node and the file system checks need
 # root (mknod, mount) and are skipped without it.
 # Env: QGEN (the binary), QGEN_SOURCE_DIR.
@@ -75,10 +76,16 @@ if mount_tmpfs "$tmp/full" 3m; then
   cp "$tmp/dir/qwen2.5-0.5b.qgb" "$tmp/full/b.qgb"
   dd if=/dev/zero of="$tmp/full/filler" bs=64k 2>/dev/null # until the disk is full
   "$QGEN" bundle --spec $spec --arch sm_80,sm_90 -o "$tmp/full/b.qgb" > /dev/null 2>"$tmp/err.txt"; rc=$?
-  ok $([ $rc = 1 ] && grep -q "b.qgb: cannot write: No space left on device" "$tmp/err.txt"; echo $?) "bundle on a full disk: exit 1, says so"
+  ok $([ $rc = 3 ] && grep -q "b.qgb: cannot write: No space left on device" "$tmp/err.txt"; echo $?) "bundle on a full disk: exit 3, says so"
   ok $(cmp -s "$tmp/full/b.qgb" "$tmp/dir/qwen2.5-0.5b.qgb" && "$QGEN" info "$tmp/full/b.qgb" > /dev/null &&
     [ -z "$(ls "$tmp/full" | grep '\.tmp\.')" ]; echo $?) "... the old bundle is intact and no temp file is left"
-  rm "$tmp/full/filler" "$tmp/full/b.qgb"
+  "$QGEN" info --lua "$tmp/dir/qwen2.5-0.5b.qgb" > "$tmp/full/spec.lua" 2>"$tmp/err.txt"; rc=$?
+  ok $([ $rc = 3 ] && grep -q "cannot write to standard output: No space left on device" "$tmp/err.txt"; echo $?) \
+    "info --lua B > a file on a full disk: exit 3 with the reason (exit $rc)"
+  "$QGEN" emit --spec $spec --arch sm_90 -o "$tmp/full/emit" > /dev/null 2>"$tmp/err.txt"; rc=$?
+  ok $([ $rc = 3 ] && grep -q "cannot write: No space left on device" "$tmp/err.txt"; echo $?) \
+    "emit -o a directory on a full disk: exit 3 with the reason (exit $rc)"
+  rm -rf "$tmp/full/filler" "$tmp/full/b.qgb" "$tmp/full/spec.lua" "$tmp/full/emit"
   QGEN_CACHE_DIR="$tmp/full/cache" "$QGEN" emit --spec $spec --arch sm_90 > /dev/null 2>&1
   dd if=/dev/zero of="$tmp/full/filler" bs=64k 2>/dev/null
   QGEN_CACHE_DIR="$tmp/full/cache" "$QGEN" emit --spec $spec --arch sm_80 > "$tmp/out.txt" 2>"$tmp/err.txt"; rc=$?

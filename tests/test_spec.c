@@ -421,7 +421,7 @@ static void test_defaults(void) {
 
   /* the exact message shape of spec.h */
   load("local a = 1\n\nreturn spec{\n  name = 'x', head_dim = 128, n_head = 30, n_head_kv = 8,\n}\n");
-  check(!strcmp(err, "t.lua:3: n_head = 30 is not a multiple of n_head_kv = 8"), "exact message: %s", err);
+  check(!strcmp(err, "t.lua:4: n_head = 30 is not a multiple of n_head_kv = 8"), "exact message: %s", err);
   load("return { name = 'x', head_dim = 128, n_head = 32, n_head_kv = 8, archs = { 'sm_75' } }");
   check(!strcmp(err, "t.lua: archs[1] = \"sm_75\" is not supported: qgen kernels need sm_80 or newer; allowed: "
                      "sm_80, sm_86, sm_87, sm_89, sm_90, sm_100, sm_103, sm_110, sm_120, sm_121"),
@@ -459,6 +459,35 @@ static void test_variants(void) {
               "t.lua: variant 2 (\"b\"): missing required field 'n_head_kv'");
   expect_fail("spec{} in a list keeps its line", "return {\n spec{ " OK4 " },\n spec{ name = 'b', head_dim = 64, n_head = 3, n_head_kv = 2 } }",
               "t.lua:3: n_head = 3 is not a multiple of n_head_kv = 2");
+}
+
+/* An error about a field names the field's own line, not the spec{} call's: a table
+   constructor keeps no positions, so the loader finds the key in the source. */
+static void test_field_lines(void) {
+  expect_fail("a misspelt field on line 2", "return spec{ name = 'x', head_dim = 64,\n  n_heads_kv = 2,\n  n_head = 4 }\n",
+              "t.lua:2: unknown field 'n_heads_kv'");
+  expect_fail("a bad value on line 4",
+              "-- a comment { n_head = 1 }\nreturn spec{\n  name = 'x', head_dim = 64, n_head_kv = 2,\n  n_head = 3,\n}\n",
+              "t.lua:4: n_head = 3 is not a multiple of n_head_kv = 2");
+  expect_fail("a nested field",
+              "return spec{ name = 'x', head_dim = 64, n_head = 4, n_head_kv = 2,\n"
+              "  k_type = [[f16]], -- block = 1\n  sparse = {\n    coverage = 0.5,\n    block = 48,\n  },\n}\n",
+              "t.lua:5: sparse.block = 48 is not a multiple of 32");
+  expect_fail("a misspelt nested field",
+              "return spec{ name = 'x', head_dim = 64, n_head = 4, n_head_kv = 2,\n  sparse = { coverage = 0.5,\n"
+              "    covrage = 1 } }\n",
+              "t.lua:3: unknown field 'sparse.covrage'");
+  expect_fail("a field in the second variant",
+              "return {\n  spec{ name = 'a', head_dim = 64, n_head = 4, n_head_kv = 2 },\n  spec{ name = 'b',\n"
+              "    head_dim = 64, n_head = 4, n_head_kv = 2,\n    archs = { 'sm_75' } },\n}\n",
+              "t.lua:5: archs[1] = \"sm_75\" is not supported");
+  expect_fail("a key in brackets", "return spec{ name = 'x', head_dim = 64,\n  [\"n_head\"] = 3, n_head_kv = 2 }\n",
+              "t.lua:2: n_head = 3");
+  expect_fail("a table built elsewhere: the spec{} line",
+              "local t = { name = 'x', head_dim = 64,\n n_head = 3, n_head_kv = 2 }\nreturn spec(t)\n",
+              "t.lua:3: n_head = 3");
+  expect_fail("a field that is missing: the spec{} line", "return spec{\n  name = 'x',\n  head_dim = 64, n_head = 4 }\n",
+              "t.lua:1: missing required field 'n_head_kv'");
 }
 
 /* ---------------------------------------------------------------- the sandbox */
@@ -776,6 +805,7 @@ int main(int argc, char **argv) {
   test_real_specs();
   test_defaults();
   test_variants();
+  test_field_lines();
   test_to_lua();
   test_sandbox();
   test_limits(argv[0]);

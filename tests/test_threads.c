@@ -130,6 +130,50 @@ static void *open_one(void *arg) {
   return NULL;
 }
 
+/* A thread that fails a call and ends, then threads started after it: one of them usually
+   gets the ended thread's pthread_t back (the system reuses its descriptor), and must
+   still see no message of its own yet. */
+typedef struct {
+  qgen_ctx *ctx;
+  pthread_t self;
+  char seen[256];
+} reuser;
+
+static void *fail_once(void *arg) {
+  reuser *r = arg;
+  qgen_kv *kv = NULL;
+  r->self = pthread_self();
+  qgen_cache_create(r->ctx, &kv, -7, 1); /* records "... max_seqs = -7 ..." for this thread */
+  snprintf(r->seen, sizeof r->seen, "%s", qgen_error(r->ctx));
+  return NULL;
+}
+
+static void *look(void *arg) {
+  reuser *r = arg;
+  r->self = pthread_self();
+  snprintf(r->seen, sizeof r->seen, "%s", qgen_error(r->ctx));
+  return NULL;
+}
+
+static void reused_thread_ids(qgen_ctx *ctx) {
+  reuser dead = {ctx, 0, ""};
+  pthread_t t;
+  pthread_create(&t, NULL, fail_once, &dead);
+  pthread_join(t, NULL);
+  int reused = 0, clean = 1;
+  for (int i = 0; i < 50 && !reused; i++) {
+    reuser later = {ctx, 0, ""};
+    pthread_create(&t, NULL, look, &later);
+    pthread_join(t, NULL);
+    reused = pthread_equal(later.self, dead.self);
+    if (reused) clean = later.seen[0] == 0;
+    if (reused && !clean) printf("     it sees: \"%s\"\n", later.seen);
+  }
+  check(strstr(dead.seen, "max_seqs = -7") != NULL, "a thread's failed call leaves its message: \"%s\"", dead.seen);
+  if (!reused) printf("     no later thread got the ended thread's pthread_t back: nothing more to check\n");
+  check(clean, "a new thread with an ended thread's pthread_t sees no message (not the ended thread's)");
+}
+
 int main(void) {
   const char *be = getenv("QGEN_TEST_BACKEND");
   if (be && !strcmp(be, "gpu")) {
@@ -175,6 +219,7 @@ int main(void) {
         backend == QGEN_BACKEND_GPU ? " and stream" : "");
   check(same, "their outputs equal the serial run's, bit for bit");
   check(own, "each thread's qgen_error is its own failure's message");
+  reused_thread_ids(ctx);
   qgen_close(ctx);
 
   char cmd[128];

@@ -462,7 +462,8 @@ int qgen_bench_main(int argc, char **argv) {
     fprintf(stderr, "qgen: bench: --json %s\n", why);
     return 1;
   }
-  int rc = 0;
+  int rc = json ? qgen_opts_not_input("bench", "--json", json, spec) : 0;
+  if (rc != 0) return rc;
   for (int i = 0; i < nv && jit && rc == 0; i++) rc = cmd_jit(spec, names[i]);
   if (rc != 0) return rc;
   qgen_ctx *ctxv[BENCH_MAX_VARIANTS] = {NULL};
@@ -489,7 +490,7 @@ int qgen_bench_main(int argc, char **argv) {
   if (json && !jf) {
     fprintf(stderr, "qgen: bench: cannot write %s: %s\n", json, strerror(errno));
     for (int i = 0; i < nv; i++) qgen_close(ctxv[i]);
-    return 1;
+    return QGEN_EXIT_WRITE;
   }
   if (jf) fprintf(jf, "[\n");
   const char *tune = getenv("QGEN_TUNE") ? getenv("QGEN_TUNE") : ""; /* validated by main */
@@ -500,8 +501,8 @@ int qgen_bench_main(int argc, char **argv) {
   for (int i = 0; i < nv; i++) bench_variant(&b, ctxv[i], &c);
   if (jf) {
     fprintf(jf, "\n]\n");
-    fclose(jf);
+    rc = qgen_opts_close_output("bench", jf, json);
   }
   for (int i = 0; i < nv; i++) qgen_close(ctxv[i]);
-  return 0;
+  return rc;
 }

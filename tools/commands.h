@@ -1,6 +1,7 @@
 /* commands.h — the entry points of the qgen commands implemented outside tools/main.c.
  * Each takes the arguments after the command's name and returns the process exit code
- * (0 ok, 1 bad arguments or a failed check, 2 internal error, 77 no GPU).
+ * (QGEN_EXIT_* of tools/opts.h; main turns a failed write to standard output into
+ * QGEN_EXIT_WRITE).
  */
 #ifndef QGEN_COMMANDS_H
 #define QGEN_COMMANDS_H

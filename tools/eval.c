@@ -1,4 +1,4 @@
-/* quality.c — `qgen eval`: how much of what attention should find does the sparse decode
+/* eval.c — `qgen eval`: how much of what attention should find does the sparse decode
  * path keep? Needle retrieval, attention-mass recall and output error on the synthetic
  * long-context workloads of workload.h, for three page selectors at equal budget.
  *
@@ -82,6 +82,7 @@
  */
 #include "tools/eval.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -1435,7 +1436,10 @@ static void json_num(FILE *f, double x) {
 int qgen_eval_write_json(const qgen_eval_cfg *c, const qgen_eval_result *r, const char *path) {
   char sn[48];
   FILE *f = fopen(path, "w");
-  if (!f) return -1;
+  if (!f) {
+    fprintf(stderr, "qgen: eval: cannot write %s: %s\n", path, strerror(errno));
+    return QGEN_EXIT_WRITE;
+  }
   char date[32];
   time_t now = time(NULL);
   struct tm tm;
@@ -1516,7 +1520,7 @@ int qgen_eval_write_json(const qgen_eval_cfg *c, const qgen_eval_result *r, cons
     fprintf(f, "}%s\n", i + 1 < r->n_thr ? "," : "");
   }
   fprintf(f, "  ]\n}\n");
-  return fclose(f) == 0 ? 0 : -1;
+  return qgen_opts_close_output("eval", f, path);
 }
 
 /* ---- command line -------------------------------------------------------------------------------- */
@@ -1536,6 +1540,45 @@ static const char EVAL_SYNOPSIS[] =
     "(meanpool): needle recall, attention-mass recall, output error (fp64 reference <= --ref-ctx).\n"
     "Lists are comma-separated; contexts take K/M suffixes (16K = 16384).\n"
     "\n";
+
+/* What each column of the table means (qgen_eval_print writes them; the JSON rows carry
+   the same numbers under their long names). */
+static const char EVAL_COLUMNS[] =
+    "\n"
+    "Columns, one row per task, context, variant, margin, coverage and selector:\n"
+    "  task      the workload: niah_single, niah_multikey, niah_multivalue, niah_boundary\n"
+    "  ctx       context length in tokens\n"
+    "  k_type    the variant's K cache type\n"
+    "  cov       coverage: the fraction of a sequence's pages each selector keeps\n"
+    "  selector  quest: the decode path itself (qgen_attend's own page lists; 2stage-rR\n"
+    "            for a variant with two-stage selection), oracle, meanpool, quest-i8,\n"
+    "            rescoreR (rescoreR-pP with --top-p): see --selector\n"
+    "  margin    the needles' logit over the strongest distractor, in haystack logit stds\n"
+    "  trials    workloads in the row (x steps with --steps)\n"
+    "  recall    the fraction of trials in which every needle's page was selected in\n"
+    "            every KV head that owns the needle\n"
+    "  needle    the fraction of (needle, owner head) pairs selected\n"
+    "  mass      attention-mass recall: the fp64 full-softmax weight of the selected\n"
+    "            pages, averaged over query heads, mean over trials\n"
+    "  mass_lo   the lowest trial's mass\n"
+    "  rel_err   relative L2 error of the output against dense attention over the cache's\n"
+    "            own contents (the selection's error alone), mean over trials: against\n"
+    "            the fp64 CPU reference up to --ref-ctx, beyond it (marked *) against the\n"
+    "            backend's dense output; '-' when not computed (--ref-ctx -1, --steps)\n"
+    "  err_max   the largest trial's rel_err\n"
+    "  err_tot   the same outputs against dense attention over the unquantized rows\n"
+    "            (selection and cache quantization together); '-' unless the run holds\n"
+    "            a lossless variant (k/v type = in_type) for the reference\n"
+    "  pages     pages selected per KV head, mean over trials\n"
+    "  need      the coverage the selector's own ranking needs to select every needle,\n"
+    "            mean over trials: above cov, how far a miss was; below, the slack\n"
+    "            (nan for two-stage selectors, which have no single ranking)\n"
+    "  need_hi   the largest trial's need\n"
+    "  n_mass    the fp64 softmax weight of one needle token (over its owner heads'\n"
+    "            query heads), mean over trials\n"
+    "With several --margin values, a second table per (task, ctx, k_type, cov, selector):\n"
+    "fails_at, the largest margin with recall < 1 ('none'), and full_from, the smallest\n"
+    "margin above every failing one ('never': the largest margin fails).\n";
 
 /* The option setters below take the whole configuration (dst) and return 0, or -1 with why. */
 static int set_variants(void *dst, const char *v, char *why, size_t n) {
@@ -1668,7 +1711,7 @@ int qgen_eval_main(int argc, char **argv) {
                "topic_len, topic_share, drift"},
       {.name = "--quiet", .alias = "-q", .kind = QGEN_OPT_FLAG, .dst = &quiet, .help = "no progress lines on stderr"},
       {0}};
-  const qgen_cmd eval_cmd = {"eval", EVAL_SYNOPSIS, NULL, 20, opts};
+  const qgen_cmd eval_cmd = {"eval", EVAL_SYNOPSIS, EVAL_COLUMNS, 20, opts};
   c.n_cov = 0; /* none given: the spec's own, below */
   const int done = qgen_opts_parse(&eval_cmd, argc, argv, NULL, 0, NULL);
   if (done >= 0) return done;
@@ -1700,6 +1743,8 @@ int qgen_eval_main(int argc, char **argv) {
     fprintf(stderr, "qgen: eval: --json %s\n", why);
     return 1;
   }
+  const int same = json ? qgen_opts_not_input("eval", "--json", json, c.spec) : 0;
+  if (same) return same;
   /* the command, for the record */
   size_t cl = 16;
   for (int i = 0; i < argc; i++) cl += strlen(argv[i]) + 3;
@@ -1717,7 +1762,7 @@ int qgen_eval_main(int argc, char **argv) {
   char err[4096];
   int rc = qgen_eval_run(&c, &r, err, sizeof err);
   if (rc == 77) {
-    printf("%s — skipped\n", err);
+    printf("%s — skipped%s\n", err, c.backend == QGEN_BACKEND_GPU ? " (--backend cpu runs it on the CPU reference)" : "");
     free(cmd);
     return 77;
   }
@@ -1731,10 +1776,7 @@ int qgen_eval_main(int argc, char **argv) {
   if (c.steps > 1) printf(" x %d steps (drift %g), selecting every %d", c.steps, c.wl.drift, c.reselect);
   printf("\n");
   qgen_eval_print(&r, stdout);
-  if (json && qgen_eval_write_json(&c, &r, json) != 0) {
-    fprintf(stderr, "qgen: eval: cannot write %s\n", json);
-    rc = 1;
-  }
+  if (json) rc = qgen_eval_write_json(&c, &r, json);
   qgen_eval_result_free(&r);
   free(cmd);
   return rc;

@@ -128,7 +128,8 @@ typedef struct qgen_eval_result {
 int qgen_eval_run(const qgen_eval_cfg *c, qgen_eval_result *r, char *err, size_t errn);
 void qgen_eval_result_free(qgen_eval_result *r);
 
-/* Print the table, and write the JSON document (NULL path: none). 0, or -1 on I/O error. */
+/* Print the table, and write the JSON document: 0, or QGEN_EXIT_WRITE (tools/opts.h)
+   after saying why it could not be written. */
 void qgen_eval_print(const qgen_eval_result *r, FILE *f);
 int qgen_eval_write_json(const qgen_eval_cfg *c, const qgen_eval_result *r, const char *path);
 

@@ -1319,7 +1319,7 @@ int qgen_check_main(int argc, char **argv) {
       {0}};
   const qgen_cmd cmd = {"check", CHECK_SYNOPSIS,
                         "\nExit status: 0 all passed, 1 a check failed or bad arguments, 2 internal error,\n"
-                        "77 no GPU or no CUDA driver.\n",
+                        "3 standard output could not be written, 77 no GPU or no CUDA driver.\n",
                         14, opts};
   const int done = qgen_opts_parse(&cmd, argc, argv, NULL, 0, NULL);
   if (done >= 0) return done;

@@ -11,15 +11,17 @@
  *   qgen help [CMD]                (= qgen --help, qgen CMD --help)
  *
  * Options are parsed by tools/opts.c from one table per command; check, bench and eval live
- * in their own files (tools/commands.h). Exit codes: 0 ok, 1 user error (bad spec, bad
- * arguments), 2 internal or toolchain error, 77 no GPU (check, bench, eval).
- * Errors go to stderr as "qgen: message".
+ * in their own files (tools/commands.h). Exit codes: tools/opts.h (QGEN_EXIT_*): 0 ok, 1
+ * user error (bad spec, bad arguments), 2 internal or toolchain error, 3 an output could
+ * not be written, 77 no GPU (check, bench, eval). Errors go to stderr as "qgen: message".
  */
+#define _GNU_SOURCE /* fopencookie */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "tools/commands.h"
 #include "tools/opts.h"
@@ -32,8 +34,6 @@
 #include "spec/spec.h"
 #include "base/util.h"
 #include "base/plan.h"
-
-enum { EXIT_USER = 1, EXIT_INTERNAL = 2 };
 
 static const char USAGE[] =
     "qgen " QGEN_VERSION " — generate, compile and run Quest sparse-attention decode kernels\n"
@@ -70,7 +70,8 @@ static const char USAGE[] =
     "  QGEN_NVRTC         the libnvrtc.so to use (an error when it cannot be loaded), or\n"
     "                     'none' to act as if NVRTC were not installed\n"
     "\n"
-    "exit codes: 0 ok, 1 bad spec or arguments, 2 internal or toolchain error, 77 no GPU\n";
+    "exit codes: 0 ok, 1 bad spec or arguments, 2 internal or toolchain error, 3 an output\n"
+    "could not be written (standard output or a file: a full disk, a closed pipe), 77 no GPU\n";
 
 static const char EMIT_SYNOPSIS[] =
     "usage: qgen emit --spec FILE [-o DIR] [--arch LIST] [--variant NAME] [--print | --plan]\n"
@@ -113,8 +114,15 @@ static const char CACHE_SYNOPSIS[] =
     "usage: qgen cache path | list | clear\n"
     "\n"
     "  path   print the cache directory (or 'memory only')\n"
-    "  list   list the entries with their size and whether they verify\n"
-    "  clear  remove every entry (and stale temporary files)\n";
+    "  list   list the entries: size, whether it verifies, the spec that wrote it\n"
+    "         (specs that differ only by name share an entry; '-': an entry of an\n"
+    "         older qgen), and the entry's file, named by the kernels' compile-time\n"
+    "         parameters; then the total\n"
+    "  clear  remove the entries (files named and marked as entries) and the stale\n"
+    "         temporary files of their writes; any other file there is named and left\n"
+    "\n"
+    "A directory that its group or others may write (or that belongs to another user) is\n"
+    "not used: another user could plant compiled kernels there (chmod go-w it).\n";
 
 static int die(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static int die(int code, const char *fmt, ...) {
@@ -147,11 +155,11 @@ static int parse_archs(const char *cmd, const char *s, int *archs, int max) {
     char *end;
     const long v = strncmp(p, "sm_", 3) == 0 && p[3] >= '0' && p[3] <= '9' ? strtol(p + 3, &end, 10) : -1;
     if (v < 0 || v > 1000 || (*end && *end != ','))
-      return -die(EXIT_USER, "%s: --arch '%s': expected a comma-separated list like sm_80,sm_90 (no empty items)",
+      return -die(QGEN_EXIT_USER, "%s: --arch '%s': expected a comma-separated list like sm_80,sm_90 (no empty items)",
                   cmd, s);
     for (int k = 0; k < n; k++)
-      if (archs[k] == v) return -die(EXIT_USER, "%s: --arch '%s' lists sm_%ld twice", cmd, s, v);
-    if (n == max) return -die(EXIT_USER, "%s: --arch '%s': more than %d archs", cmd, s, max);
+      if (archs[k] == v) return -die(QGEN_EXIT_USER, "%s: --arch '%s' lists sm_%ld twice", cmd, s, v);
+    if (n == max) return -die(QGEN_EXIT_USER, "%s: --arch '%s': more than %d archs", cmd, s, max);
     archs[n++] = (int)v;
     if (!*end) return n;
     p = end;
@@ -161,7 +169,7 @@ static int parse_archs(const char *cmd, const char *s, int *archs, int max) {
 static int write_file(const char *dir, const char *name, const void *data, size_t n) {
   char path[4096], err[4400];
   qgen_fmt(path, sizeof path, "%s/%s", dir, name);
-  if (qgen_write_atomic(path, data, n, err, sizeof err) != 0) return die(EXIT_USER, "%s", err);
+  if (qgen_write_atomic(path, data, n, err, sizeof err) != 0) return die(QGEN_EXIT_WRITE, "%s", err);
   return 0;
 }
 
@@ -210,7 +218,7 @@ static int check_archs(const char *spec, const qgen_spec *s, const int *use, int
     int ok = qgen_arch_of(use[i]) != NULL;
     for (int k = 0; ok && k < n_known; k++) ok = known[k] == use[i] ? 2 : ok;
     if (ok != 2)
-      return die(EXIT_USER, "%s: arch sm_%d is not supported (%s)", spec, use[i],
+      return die(QGEN_EXIT_USER, "%s: arch sm_%d is not supported (%s)", spec, use[i],
                  use[i] < 80 ? "qgen kernels need sm_80 or newer"
                  : !qgen_arch_of(use[i]) ? "not an architecture qgen builds for"
                                          : "this NVRTC cannot target it");
@@ -220,7 +228,7 @@ static int check_archs(const char *spec, const qgen_spec *s, const int *use, int
     if (!s) continue;
     qgen_spec_layout(s, &L);
     if (qgen_plan_make(&L, qgen_arch_of(use[i]), &tune, &P, why, sizeof why) != 0)
-      return die(EXIT_USER, "%s: variant '%s' does not fit sm_%d: %s", spec, s->name, use[i], why);
+      return die(QGEN_EXIT_USER, "%s: variant '%s' does not fit sm_%d: %s", spec, s->name, use[i], why);
   }
   return 0;
 }
@@ -256,14 +264,14 @@ static int load_for_build(const char *cmd, const char *spec, const char *variant
   char *err = j->err;
   const size_t errlen = sizeof j->err;
   if (qgen_bundle_is(spec))
-    return die(EXIT_USER, "%s is a bundle, not a spec: qgen info shows it, qgen check runs it (qgen info --lua "
+    return die(QGEN_EXIT_USER, "%s is a bundle, not a spec: qgen info shows it, qgen check runs it (qgen info --lua "
                "prints its spec)", spec);
-  if (qgen_spec_load(spec, set, err, errlen) != 0) return die(EXIT_USER, "%s", err);
-  if (qgen_opts_variant_in(spec, set, variant) != 0) return EXIT_USER;
+  if (qgen_spec_load(spec, set, err, errlen) != 0) return die(QGEN_EXIT_USER, "%s", err);
+  if (qgen_opts_variant_in(spec, set, variant) != 0) return QGEN_EXIT_USER;
   int known[64], n_known = qgen_nvrtc_archs(known, 64);
   if (n_known < 0) {
     qgen_nvrtc_version(&(int){0}, &(int){0}, err, errlen);
-    return die(EXIT_INTERNAL, "%s", err);
+    return die(QGEN_EXIT_INTERNAL, "%s", err);
   }
   for (int v = 0; v < set->n; v++) {
     const qgen_spec *s = &set->v[v];
@@ -322,17 +330,19 @@ static int cmd_emit(int argc, char **argv) {
   const qgen_cmd cmd = {"emit", EMIT_SYNOPSIS, NULL, 19, opts};
   const int done = qgen_opts_parse(&cmd, argc, argv, NULL, 0, NULL);
   if (done >= 0) return done;
-  if (!spec) return die(EXIT_USER, "emit: --spec FILE is required (see qgen emit --help)");
-  if (plan_only && (print || out)) return die(EXIT_USER, "emit: --plan compiles and writes nothing: give it without --print and -o");
+  if (!spec) return die(QGEN_EXIT_USER, "emit: --spec FILE is required (see qgen emit --help)");
+  if (plan_only && (print || out)) return die(QGEN_EXIT_USER, "emit: --plan compiles and writes nothing: give it without --print and -o");
+  int rc = qgen_opts_not_input("emit", NULL, NULL, spec);
+  if (rc != 0) return rc;
   static build_job job;
-  int rc = load_for_build("emit", spec, variant, arch_list, plan_only, &job);
+  rc = load_for_build("emit", spec, variant, arch_list, plan_only, &job);
   if (rc != 0) return rc;
   if (plan_only) return print_plans(&job.set, spec, variant, job.archs, job.n_archs);
   const qgen_spec_set *set = &job.set;
   const int *archs = job.archs, n_archs = job.n_archs;
   char *err = job.err;
   FILE *rep = print ? stderr : stdout; /* the report; stdout then holds the unit alone */
-  if (out && qgen_mkdir_p(out, 0755) != 0) return die(EXIT_USER, "%s: cannot create directory: %s", out, strerror(errno));
+  if (out && qgen_mkdir_p(out, 0755) != 0) return die(QGEN_EXIT_USER, "%s: cannot create directory: %s", out, strerror(errno));
   /* every file -o will write, before anything is compiled */
   for (int v = 0; out && v < set->n; v++) {
     const qgen_spec *s = &set->v[v];
@@ -345,7 +355,8 @@ static int cmd_emit(int argc, char **argv) {
       else if (i == -1) qgen_fmt(path, sizeof path, "%s/%s.ptx", out, uri);
       else if (i < nu) qgen_fmt(path, sizeof path, "%s/%s_sm%d.cubin", out, uri, use[i]);
       else qgen_fmt(path, sizeof path, "%s/%s_sm%d.cu", out, uri, use[i - nu]);
-      if (nu && qgen_write_check(path, err, sizeof job.err) != 0) return die(EXIT_USER, "%s", err);
+      if (nu && (rc = qgen_opts_not_input("emit", "-o", path, spec)) != 0) return rc;
+      if (nu && qgen_write_check(path, err, sizeof job.err) != 0) return die(QGEN_EXIT_USER, "%s", err);
     }
   }
 
@@ -360,7 +371,7 @@ static int cmd_emit(int argc, char **argv) {
     char *srcs[QGEN_MAX_ARCHS] = {0};
     double t0 = qgen_now_ms();
     if (qgen_build(s, &tune, use, nu, cache, arts, srcs, err, sizeof job.err) != 0) {
-      rc = die(EXIT_INTERNAL, "%s", err);
+      rc = die(QGEN_EXIT_INTERNAL, "%s", err);
       break;
     }
     char uri[256], name[320];
@@ -425,26 +436,29 @@ static int cmd_bundle(int argc, char **argv) {
   const qgen_cmd cmd = {"bundle", BUNDLE_SYNOPSIS, NULL, 19, opts};
   const int done = qgen_opts_parse(&cmd, argc, argv, NULL, 0, NULL);
   if (done >= 0) return done;
-  if (!spec) return die(EXIT_USER, "bundle: --spec FILE is required (see qgen bundle --help)");
-  if (!out || !*out) return die(EXIT_USER, "bundle: -o OUT is required (see qgen bundle --help)");
+  if (!spec) return die(QGEN_EXIT_USER, "bundle: --spec FILE is required (see qgen bundle --help)");
+  if (!out || !*out) return die(QGEN_EXIT_USER, "bundle: -o OUT is required (see qgen bundle --help)");
+  int rc = qgen_opts_not_input("bundle", NULL, NULL, spec);
+  if (rc != 0) return rc;
   static build_job job;
-  int rc = load_for_build("bundle", spec, variant, arch_list, 0, &job);
+  rc = load_for_build("bundle", spec, variant, arch_list, 0, &job);
   if (rc != 0) return rc;
   const qgen_spec_set *set = &job.set;
   const int *archs = job.archs, n_archs = job.n_archs;
   char *err = job.err;
   const int dir = is_dir(out);
   if (!variant && set->n > 1 && !dir)
-    return die(EXIT_USER, "%s has %d variants: give --variant NAME, or a directory -o DIR/ for one bundle each", spec, set->n);
-  if (dir && qgen_mkdir_p(out, 0755) != 0) return die(EXIT_USER, "%s: cannot create directory: %s", out, strerror(errno));
+    return die(QGEN_EXIT_USER, "%s has %d variants: give --variant NAME, or a directory -o DIR/ for one bundle each", spec, set->n);
+  if (dir && qgen_mkdir_p(out, 0755) != 0) return die(QGEN_EXIT_USER, "%s: cannot create directory: %s", out, strerror(errno));
 
   /* the bundle paths, each checked before anything is compiled */
   static char paths[QGEN_MAX_VARIANTS][4200];
   for (int v = 0; v < set->n; v++) {
     if (dir) qgen_fmt(paths[v], sizeof paths[v], "%s%s%s.qgb", out, out[strlen(out) - 1] == '/' ? "" : "/", set->v[v].name);
     else qgen_fmt(paths[v], sizeof paths[v], "%s", out);
-    if ((!variant || strcmp(set->v[v].name, variant) == 0) && qgen_write_check(paths[v], err, sizeof job.err) != 0)
-      return die(EXIT_USER, "%s", err);
+    if (variant && strcmp(set->v[v].name, variant) != 0) continue;
+    if ((rc = qgen_opts_not_input("bundle", "-o", paths[v], spec)) != 0) return rc;
+    if (qgen_write_check(paths[v], err, sizeof job.err) != 0) return die(QGEN_EXIT_USER, "%s", err);
   }
   qgen_cache *cache = qgen_cache_open(NULL);
   for (int v = 0; v < set->n && rc == 0; v++) {
@@ -457,13 +471,13 @@ static int cmd_bundle(int argc, char **argv) {
     qgen_artifact arts[QGEN_MAX_ARCHS];
     double t0 = qgen_now_ms();
     if (qgen_build(s, &tune, use, nu, cache, arts, NULL, err, sizeof job.err) != 0) {
-      rc = die(EXIT_INTERNAL, "%s", err);
+      rc = die(QGEN_EXIT_INTERNAL, "%s", err);
       break;
     }
     for (int i = 0; i < nu; i++)
       printf("  sm_%d  cubin %zu B  ptx %zu B  %d kernels  %7.1f ms  %s\n", arts[i].arch, arts[i].cubin_size,
              arts[i].ptx_size, arts[i].n_kernels, arts[i].ms, arts[i].cache_hit ? "hit" : "miss");
-    if (qgen_bundle_write(path, s, arts, nu, err, sizeof job.err) != 0) rc = die(EXIT_USER, "%s", err);
+    if (qgen_bundle_write(path, s, arts, nu, err, sizeof job.err) != 0) rc = die(QGEN_EXIT_WRITE, "%s", err);
     for (int i = 0; i < nu; i++) qgen_artifact_free(&arts[i]);
     if (rc) break;
     struct stat st;
@@ -484,10 +498,12 @@ static int cmd_info(int argc, char **argv) {
   const qgen_cmd cmd = {"info", INFO_SYNOPSIS, NULL, 15, opts};
   const int done = qgen_opts_parse(&cmd, argc, argv, &file, 1, &n_files);
   if (done >= 0) return done;
-  if (!n_files) return die(EXIT_USER, "info: a bundle FILE is required (see qgen info --help)");
+  if (!n_files) return die(QGEN_EXIT_USER, "info: a bundle FILE is required (see qgen info --help)");
+  const int same = qgen_opts_not_input("info", NULL, NULL, file);
+  if (same) return same;
   static qgen_bundle b;
   char err[1024];
-  if (qgen_bundle_read(file, &b, err, sizeof err) != 0) return die(EXIT_USER, "%s", err);
+  if (qgen_bundle_read(file, &b, err, sizeof err) != 0) return die(QGEN_EXIT_USER, "%s", err);
   FILE *rep = lua ? stderr : stdout; /* stdout then holds the spec text alone */
   fprintf(rep, "%s: qgen bundle v%d, %llu bytes, %d entr%s, written by qgen %s with ", file, QGEN_BUNDLE_VERSION,
          (unsigned long long)b.file_size, b.n, b.n == 1 ? "y" : "ies", b.qgen_version);
@@ -513,10 +529,28 @@ static int cmd_info(int argc, char **argv) {
   return 0;
 }
 
-static void list_cb(void *ud, const char *file, uint64_t size, int ok) {
-  (void)ud;
-  printf("%10llu  %s  %s\n", (unsigned long long)size, ok ? "ok     " : "corrupt", file);
+typedef struct {
+  int n, bad;
+  unsigned long long bytes;
+} list_total;
+
+static void list_cb(void *ud, const qgen_cache_item *it) {
+  list_total *t = ud;
+  t->n++;
+  t->bytes += it->size;
+  t->bad += it->problem != NULL;
+  printf("%10llu  %s  %-24s  %s\n", (unsigned long long)it->size, it->problem ? "corrupt" : "ok     ",
+         it->spec[0] ? it->spec : "-", it->file);
+  if (it->problem) fprintf(stderr, "qgen: cache: %s %s\n", it->file, it->problem);
 }
+
+static void left_cb(void *ud, const char *file) {
+  int *n = ud;
+  if ((*n)++ == 0) printf("left as they are (not cache entries):\n");
+  printf("  %s\n", file);
+}
+
+static const char *const CACHE_ACTIONS[] = {"path", "list", "clear"};
 
 static int cmd_cache(int argc, char **argv) {
   const char *action = NULL;
@@ -527,7 +561,7 @@ static int cmd_cache(int argc, char **argv) {
   if (done >= 0) return done;
   if (!n_actions) {
     qgen_opts_usage(&cmd, stderr);
-    return EXIT_USER;
+    return QGEN_EXIT_USER;
   }
   if (strcmp(action, "path") == 0) { /* without making the directory */
     char dir[4096], why[4200];
@@ -535,17 +569,32 @@ static int cmd_cache(int argc, char **argv) {
     else printf("memory only (%s)\n", why[0] ? why : "QGEN_CACHE=off");
     return 0;
   }
+  if (strcmp(action, "list") != 0 && strcmp(action, "clear") != 0) {
+    const char *near = qgen_opts_closest(action, CACHE_ACTIONS, 3);
+    if (near) return die(QGEN_EXIT_USER, "cache: unknown action '%s'; did you mean '%s'? (path, list or clear)", action, near);
+    return die(QGEN_EXIT_USER, "cache: unknown action '%s' (path, list or clear)", action);
+  }
   qgen_cache *c = qgen_cache_open(NULL);
-  if (!c) return die(EXIT_INTERNAL, "out of memory");
+  if (!c) return die(QGEN_EXIT_INTERNAL, "out of memory");
   const char *dir = qgen_cache_dir(c);
   int rc = 0;
-  if (strcmp(action, "list") == 0) {
-    if (qgen_cache_list(c, list_cb, NULL) < 0) rc = die(EXIT_USER, "%s: cannot list: %s", dir, strerror(errno));
-  } else if (strcmp(action, "clear") == 0) {
-    int n = qgen_cache_clear(c);
-    if (n < 0) rc = die(EXIT_USER, "%s: cannot clear: %s", dir ? dir : "cache", strerror(errno));
+  if (!dir && qgen_cache_problem(c)[0]) { /* the warning said it; the command cannot do its work */
+    rc = die(QGEN_EXIT_USER, "cache: %s", qgen_cache_problem(c));
+  } else if (strcmp(action, "list") == 0) {
+    list_total t = {0, 0, 0};
+    if (dir) printf("%10s  %-7s  %-24s  %s\n", "bytes", "status", "spec", "entry");
+    if (qgen_cache_list(c, list_cb, &t) < 0) rc = die(QGEN_EXIT_USER, "%s: cannot list: %s", dir, strerror(errno));
+    else if (dir) {
+      printf("%d entr%s, %llu bytes in %s", t.n, t.n == 1 ? "y" : "ies", t.bytes, dir);
+      if (t.bad) printf(" (%d not verifying: removed by qgen cache clear, rebuilt when next used)", t.bad);
+      printf("\n");
+    } else printf("memory only: no entries on disk\n");
+  } else {
+    int others = 0;
+    int n = qgen_cache_clear(c, left_cb, &others);
+    if (n < 0) rc = die(QGEN_EXIT_USER, "%s: cannot clear: %s", dir ? dir : "cache", strerror(errno));
     else printf("removed %d entr%s from %s\n", n, n == 1 ? "y" : "ies", dir ? dir : "memory");
-  } else rc = die(EXIT_USER, "cache: unknown action '%s' (path, list or clear)", action);
+  }
   qgen_cache_close(c);
   return rc;
 }
@@ -564,26 +613,28 @@ static int cmd_version(int argc, char **argv) {
   return 0;
 }
 
-int main(int argc, char **argv) {
+static const char *const COMMANDS[] = {"emit", "bundle", "info", "check", "bench", "eval", "cache", "version", "help"};
+
+static int run(int argc, char **argv) {
   if (argc < 2 || is_help(argv[1]) || (strcmp(argv[1], "help") == 0 && argc == 2)) {
     fputs(USAGE, argc < 2 ? stderr : stdout);
-    return argc < 2 ? EXIT_USER : 0;
+    return argc < 2 ? QGEN_EXIT_USER : 0;
   }
   if (strcmp(argv[1], "help") == 0) { /* qgen help CMD = qgen CMD --help */
-    if (argc > 3) return die(EXIT_USER, "help: one command expected (see qgen --help)");
+    if (argc > 3) return die(QGEN_EXIT_USER, "help: one command expected (see qgen --help)");
     char *args[] = {argv[0], argv[2], "--help", NULL};
-    return main(3, args);
+    return run(3, args);
   }
   const char *cmd = argv[1];
   char terr[256];
   /* the environment the command reads, checked before it runs; version and help need none */
   const int plans = strcmp(cmd, "emit") == 0 || strcmp(cmd, "bundle") == 0 || strcmp(cmd, "check") == 0 ||
                     strcmp(cmd, "bench") == 0 || strcmp(cmd, "eval") == 0;
-  if ((plans || strcmp(cmd, "cache") == 0) && qgen_cache_env(terr, sizeof terr) < 0) return die(EXIT_USER, "%s", terr);
+  if ((plans || strcmp(cmd, "cache") == 0) && qgen_cache_env(terr, sizeof terr) < 0) return die(QGEN_EXIT_USER, "%s", terr);
   const int tuned = plans ? qgen_tune_parse(getenv("QGEN_TUNE"), &tune, terr, sizeof terr) : 0;
-  if (tuned < 0) return die(EXIT_USER, "%s", terr);
+  if (tuned < 0) return die(QGEN_EXIT_USER, "%s", terr);
   if (tuned && strcmp(cmd, "bundle") == 0)
-    return die(EXIT_USER, "bundle: QGEN_TUNE changes the kernels' plan; bundles hold the default plan (unset QGEN_TUNE)");
+    return die(QGEN_EXIT_USER, "bundle: QGEN_TUNE changes the kernels' plan; bundles hold the default plan (unset QGEN_TUNE)");
   if (strcmp(cmd, "emit") == 0) return cmd_emit(argc - 2, argv + 2);
   if (strcmp(cmd, "bundle") == 0) return cmd_bundle(argc - 2, argv + 2);
   if (strcmp(cmd, "info") == 0) return cmd_info(argc - 2, argv + 2);
@@ -592,5 +643,53 @@ int main(int argc, char **argv) {
   if (strcmp(cmd, "check") == 0) return qgen_check_main(argc - 2, argv + 2);
   if (strcmp(cmd, "cache") == 0) return cmd_cache(argc - 2, argv + 2);
   if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) return cmd_version(argc - 2, argv + 2);
-  return die(EXIT_USER, "unknown command '%s' (see qgen --help)", cmd);
+  const char *near = qgen_opts_closest(cmd, COMMANDS, (int)(sizeof COMMANDS / sizeof *COMMANDS));
+  if (near) return die(QGEN_EXIT_USER, "unknown command '%s'; did you mean '%s'? (see qgen --help)", cmd, near);
+  if (cmd[0] == '-') return die(QGEN_EXIT_USER, "'%s': a command comes first, its options after it (see qgen --help)", cmd);
+  return die(QGEN_EXIT_USER, "unknown command '%s' (see qgen --help)", cmd);
+}
+
+/* Standard output goes through a stream that keeps the reason of its first failed write:
+   stdio itself only remembers that one failed, long after errno has moved on. */
+static int stdout_errno;
+
+static ssize_t stdout_write(void *cookie, const char *buf, size_t n) {
+  (void)cookie;
+  size_t done = 0;
+  while (done < n) {
+    const ssize_t w = write(STDOUT_FILENO, buf + done, n - done);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) {
+      if (!stdout_errno) stdout_errno = w < 0 ? errno : EIO;
+      return done ? (ssize_t)done : -1;
+    }
+    done += (size_t)w;
+  }
+  return (ssize_t)n;
+}
+
+static void track_stdout(void) {
+  const cookie_io_functions_t io = {NULL, stdout_write, NULL, NULL};
+  FILE *f = fopencookie(NULL, "w", io);
+  if (!f) return; /* then plain stdout: a failure is still caught below, without its reason */
+  setvbuf(f, NULL, isatty(STDOUT_FILENO) ? _IOLBF : _IOFBF, BUFSIZ);
+  stdout = f;
+}
+
+/* What a command printed reaches standard output only as it is flushed: a full disk or a
+   closed descriptor shows at the latest here, and a command that printed into the void
+   must not exit 0. */
+static int close_stdout(int rc) {
+  int bad = fflush(stdout) != 0 || ferror(stdout);
+  const int e = errno;
+  if (fclose(stdout) != 0) bad = 1;
+  if (!bad) return rc;
+  const int why = stdout_errno ? stdout_errno : e;
+  die(QGEN_EXIT_WRITE, "cannot write to standard output: %s", why ? strerror(why) : "a write failed");
+  return rc ? rc : QGEN_EXIT_WRITE;
+}
+
+int main(int argc, char **argv) {
+  track_stdout();
+  return close_stdout(run(argc, argv));
 }

@@ -8,6 +8,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "base/util.h"
 #include "jit/bundle.h"
@@ -116,6 +118,58 @@ static int refuse(const qgen_cmd *c, const char *fmt, ...) {
   return 1;
 }
 
+/* The fewest edits (insert, delete, replace a byte, swap two neighbours) from a to b;
+   words of 40 bytes or more are never close. */
+static int edits(const char *a, const char *b) {
+  enum { MAX = 40 };
+  const size_t n = strlen(a), m = strlen(b);
+  if (n >= MAX || m >= MAX) return MAX;
+  int d[MAX][MAX];
+  for (size_t i = 0; i <= n; i++) d[i][0] = (int)i;
+  for (size_t j = 0; j <= m; j++) d[0][j] = (int)j;
+  for (size_t i = 1; i <= n; i++)
+    for (size_t j = 1; j <= m; j++) {
+      int x = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+      if (d[i - 1][j] + 1 < x) x = d[i - 1][j] + 1;
+      if (d[i][j - 1] + 1 < x) x = d[i][j - 1] + 1;
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] && d[i - 2][j - 2] + 1 < x) x = d[i - 2][j - 2] + 1;
+      d[i][j] = x;
+    }
+  return d[n][m];
+}
+
+const char *qgen_opts_closest(const char *word, const char *const *names, int n) {
+  const size_t len = strlen(word);
+  const int most = len <= 3 ? 1 : len <= 8 ? 2 : 3; /* a typo, not another word */
+  const char *best = NULL;
+  int bd = most + 1;
+  for (int i = 0; i < n; i++) {
+    const int d = names[i] ? edits(word, names[i]) : bd;
+    if (d < bd) bd = d, best = names[i];
+  }
+  return best;
+}
+
+/* The option of c closest to a mistyped one, or NULL. */
+static const char *closest_option(const qgen_cmd *c, const char *a, size_t len) {
+  const char *names[128];
+  char word[64];
+  int n = 0;
+  for (const qgen_opt *o = c->opts; o->name && n < 126; o++) {
+    names[n++] = o->name;
+    if (o->alias) names[n++] = o->alias;
+  }
+  qgen_fmt(word, sizeof word, "%.*s", (int)(len < sizeof word ? len : sizeof word - 1), a);
+  return qgen_opts_closest(word, names, n);
+}
+
+/* A word that looks like a spec or bundle path (a command with --spec wants it there). */
+static int looks_like_spec(const char *a) {
+  const size_t n = strlen(a);
+  struct stat st;
+  return (n > 4 && (!strcmp(a + n - 4, ".lua") || !strcmp(a + n - 4, ".qgb"))) || (stat(a, &st) == 0 && S_ISREG(st.st_mode));
+}
+
 int qgen_opts_parse(const qgen_cmd *c, int argc, char **argv, const char **args, int max_args, int *n_args) {
   int n_pos = 0;
   for (int i = 0; i < argc; i++) {
@@ -125,7 +179,12 @@ int qgen_opts_parse(const qgen_cmd *c, int argc, char **argv, const char **args,
       return 0;
     }
     if (a[0] != '-' || !a[1]) {
-      if (n_pos == max_args) return refuse(c, "unexpected argument '%s'", a);
+      if (n_pos == max_args) {
+        int has_spec = 0;
+        for (const qgen_opt *o = c->opts; o->name; o++) has_spec |= !strcmp(o->name, "--spec");
+        if (has_spec && looks_like_spec(a)) return refuse(c, "unexpected argument '%s'; did you mean --spec %s?", a, a);
+        return refuse(c, "unexpected argument '%s'", a);
+      }
       args[n_pos++] = a;
       continue;
     }
@@ -137,7 +196,11 @@ int qgen_opts_parse(const qgen_cmd *c, int argc, char **argv, const char **args,
       if ((strlen(o->name) == len && strncmp(o->name, a, len) == 0) ||
           (o->alias && strlen(o->alias) == len && strncmp(o->alias, a, len) == 0))
         break;
-    if (!o->name) return refuse(c, "unknown option '%s'", a);
+    if (!o->name) {
+      const char *near = closest_option(c, a, len);
+      if (near) return refuse(c, "unknown option '%.*s'; did you mean %s?", (int)len, a, near);
+      return refuse(c, "unknown option '%s'", a);
+    }
     if (o->kind == QGEN_OPT_FLAG) {
       if (eq) return refuse(c, "%s takes no value", o->name);
       *(int *)o->dst = 1;
@@ -220,11 +283,58 @@ qgen_status qgen_opts_open(qgen_ctx **ctx, const char *path, const qgen_open_opt
 }
 
 int qgen_opts_open_exit(qgen_status st) {
-  return st == QGEN_ERR_NO_DRIVER || st == QGEN_ERR_NO_DEVICE ? 77 : st == QGEN_ERR_SPEC || st == QGEN_ERR_BUNDLE ? 1 : 2;
+  return st == QGEN_ERR_NO_DRIVER || st == QGEN_ERR_NO_DEVICE ? QGEN_EXIT_NO_GPU
+         : st == QGEN_ERR_SPEC || st == QGEN_ERR_BUNDLE       ? QGEN_EXIT_USER
+                                                              : QGEN_EXIT_INTERNAL;
 }
 
 int qgen_opts_variant(const char *path, const char *variant) {
   static qgen_spec_set set;
   if (!variant || qgen_opts_spec_set(path, &set) != 0) return 0;
   return qgen_opts_variant_in(path, &set, variant);
+}
+
+int qgen_opts_same_file(const char *out, const char *in) {
+  struct stat so, si;
+  if (stat(out, &so) == 0 && stat(in, &si) == 0) return so.st_dev == si.st_dev && so.st_ino == si.st_ino;
+  /* one is missing: the same name once the directory part is resolved */
+  char ro[8192], ri[8192];
+  const char *const p[2] = {out, in};
+  char *const r[2] = {ro, ri};
+  for (int k = 0; k < 2; k++) {
+    const char *slash = strrchr(p[k], '/');
+    char dir[4096], real[4096];
+    qgen_fmt(dir, sizeof dir, "%.*s", slash ? (int)(slash - p[k]) + (slash == p[k]) : 1, slash ? p[k] : ".");
+    if (!realpath(dir, real)) return 0;
+    qgen_fmt(r[k], sizeof ro, "%s/%s", real, slash ? slash + 1 : p[k]);
+  }
+  return strcmp(ro, ri) == 0;
+}
+
+int qgen_opts_not_input(const char *cmd, const char *opt, const char *out, const char *in) {
+  if (!in) return 0;
+  if (!out) { /* stdout redirected onto the input: the shell may already have emptied it */
+    struct stat so, si;
+    if (fstat(STDOUT_FILENO, &so) != 0 || !S_ISREG(so.st_mode) || stat(in, &si) != 0 || so.st_dev != si.st_dev ||
+        so.st_ino != si.st_ino)
+      return 0;
+    fprintf(stderr, "qgen: %s: standard output is the input %s; refusing to write over it\n", cmd, in);
+    return QGEN_EXIT_USER;
+  }
+  if (!qgen_opts_same_file(out, in)) return 0;
+  fprintf(stderr, "qgen: %s: %s %s is the input %s; refusing to write over it\n", cmd, opt, out, in);
+  return QGEN_EXIT_USER;
+}
+
+int qgen_opts_close_output(const char *cmd, FILE *f, const char *path) {
+  int e = 0;
+  if (fflush(f) != 0) e = errno;
+  int bad = e || ferror(f);
+  if (fclose(f) != 0) {
+    bad = 1;
+    if (!e) e = errno;
+  }
+  if (!bad) return 0;
+  fprintf(stderr, "qgen: %s: cannot write %s: %s\n", cmd, path, e ? strerror(e) : "a write failed");
+  return QGEN_EXIT_WRITE;
 }

@@ -1,4 +1,4 @@
--- expect: :3: unknown field 'head_dims' \(did you mean 'head_dim'\?\)
+-- expect: :4: unknown field 'head_dims' \(did you mean 'head_dim'\?\)
 -- a typo in a field name is an error, never silently ignored
 return spec{
   name = "m", head_dims = 128, n_head = 32, n_head_kv = 8,
