@@ -60,7 +60,7 @@ typedef struct qgen_plan {
  *   selreg=N   select's short path: keys a thread holds in registers (0..32, sel x N <= 16384; 0 = off)
  *   pdl=0|1    programmatic dependent launch
  *   bulk=0|1   attend's quantized slabs by bulk copies (sm_90+) or cp.async
- *   olddq=0|1  attend's quantized and fp8 operands as before issue 19 (load4/load8: every
+ *   olddq=0|1  attend's quantized and fp8 operands the earlier way (load4/load8: every
  *              element scaled, 4 bytes a row; 1) or oct/tpair (V's scales on P) and fp8 by
  *              ldmatrix (0), for A/B runs; unset: 0 but for q8_0 K with q8_0 V (measured
  *              slower there)

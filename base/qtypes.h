@@ -66,7 +66,7 @@ typedef struct qgen_type_traits {
   int pair_ctas;          /* block type whose swapped attend consumers take two sub-tiles a
                              step (plan pair): the CTAs an SM their registers are sized for
                              (0: no pairs). q4_0 and q8_0: 4 (96 registers); q5_0: 3 (120;
-                             its high bits at 96 cost 5 %: bench/NOTES.md 66) */
+                             its high bits at 96 cost 5 % on an H200) */
   double check_tol;       /* io type: relative RMS error qgen check accepts in an output of
                              this type against the reference */
   /* n values (n a multiple of block) from src to f32. */

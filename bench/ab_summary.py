@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-# ab_summary.py DIR — the table of a same-call A/B (bench/results/*-ab-h200/call.sh): DIR holds
+# ab_summary.py DIR — the table of a same-call A/B (written by a device call's script, experiments/*/call.sh): DIR holds
 # ab-TYPE-TREE-ROUND.json (qgen bench --json rows; TREE may hold dashes, TYPE does not); per cell
 # the step and attend medians of each round, and the best step over the stream read.
 import collections, glob, json, os, sys

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bounds-i8.sh — f16 vs 8-bit page bounds on the GPU (issue 19 item 2, must-show 6), over the
+# bounds-i8.sh — f16 vs 8-bit page bounds on the GPU (whether they pick the same pages), over the
 # Qwen3-4B-shaped variants of tests/gpu/bounds-i8.lua (f16 and q4_0 caches, each with
 # sparse.bounds f16 and i8), in parts that each fit one device call (times on an H200, from
 # bench/results/quality-h200.md scaled to 4 variants):

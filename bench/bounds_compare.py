@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""bounds_compare.py — f16 vs 8-bit page bounds (issue 19 item 2) from `qgen eval --json` runs
+"""bounds_compare.py — f16 vs 8-bit page bounds from `qgen eval --json` runs
 of tests/gpu/bounds-i8.lua, whose variants pair each cache type X with X+i8 (eval's k_type
 column for sparse.bounds = "i8"):
 

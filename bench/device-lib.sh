@@ -1,4 +1,4 @@
-# device-lib.sh — steps the one-off device-call scripts (bench/results/*/call.sh) share;
+# device-lib.sh — steps the one-off device-call scripts (experiments/*/call*.sh, bench/results/*/call*.sh) share;
 # source it from the repository root with OUT set (the device tool's output folder):
 #   . bench/device-lib.sh
 # Results go under $OUT/r; each step prints one line with the seconds since sourcing.

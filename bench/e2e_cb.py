@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """e2e_cb.py — transformers' continuous batching (model.generate_batch) of e2e.py's
 Qwen3-4B-shaped model: decode tokens/s through "paged|qgen" (dense and sparse) against
-transformers' own "paged|sdpa", both over transformers' paged cache (issue 21, Must-show 4).
+transformers' own "paged|sdpa", both over transformers' paged cache.
 
     QGEN_LIBRARY=$PWD/build/libqgen.so python3 bench/e2e_cb.py \\
         --json bench/results/e2e-cb-h200.json --md bench/results/e2e-cb-h200.md

@@ -2,7 +2,7 @@
 # ncu_sass_top.py CSV [N] — the warp-stall samples of one kernel from
 # `ncu --import R.ncu-rep --page source --csv --print-source sass`: the share of each stall
 # reason, then the N instructions (default 25) holding the most samples, with their execution
-# counts and top reasons. (The CSV itself is ~1 MB a kernel; this is what the NOTES cite.)
+# counts and top reasons. (The CSV itself is ~1 MB a kernel; this is what the experiment cards cite.)
 import csv, sys
 
 rows = list(csv.reader(open(sys.argv[1])))

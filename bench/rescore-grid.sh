@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# rescore-grid.sh — the two-stage selection quality grid on the GPU (issue 20, must-show 1):
+# rescore-grid.sh — the two-stage selection quality grid on the GPU (which r keeps the oracle's pages):
 # tests/gpu/rescore.lua's Qwen3-4B variants (f16 cache with its q4_0 sketch, q4_0 cache
 # rescoring its own K; r = 1 is Quest, r = 2, 4, 8, 16 two-stage) x coverage 25 / 12.5 /
 # 6.25 % x the four tasks x 50 trials x needle margins 0-6, Quest's and the oracle's lists

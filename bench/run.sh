@@ -3,7 +3,7 @@
 #   bash bench/run.sh BUILD_DIR OUT_DIR [full|probe]
 # full  = the grid of the performance issue (qwen3-4b f16/q8_0/q4_0/q5_0/e4m3: 16K..1M x B1,2,4,8 x
 #         coverage 1..0.0625; qwen2.5-14b-1m: 16K..128K x B1,4,8), then merge.py and
-#         targets.py (the issue's must-show targets against the new results)
+#         targets.py (the performance targets against the new results)
 # probe = a few cells, for tuning (targets.py too: it lists the cells a probe lacks)
 # Both also time sparse-V (--v-tau 0.001, 0.01) on q8_0/q4_0 at 128K and 1M, B1, into
 # OUT_DIR/vtau-*.json (not merged: the same cells as the grid's, another kernel).

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # sass-loop.py — opcode counts of the loops that hold HMMA in one kernel of a cuobjdump -sass
-# listing: the per-sub-tile instruction budget of attend's consumers (bench/NOTES.md 58).
+# listing: the per-sub-tile instruction budget of attend's consumers (what bounds them when issue-bound).
 #   cuobjdump -sass FILE.cubin > k.sass   (the cubin: a .qgc cache entry from its ELF header on)
 #   python3 bench/sass-loop.py k.sass [KERNEL]   (KERNEL defaults to qg_attend)
 import collections, re, sys

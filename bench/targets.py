@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
-"""targets.py — the performance issues' must-show targets, checked against a results file.
+"""targets.py — the performance targets, checked against a results file.
 
     python3 bench/targets.py bench/results/decode-h200.json [--spec qwen3-4b]
 
 Reads the rows `qgen bench` / bench/run.sh wrote (with the peers merged in) and prints one
-line per target (issue 19's, and the earlier performance issue's that still stand): the measured value (the worst cell where a target covers several), the
+line per target (the quantized and sparse round's, and the first round's that still stand): the measured value (the worst cell where a target covers several), the
 goal, and met / NOT MET, then how many are met. Exit status 0 whether or not they are met
 (it reports; it does not judge a run), 1 when a cell a target needs is missing.
 
@@ -62,7 +62,7 @@ def main():
     for b in (1, 4):
         worst(f"1. dense f16 >= 256K, B{b} (xstream)",
               [(cell(s, b, c, 1), ctx_name(c)) for c in big[2:]], xstream, 1.1, False)
-    # issue 19, must-show 3
+    # sparse f16 against cuDNN at 128K and at 512K-1M: what selection buys over the best dense kernel
     for cov, ctxs, goal in ((0.25, [128 * K], 2.6), (0.25, big[3:], 3.3), (0.0625, [128 * K], 6.0), (0.0625, [K * K], 10.0)):
         worst(f"2. sparse {cov * 100:g} % at {'-'.join(ctx_name(c) for c in (ctxs[0], ctxs[-1])) if len(ctxs) > 1 else ctx_name(ctxs[0])} B1 (xcuDNN)",
               [(cell(s, 1, c, cov), ctx_name(c)) for c in ctxs], lambda r: cell(s, 1, r["ctx"], 1)["cudnn_us"] / r["qgen_us"], goal, True)
@@ -70,17 +70,17 @@ def main():
     worst("2. sparse 25 % faster than our dense, B1 (dense / sparse)",
           [(cell(s, 1, c, 0.25), ctx_name(c)) for c in small],
           lambda r: cell(s, 1, r["ctx"], 1)["qgen_us"] / r["qgen_us"], 1.0, True)
-    # issue 19, must-show 4: every sparse step at >= 256K within 1.25x a read of exactly its bytes
+    # every sparse step at >= 256K within 1.25x a read of exactly its bytes (selection overhead bounded)
     worst("3. sparse f16/q4_0 25 %/6.25 % >= 256K B1 (xstream)",
           [(cell(sp, 1, c, cov), f"{sp[len(s) + 1:] or 'f16'} {cov * 100:g} % {ctx_name(c)}")
            for sp in (s, f"{s}-q4_0") for cov in (0.25, 0.0625) for c in big[2:]], xstream, 1.25, False)
-    for t in ("q8_0", "q4_0", "q5_0"):  # issue 19, must-show 1
+    for t in ("q8_0", "q4_0", "q5_0"):  # quantized dense near the floor of its smaller reads
         worst(f"4. {t} dense >= 128K, B1,4 (xstream)",
               [(cell(f"{s}-{t}", b, c, 1), f"B{b} {ctx_name(c)}") for b in (1, 4) for c in big[1:]], xstream, 1.15, False)
-    for cov, goal in ((0.25, 100.0), (0.0625, 45.0)):  # issue 19, must-show 2
+    for cov, goal in ((0.25, 100.0), (0.0625, 45.0)):  # q4_0 sparse at 1M: absolute step times
         worst(f"4. q4_0 sparse {cov * 100:g} % at 1M B1 (us)", [(cell(f"{s}-q4_0", 1, K * K, cov), "1M")],
               lambda r: r["qgen_us"], goal, False, "{:.1f}")
-    batches = sorted({k[1] for k in rows if k[0] == f"{s}-e4m3"})  # issue 21: fp8 at the floor of its 1-byte reads
+    batches = sorted({k[1] for k in rows if k[0] == f"{s}-e4m3"})  # fp8 at the floor of its 1-byte reads
     worst(f"fp8. e4m3 dense >= 128K, B{','.join(map(str, batches))} (xstream)",
           [(cell(f"{s}-e4m3", b, c, 1), f"B{b} {ctx_name(c)}") for b in batches for c in big[1:]], xstream, 1.15, False)
     share = lambda r: 100.0 * (r["qgen_us"] - r["attend_us"]) / r["qgen_us"]

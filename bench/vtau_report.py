@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""vtau_report.py — sparse-V's output error against its threshold (issue 19 item 3), from
+"""vtau_report.py — sparse-V's output error against its threshold, from
 `qgen eval --json` runs that differ only in --v-tau (one file per threshold):
 
   python3 bench/vtau_report.py EVAL_tau0.json EVAL_tau1e-4.json ... > OUT.md

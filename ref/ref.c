@@ -31,11 +31,11 @@
  *             qgen_budget_pages, then the best K_eff - |forced| other pages by score: NaN
  *             first, then larger scores, ties to the lower page index (one qsort with that
  *             total order). Written back in ascending page order.
- *             Two-stage (issue 20): the same ranking keeps r times as many candidates,
+ *             Two-stage (sparse.rescore): the same ranking keeps r times as many candidates,
  *             a second qsort of those by their exact scores from a compact K (the cache's
  *             own quantized K, or a q4_0 round trip of it) keeps the K_eff - |forced| best.
  *
- *   i8 bounds (issue 19) per (page, KV head): offset = min kmin, scale = range / 255
+ *   i8 bounds (sparse.bounds) per (page, KV head): offset = min kmin, scale = range / 255
  *             rounded up to f16, kmin codes rounded down and kmax codes rounded up (checked
  *             in exact double arithmetic), so the decoded bounds contain the f16 ones.
  *

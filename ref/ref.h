@@ -47,7 +47,7 @@ void qgen_ref_estimate(const qgen_layout *L, const qgen_kvmem *m, int seq, const
 int64_t qgen_ref_select(const qgen_budget *b, int64_t len, int block, const double *scores,
                         int32_t *list);
 
-/* Two-stage selection (issue 20), stage 2: the exact page scores of KV head h from a compact
+/* Two-stage selection (sparse.rescore), stage 2: the exact page scores of KV head h from a compact
    copy of K. For every page p of seq with want[p] (want NULL: every page), scores[p] = max
    over the group's query heads g and the page's tokens t of q_g·k_t (unscaled, double, d
    increasing), k_t the cache's own K row when k_type is a quant block type (q8_0, q4_0,
@@ -67,7 +67,7 @@ void qgen_ref_sketch_scores(const qgen_layout *L, const qgen_kvmem *m, int seq, 
 int64_t qgen_ref_select_rescore(const qgen_budget *b, int64_t len, int block, int r,
                                 const double *bound, const double *exact, int32_t *list);
 
-/* Mass-adaptive two-stage selection (issue 20, top-p) of one (sequence, KV head): the forced
+/* Mass-adaptive two-stage selection (sparse.rescore.top_p) of one (sequence, KV head): the forced
    pages, plus qgen_ref_select_rescore's C candidates in its stage-3 order kept best first
    (NaN ones always) until their estimated softmax mass reaches p of that of all C, at most
    the budget's K: the fewest candidates that hold p of the mass the candidates can reach
@@ -81,7 +81,7 @@ int64_t qgen_ref_select_rescore(const qgen_budget *b, int64_t len, int block, in
 int64_t qgen_ref_select_top_p(const qgen_budget *b, int64_t len, int block, int r, double p,
                               double scale, const double *bound, const double *exact, int32_t *list);
 
-/* 8-bit page bounds (issue 19) of one (page, KV head), from its f16 bounds bnd (kmin at
+/* 8-bit page bounds (sparse.bounds = "i8") of one (page, KV head), from its f16 bounds bnd (kmin at
    [0, D), kmax at [D, 2D)): so[0] = offset, so[1] = scale (f16), codes[d] = kmin code,
    codes[D + d] = kmax code, with offset + code * scale (exact in double) <= kmin_d for the
    kmin codes and >= kmax_d for the kmax codes: the bounds only widen, so the Quest score

@@ -45,9 +45,9 @@ __device__ __forceinline__ float warp_max(float v) {
 
 // Exclusive scan of v over the block (blockDim.x a multiple of 32, at most 1024);
 // *total gets the block's sum. One barrier: after it every warp scans the 32 warp totals
-// itself rather than waiting on warp 0 and two more barriers (select is bound by its
-// barriers: bench/NOTES.md 35). The scratch (32 ints) is read after the barrier, so two
-// calls on one scratch need a barrier between them.
+// itself rather than waiting on warp 0 and two more barriers (with select's 32 warps a
+// barrier costs ~50 ns on an H200: cutting select's 16 to 6 saved ~0.5 us). The scratch
+// (32 ints) is read after the barrier, so two calls on one scratch need a barrier between them.
 __device__ __forceinline__ int block_exclusive_scan(int v, int *scratch, int *total) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
   int x = v;
@@ -179,7 +179,7 @@ template <bool HINT = true> __device__ __forceinline__ void cp_async16(void *dst
 // N-byte (4, 8 or 16) global -> shared copy through L1 (cp.async.cg takes only 16); src_bytes
 // = 0 zero-fills. The 4- and 8-byte copies carry no L2 policy: with one, an 8-byte copy of a
 // view's q8_0 K rows beside 16-byte copies of its f16 V raised an illegal instruction on an
-// H200 (compute-sanitizer, tests/gpu/kv-pairs.lua pair-q8_0-f16; bench/NOTES.md 54).
+// H200 (compute-sanitizer, tests/gpu/kv-pairs.lua pair-q8_0-f16).
 template <int N, bool HINT = true> __device__ __forceinline__ void cp_async_n(void *dst, const void *src, int src_bytes, u64 pol) {
   if constexpr (N == 16) cp_async16<HINT>(dst, src, src_bytes, pol);
   else
@@ -231,7 +231,7 @@ __device__ __forceinline__ void mbar_expect_tx(u64 *bar, u32 bytes) {
 #endif
 }
 // bytes (a multiple of 16, 16-byte aligned ends) from global to shared; complete on bar.
-// (No L2 policy: attend's quantized slabs measured 1 % slower with evict_first, NOTES 52.)
+// (No L2 policy: attend's quantized slabs measured 1 % slower with evict_first on an H200.)
 __device__ __forceinline__ void bulk_load(void *dst, const void *src, u32 bytes, u64 *bar) {
 #if __CUDA_ARCH__ >= 900
   asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n"

@@ -39,7 +39,7 @@
 // CTA's pages the same way. A list that fits one CTA leaves the other ranks idle (they
 // return at once), and one too long for the cluster takes rank 0's general path. The
 // cluster code lives in its own instantiation (select_list<true>): inline in the one body
-// it cost every short list 2-3 us (bench/NOTES.md 32).
+// it cost every short list 2-3 us on an H200.
 
 // The budget in pages (base/layout.c qgen_budget_pages).
 __device__ __forceinline__ i64 budget_pages(const qg_budget &bg, i64 n, i64 nf) {

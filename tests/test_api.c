@@ -804,7 +804,7 @@ static void bad_cache_creates(void) {
   qgen_close(c);
 }
 
-/* Row 9 of issue 17 on a spec whose budget is in tokens: the defaults carry the budget
+/* A spec whose budget is in tokens: the defaults carry the budget
    alone, and a coverage set on top of them is refused rather than silently ignored. */
 static void budget_spec(void) {
   const char *text = "return spec{ name = \"api-budget\", head_dim = 64, n_head = 4, n_head_kv = 2,\n"

@@ -758,8 +758,8 @@ static void test_assembled(void) {
   free(f);
   free(bc), free(bp);
 
-  /* another spec's text over these payloads, every checksum recomputed (issue 17, row 6):
-     the entries' module is not the spec's */
+  /* another spec's text over these payloads, every checksum recomputed, so only the module
+     check can catch it: the entries' module is not the spec's */
   qgen_spec sp2 = spec;
   sp2.head_dim = spec.head_dim == 64 ? 128 : 64;
   sp2.scale = 1.0 / sqrt((double)sp2.head_dim);

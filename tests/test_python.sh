@@ -3,7 +3,7 @@
 # libqgen.so ($QGEN_LIBRARY), then `pip install` offline (no index, no build isolation:
 # Debian's setuptools) into a scratch directory and the suite again against that copy,
 # which carries its own libqgen.so; the README's "Use from Python" example pasted as is
-# (tests/readme_python.py; the transformers examples need a GPU: tests/gpu-results). Skips (77) without numpy and pytest for $QGEN_PYTHON
+# (tests/readme_python.py; the transformers examples need a GPU: experiments/gpu-logs). Skips (77) without numpy and pytest for $QGEN_PYTHON
 # (default /usr/bin/python3); the pip step is skipped without pip.
 # Env: QGEN_SOURCE_DIR, QGEN_LIBRARY (the built libqgen.so).
 set -u

@@ -17,7 +17,7 @@
  *     slack); Quest's output error is below ERR_MAX;
  *   - q8_0 and q4_0 caches select the same way (bounds are taken before quantization) and
  *     their error against the fp64 attention over their own contents stays bounded;
- *   - selection reuse and top-p (issue 20): the drifting query holds its needle direction,
+ *   - selection reuse and top-p: the drifting query holds its needle direction,
  *     reuse without drift changes nothing, top-p never reads more than its budget;
  *   - negative controls, so that the gate can fail: the mean-pooled selector misses
  *     needles at 25 %; Quest misses needles at margin 0 (needle tied with the strongest
@@ -337,7 +337,7 @@ static void test_determinism(void) {
   qgen_eval_result_free(&b);
 }
 
-/* Selection reuse and top-p (issue 20): the drift walk holds the needles' direction and
+/* Selection reuse and top-p: the drift walk holds the needles' direction and
    is the identity at rho = 1; with drift 1, reusing the lists for 4 steps gives step 1's
    numbers; top-p never reads more pages than the budget's rescore list. */
 static void test_reuse(void) {

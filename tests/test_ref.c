@@ -1127,7 +1127,7 @@ static void test_select(void) {
 
 /* 8. The selection does not depend on the cache type: the bounds come from the keys as
    given, so caches of every K type filled from the same keys hold byte-identical bounds and
-   select the same pages for the same query (issue 4). */
+   select the same pages for the same query (the cache type must not change what is attended). */
 static void test_same_selection(void) {
   const shape_t *sh = &SHAPES[0];
   static const qgen_type kts[] = {F16, BF16, Q8_0, Q4_0, Q5_0};
@@ -1292,7 +1292,7 @@ static void test_long(int64_t len, qgen_type kt, qgen_type vt) {
   cache_free(&c);
 }
 
-/* ---- 9. 8-bit page bounds (issue 19) ------------------------------------------------- */
+/* ---- 9. 8-bit page bounds (sparse.bounds) -------------------------------------------- */
 
 /* The true max over page p's tokens and the group's heads of q.k, from keys k ([len][Hkv][D]). */
 static double page_max_logit(const qgen_layout *L, const float *k, int64_t len, const float *qf,
@@ -1459,7 +1459,7 @@ static void test_bounds_i8_pages(int trials) {
   free(k), free(q), free(bnd), free(codes), free(row), free(lo), free(hi);
 }
 
-/* ---- 10. two-stage selection (issue 20) ---------------------------------------------- */
+/* ---- 10. two-stage selection (sparse.rescore) ---------------------------------------- */
 
 /* The sketch scores equal the max logit over the cache's keys (dequantized here from the
    inputs), through a q4_0 round trip for an f16 cache, as they are for a q4_0 one; r = 1 gives qgen_ref_select's list; r large

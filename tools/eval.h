@@ -16,7 +16,7 @@
 #include "tools/workload.h"
 
 /* The selectors. The first QGEN_SEL_DEFAULTS run by default; the others are the host-side
-   previews of issue 19's 8-bit bounds (quest-i8) and issue 20's two-stage selection
+   previews of the 8-bit page bounds (quest-i8) and of two-stage selection
    (rescoreR: R times the budget's candidates by the Quest bound, rescored from a q4_0 K). */
 enum {
   QGEN_SEL_QUEST = 0,
