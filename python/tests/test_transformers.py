@@ -1,6 +1,6 @@
 """qgen.transformers: spec derivation (CPU, no transformers needed) and, on a CUDA device
 with transformers, generate() through QgenCache on tiny random Qwen3 and Llama models
-against SDPA (issue 18, Must-show 3, quick version: 4K prompts; 32K with QGEN_TEST_LONG=1).
+against SDPA (quick version: 4K prompts; 32K with QGEN_TEST_LONG=1).
 
     qgen dense vs SDPA: per-step logits relative error <= 1e-2 and the same greedy tokens
       (where a token differs, that step's top-2 logit gap is below the measured logit error);

@@ -1,5 +1,5 @@
-"""transformers' continuous batching through attn_implementation "paged|qgen" (issue 21,
-Must-show 4, test size): a tiny random Qwen3 (2 layers, 8 query / 2 KV heads, head_dim 128,
+"""transformers' continuous batching through attn_implementation "paged|qgen" (test
+size): a tiny random Qwen3 (2 layers, 8 query / 2 KV heads, head_dim 128,
 bf16), 8 requests with prompts of 100 to 3000 tokens, 64 new greedy tokens each, through
 model.generate_batch over transformers' own paged cache (pages of 32, qgen spec block 64).
 
