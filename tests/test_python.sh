@@ -5,11 +5,17 @@
 # which carries its own libqgen.so; the README's "Use from Python" example pasted as is
 # (tests/readme_python.py; the transformers examples need a GPU: experiments/gpu-logs). Skips (77) without numpy and pytest for $QGEN_PYTHON
 # (default /usr/bin/python3); the pip step is skipped without pip.
+# qgen.models' tests (python/tests/test_models.py) also need the gguf package: a folder
+# $QGEN_PYLIB (default $QGEN_BINARY_DIR/pylib, where .ci/run installs gguf) goes on
+# PYTHONPATH for the source-tree run, and the fetched models (python -m qgen.models fetch);
+# without them those tests skip and say why.
 # Env: QGEN_SOURCE_DIR, QGEN_LIBRARY (the built libqgen.so).
 set -u
 . "$(dirname "$0")/lib.sh"
 py=${QGEN_PYTHON:-/usr/bin/python3}
 [ -x "$py" ] || py=python3
+pylib=${QGEN_PYLIB:-${QGEN_BINARY_DIR:-build}/pylib}
+[ -d "$pylib" ] && export PYTHONPATH="$pylib${PYTHONPATH:+:$PYTHONPATH}"
 "$py" -c "import numpy, pytest" 2> /dev/null || { echo "$py has no numpy or pytest"; exit 77; }
 "$py" -m pytest -q -p no:cacheprovider python/tests; ok $? "pytest python/tests with QGEN_LIBRARY=$QGEN_LIBRARY"
 PYTHONPATH=python "$py" tests/readme_python.py README.md "Use from Python" > "$tmp/readme.log" 2>&1; r=$?

@@ -372,6 +372,54 @@ def test_state_is_shared_not_written(smol):
     assert len(lists) == 3 and all(len(p) >= 1 for p in lists)
 
 
+def test_bad_input_is_refused_clearly(smol):
+    state = smol.prefill([1, 2, 3])
+    assert smol.generate(state, 0).ids == [] and len(smol.generate(state, 1).ids) == 1
+    with pytest.raises(ValueError, match="the prompt is empty"):
+        smol.prefill([])
+    with pytest.raises(ValueError, match=r"token id 49152 is outside the vocabulary \[0, 49152\)"):
+        smol.prefill([5, 49152])
+    with pytest.raises(TypeError, match="expected a State from prefill"):
+        smol.generate([1, 2, 3], 4)
+    with pytest.raises(ValueError, match="force has 1 lists for 2 states"):
+        smol.generate([state, state], 2, force=[[1]])
+    with pytest.raises(ValueError, match="give a dict of sparse fields, or False for dense"):
+        models.QgenAttention(smol, sparse="yes")
+    with pytest.raises(ValueError, match="scale comes from the model"):
+        models.QgenAttention(smol, scale=0.1)
+    with pytest.raises(qgen.Error, match="k_type"):
+        models.QgenAttention(smol, k_type="q9")
+    with pytest.raises(ValueError, match="backend='gpu' takes CUDA tensors"):
+        models.QgenAttention(smol, backend="gpu")
+    with pytest.raises(ValueError, match="the NumPy runner computes in float32"):
+        models.load(smol.path, dtype="float16")
+
+
+def _run_demo(*args):
+    import subprocess
+    import sys
+
+    pkg = os.path.dirname(os.path.dirname(os.path.abspath(qgen.__file__)))
+    # the child imports what this process imports: this qgen and this gguf
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([pkg] + [p for p in sys.path if p]))
+    return subprocess.run([sys.executable, "-m", "qgen.run", *args], capture_output=True, text=True, env=env,
+                          timeout=300)
+
+
+def test_demo_command(smol):
+    """python -m qgen.run: the answer through qgen beside the dense one, tokens/s, and clear
+    errors for a missing file or a bad option."""
+    r = _run_demo("--gguf", smol.path, "--prompt", "What is the capital of France?", "--max-new", "12",
+                  "--compare-dense", "--rescore", "4", "--k-type", "q8_0")
+    assert r.returncode == 0, r.stderr
+    assert "Paris" in r.stdout and "tokens/s" in r.stdout and "match:" in r.stdout, r.stdout
+    assert "30 of 30 layers through qgen (cpu), cache q8_0, coverage 0.25, two-stage (rescore 4)" in r.stdout
+    r = _run_demo("--gguf", "/nonexistent/model.gguf", "--prompt", "x")
+    assert r.returncode == 2 and "no such file" in r.stderr and "python3 -m qgen.models fetch" in r.stderr
+    r = _run_demo("--prompt", "x", "--coverage", "1.5")
+    assert r.returncode == 2 and "must be in (0, 1]" in r.stderr
+
+
 FILLER = ["The morning train left the station a few minutes late.", "A gardener watered the roses along the fence.",
           "Two children built a small boat out of paper and string.", "The library closes early on the first Monday.",
           "Clouds drifted slowly over the quiet hills.", "A baker sold warm bread to the people waiting outside.",

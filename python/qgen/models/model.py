@@ -292,7 +292,8 @@ class Model:
             if len(forces) != B:
                 raise ValueError(f"generate: force has {len(forces)} lists for {B} states")
             for f in forces:
-                self._check_ids(f) if f else None
+                if f:
+                    self._check_ids(f)
         else:
             forces = [[] for _ in range(B)]
         if max_new is None:

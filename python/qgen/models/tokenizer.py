@@ -48,17 +48,20 @@ BYTE_TO_CHAR = _byte_alphabet()
 CHAR_TO_BYTE = {c: b for b, c in BYTE_TO_CHAR.items()}
 
 
-def _char_class(c, cache={}):
+_CLASS_OF = {}
+
+
+def _char_class(c):
     """'s' whitespace, 'L' letter, 'N' number, 'o' anything else (the classes of the
-    pre-tokenizer's pattern)."""
-    k = cache.get(c)
+    pre-tokenizer's pattern); remembered per character."""
+    k = _CLASS_OF.get(c)
     if k is None:
         if c in _WHITESPACE:
             k = "s"
         else:
             cat = unicodedata.category(c)[0]
             k = cat if cat in ("L", "N") else "o"
-        cache[c] = k
+        _CLASS_OF[c] = k
     return k
 
 
