@@ -10,7 +10,8 @@
 #
 # The whole grid is 1440 variants at ~1-2 s each; by default this runs the corner where
 # estimate is largest (head_dim 256, group 64: every in_type x K/V type) and a fixed sample
-# of 40 others; QGEN_GRID=all runs every one. Each combination is a variant of a generated multi-variant spec, emitted
+# of 40 others; QGEN_GRID=all runs every one; QGEN_TEST_QUICK=1 plans them all but compiles
+# one in nine (the sanitizer pass). Each combination is a variant of a generated multi-variant spec, emitted
 # by `qgen emit` into a fresh cache; it must exit 0 and its report show, for each variant
 # and arch, the six kernels, view, estimate, select and extend with 0/0 spill stores/loads and a stack
 # of 0 (a spill in append or attend is printed as a note: ptxas spills a few bytes of
@@ -44,6 +45,24 @@ fi
 awk '{ print $0, "f16" } /^256 64 / { print $0, "i8" }' "$tmp/combos" | awk '!/^256 64 / && NR % 2 == 0 { $5 = "i8" } 1' >"$tmp/combos.b"
 mv "$tmp/combos.b" "$tmp/combos"
 echo "$(wc -l <"$tmp/combos") combinations"
+# What is compiled: every combination, or with QGEN_TEST_QUICK (the sanitizer pass, where
+# NVRTC's own time finds nothing in qgen's code) one in nine of them; every combination is
+# still planned on all five archs, which costs no compile.
+quick=0
+case ${QGEN_TEST_QUICK:-0} in "" | 0) ;; *) quick=1 ;; esac
+awk -v q=$quick 'q == 0 || NR % 9 == 1 { print "d" $1 "-g" $2 "-" $3 "-" $4 "-" $5 }' "$tmp/combos" >"$tmp/compiled"
+[ $quick = 1 ] && echo "quick (QGEN_TEST_QUICK): $(wc -l <"$tmp/compiled") of them compiled"
+
+# write_spec LIST OUT: the spec file of the combinations in LIST
+write_spec() {
+  {
+    echo "return {"
+    while read -r d g i k b; do
+      echo "  spec{ name = \"d$d-g$g-$i-$k-$b\", head_dim = $d, n_head = $((2 * g)), n_head_kv = 2, in_type = \"$i\", k_type = \"$k\", sparse = { bounds = \"$b\" }, archs = { \"sm_80\", \"sm_90\" } },"
+    done <"$1"
+    echo "}"
+  } >"$2"
+}
 
 # check_report OUT N ARCHS K: emit's report OUT holds N variants, each with K kernel lines on
 # the archs matching ARCHS (a regex such as "80|90"), estimate, select, view and extend with
@@ -68,13 +87,7 @@ check_report() {
 split -l 32 "$tmp/combos" "$tmp/part."
 for part in "$tmp"/part.*; do
   spec="$part.lua"
-  {
-    echo "return {"
-    while read -r d g i k b; do
-      echo "  spec{ name = \"d$d-g$g-$i-$k-$b\", head_dim = $d, n_head = $((2 * g)), n_head_kv = 2, in_type = \"$i\", k_type = \"$k\", sparse = { bounds = \"$b\" }, archs = { \"sm_80\", \"sm_90\" } },"
-    done <"$part"
-    echo "}"
-  } >"$spec"
+  write_spec "$part" "$spec"
   # the plans on every listed arch, nothing compiled: a variant may be refused only on an
   # arch of 99 KiB a CTA, naming the kernel and the limit
   "$QGEN" emit --spec "$spec" --plan --arch sm_80,sm_86,sm_89,sm_90,sm_120 >"$part.plan" 2>&1
@@ -86,19 +99,23 @@ for part in "$tmp"/part.*; do
     }
     END { for (x in refused) print "refused " x refused[x] > "/dev/stderr"; exit bad > 0 }' "$part.plan" 2>"$part.refused"
   ok $? "refusals only on the 99 KiB archs, each naming the kernel and the limit ($(wc -l <"$part.refused") variants refused there)"
-  "$QGEN" emit --spec "$spec" >"$part.out" 2>&1
-  ok $? "emit $(wc -l <"$part") variants ($(head -n 1 "$part" | tr ' ' /) .. $(tail -n 1 "$part" | tr ' ' /))"
+  # the part's combinations that are compiled (all of them unless quick)
+  awk 'NR == FNR { want[$1]; next } ("d" $1 "-g" $2 "-" $3 "-" $4 "-" $5) in want' "$tmp/compiled" "$part" >"$part.c"
+  [ -s "$part.c" ] || continue
+  write_spec "$part.c" "$part.c.lua"
+  "$QGEN" emit --spec "$part.c.lua" >"$part.out" 2>&1
+  ok $? "emit $(wc -l <"$part.c") variants ($(head -n 1 "$part.c" | tr ' ' /) .. $(tail -n 1 "$part.c" | tr ' ' /))"
   # every variant: 2 archs x 6 kernels, each spill 0/0 and stack 0
-  check_report "$part.out" "$(wc -l <"$part")" "80|90" 12
-  ok $? "no spills, no stack in $(wc -l <"$part") variants x sm_80, sm_90"
+  check_report "$part.out" "$(wc -l <"$part.c")" "80|90" 12
+  ok $? "no spills, no stack in $(wc -l <"$part.c") variants x sm_80, sm_90"
   [ "$fail" = 0 ] || tail -n 40 "$part.out"
   # the variants that fit 99 KiB a CTA (every other one, to bound the compile time) on
   # sm_86 (sm_89 has its limits and plan) and sm_120 (its own ptxas)
   awk '{ print $2 }' "$part.refused" | sed 's/^/^  spec{ name = "/; s/$/"/' >"$part.skip"
-  awk 'NR % 2 == 1' "$part" | while read -r d g i k b; do echo "d$d-g$g-$i-$k-$b"; done >"$part.small"
+  awk 'NR % 2 == 1' "$part.c" | while read -r d g i k b; do echo "d$d-g$g-$i-$k-$b"; done >"$part.small"
   {
     echo "return {"
-    grep -F -f <(sed 's/^/name = "/; s/$/"/' "$part.small") "$spec" | grep -v -f "$part.skip"
+    grep -F -f <(sed 's/^/name = "/; s/$/"/' "$part.small") "$part.c.lua" | grep -v -f "$part.skip"
     echo "}"
   } >"$part.99.lua"
   n99=$(grep -c "spec{" "$part.99.lua")
