@@ -3,6 +3,8 @@
 #
 #   fuzz/run.sh [SECONDS_PER_HARNESS]     (default 60; env FUZZ_BUILD_DIR, default build-fuzz)
 #
+# FUZZ_JOBS harnesses run at a time (default: the number of cores; each is one process of
+# one thread, so each still gets its whole time on a core of its own).
 # Each harness starts from its committed seeds (fuzz/corpus/<name>/; the spec harness from
 # specs/, tests/gpu/ and tests/specs_bad/; all read only) plus a scratch corpus in the
 # build directory, with -max_total_time and -rss_limit_mb=2048.
@@ -23,10 +25,12 @@ harnesses=(fuzz_spec fuzz_artifact fuzz_cache fuzz_bundle fuzz_view)
 cmake --build "$build" -j"$(nproc)" --target "${harnesses[@]}" > "$build/fuzz-build.log" 2>&1 \
   || { tail -50 "$build/fuzz-build.log"; exit 1; }
 
-fail=0 pass=0
-summary=()
-for h in "${harnesses[@]}"; do
-  name=${h#fuzz_}
+jobs=${FUZZ_JOBS:-$(nproc)}
+# fuzz_one HARNESS: runs it; its report goes to stdout, its verdict (ok or FAIL and the
+# summary line) to $build/fuzz-NAME.verdict
+fuzz_one() {
+  local h=$1 name=${1#fuzz_}
+  local seeds work art extra log rc t0 t1 execs last cov ft line
   seeds=(fuzz/corpus/$name)
   # the spec harness seeds from the project's own specs, good and hostile, where they live
   [ "$name" = spec ] && seeds=(specs tests/gpu tests/specs_bad)
@@ -51,16 +55,35 @@ for h in "${harnesses[@]}"; do
   ft=$(echo "$last" | grep -o 'ft: [0-9]*' | grep -o '[0-9]*')
   line="$h: ${execs:-?} execs in $((t1 - t0)) s, cov ${cov:-?}, ft ${ft:-?}, corpus $(ls "$work" | wc -l) files"
   if [ $rc -ne 0 ] || ls "$art" | grep -q .; then
-    fail=$((fail + 1))
     echo "FAIL $line (exit $rc)"
     grep -aE 'ERROR|SUMMARY|fuzz_[a-z]+: |runtime error|Test unit written' "$log" | head -20
     ls -1 "$art" | sed "s|^|  reproducer: $art|"
-    summary+=("FAIL $line")
+    echo "FAIL $line" > "$build/fuzz-$name.verdict"
   else
-    pass=$((pass + 1))
     echo "ok   $line"
-    summary+=("ok   $line")
+    echo "ok   $line" > "$build/fuzz-$name.verdict"
   fi
+}
+
+echo "== ${#harnesses[@]} harnesses, ${secs}s each, $jobs at a time"
+running=0
+for h in "${harnesses[@]}"; do
+  rm -f "$build/fuzz-${h#fuzz_}.verdict"
+  fuzz_one "$h" > "$build/fuzz-${h#fuzz_}.report" 2>&1 &
+  running=$((running + 1))
+  if [ $running -ge "$jobs" ]; then
+    wait -n
+    running=$((running - 1))
+  fi
+done
+wait
+fail=0 pass=0
+summary=()
+for h in "${harnesses[@]}"; do
+  cat "$build/fuzz-${h#fuzz_}.report"
+  v=$(cat "$build/fuzz-${h#fuzz_}.verdict" 2> /dev/null || echo "FAIL $h: no verdict (the run died)")
+  case $v in ok*) pass=$((pass + 1)) ;; *) fail=$((fail + 1)) ;; esac
+  summary+=("$v")
 done
 echo "== fuzz summary"
 printf '%s\n' "${summary[@]}"
