@@ -181,7 +181,7 @@ static void test_real_specs(void) {
   qgen_fmt(path, sizeof path, "%s/specs/qwen3-4b.lua", QGEN_SOURCE_DIR);
   if (qgen_spec_load(path, &set, err, sizeof err) == 0) {
     char uri[256];
-    qgen_spec_uri(&set.v[0], uri, sizeof uri);
+    qgen_spec_uri(&set.v[0], QGEN_URI_FILE, uri, sizeof uri);
     check(!strcmp(uri, "qwen3-4b_d128_h32_g4_kf16_vf16_if16_of16_b64_sparse_i8"), "uri of qwen3-4b: %s", uri);
   }
   qgen_fmt(path, sizeof path, "%s/specs/qwen2.5-14b-1m.lua", QGEN_SOURCE_DIR);
@@ -190,7 +190,7 @@ static void test_real_specs(void) {
     check(set.n == 3 && !strcmp(set.v[0].name, "qwen2.5-14b-1m") &&
               !strcmp(set.v[1].name, "qwen2.5-14b-1m-q8_0") && !strcmp(set.v[2].name, "qwen2.5-14b-1m-q4_0"),
           "qwen2.5-14b-1m: three variants in order");
-    qgen_spec_uri(&set.v[2], uri, sizeof uri);
+    qgen_spec_uri(&set.v[2], QGEN_URI_FILE, uri, sizeof uri);
     check(!strcmp(uri, "qwen2.5-14b-1m-q4_0_d128_h40_g5_kq4_0_vq4_0_if16_of16_b64_sparse_i8"),
           "uri of the q4_0 variant: %s", uri);
     check(qgen_spec_find(&set, NULL) == &set.v[0] && qgen_spec_find(&set, "") == &set.v[0] &&
@@ -342,7 +342,7 @@ static void test_defaults(void) {
   round_trip(s);
   {
     char uri[256];
-    qgen_spec_uri(s, uri, sizeof uri);
+    qgen_spec_uri(s, QGEN_URI_FILE, uri, sizeof uri);
     check(ends_with(uri, "_sparse"), "an f16-bounds spec: uri %s", uri);
   }
   s = expect_ok("bounds i8", "return { " OK4 ", sparse = { bounds = 'i8' } }");
@@ -350,7 +350,7 @@ static void test_defaults(void) {
   round_trip(s);
   {
     char uri[256], text[4096];
-    qgen_spec_uri(s, uri, sizeof uri);
+    qgen_spec_uri(s, QGEN_URI_FILE, uri, sizeof uri);
     qgen_layout L;
     qgen_spec_layout(s, &L);
     check(ends_with(uri, "_sparse_i8") && qgen_spec_to_lua(s, text, sizeof text) > 0 && strstr(text, "bounds = \"i8\""),
@@ -702,21 +702,21 @@ static void test_to_lua(void) {
   qgen_spec_to_lua(&s, text, sizeof text);
   check(strstr(text, "sparse = { enabled = false, block = 256 }") != NULL, "dense canonical text");
   char uri[256];
-  qgen_spec_uri(&s, uri, sizeof uri);
+  qgen_spec_uri(&s, QGEN_URI_FILE, uri, sizeof uri);
   check(!strcmp(uri, "m_d128_h32_g4_kf16_vf16_if16_of16_b256_dense"), "dense uri: %s", uri);
-  qgen_spec_uri(&s, uri, 5);
+  qgen_spec_uri(&s, QGEN_URI_FILE, uri, 5);
   check(!strcmp(uri, "m_d1"), "uri is cut to the buffer");
   s0 = expect_ok("sparse-V spec", "return { " OK4 ", sparse = { v_tau = 0.01 } }");
   s = *s0;
   check(s.v_tau == (double)0.01f, "sparse.v_tau is kept as an f32 value (%.17g)", s.v_tau);
   round_trip(&s);
   qgen_spec_to_lua(&s, text, sizeof text);
-  qgen_spec_uri(&s, uri, sizeof uri);
+  qgen_spec_uri(&s, QGEN_URI_FILE, uri, sizeof uri);
   check(strstr(text, ", v_tau = ") != NULL && strstr(uri, "_sparse_i8_vt0.00999999978") != NULL,
         "sparse-V canonical text and uri: %s", uri);
   s0 = expect_ok("sparse-V off", "return { " OK4 ", sparse = { v_tau = 0 } }");
   qgen_spec_to_lua(s0, text, sizeof text);
-  qgen_spec_uri(s0, uri, sizeof uri);
+  qgen_spec_uri(s0, QGEN_URI_FILE, uri, sizeof uri);
   check(s0->v_tau == 0 && !strstr(text, "v_tau") && !strstr(uri, "_vt"), "v_tau = 0: text and uri as without it");
 }
 
@@ -733,7 +733,7 @@ static void test_rescore(void) {
   qgen_spec_layout(&s, &L);
   check(L.rescore == 4 && L.sketch_row_bytes == 72 && L.sketch_page_bytes == (size_t)8 * 64 * 72,
         "an f16 cache keeps a q4_0 sketch: 72 bytes a row, %zu a page", L.sketch_page_bytes);
-  qgen_spec_uri(&s, uri, sizeof uri);
+  qgen_spec_uri(&s, QGEN_URI_FILE, uri, sizeof uri);
   check(!strcmp(uri, "m_d128_h32_g4_kf16_vf16_if16_of16_b64_sparse_i8_r4"), "rescore uri: %s", uri);
   s0 = expect_ok("rescore over q4_0", "return { " OK4 ", k_type = 'q4_0', sparse = { rescore = { candidates = 8 } } }");
   s = *s0;
@@ -746,10 +746,10 @@ static void test_rescore(void) {
   s0 = expect_ok("rescore r = 1", "return { " OK4 ", sparse = { rescore = { candidates = 1, sketch = 'q4_0' } } }");
   s = *s0;
   qgen_spec_to_lua(&s, t1, sizeof t1);
-  qgen_spec_uri(&s, u0, sizeof u0);
+  qgen_spec_uri(&s, QGEN_URI_FILE, u0, sizeof u0);
   s0 = expect_ok("no rescore", "return { " OK4 ", sparse = true }");
   qgen_spec_to_lua(s0, text, sizeof text);
-  qgen_spec_uri(s0, uri, sizeof uri);
+  qgen_spec_uri(s0, QGEN_URI_FILE, uri, sizeof uri);
   check(s.rescore == 1 && !strcmp(t1, text) && !strcmp(u0, uri), "rescore r = 1 is the Quest spec (%s)", uri);
   s0 = expect_ok("rescore on a dense spec", "return { " OK4 ", sparse = { enabled = false, rescore = { candidates = 4 } } }");
   check(s0->rescore == 1 && !s0->sparse, "a dense spec ignores rescore");
@@ -761,14 +761,14 @@ static void test_rescore(void) {
   qgen_spec_to_lua(&s, text, sizeof text);
   check(strstr(text, "rescore = { candidates = 4, sketch = \"q4_0\", top_p = 0.8999999761581421 }") != NULL,
         "canonical text carries top_p: %s", text);
-  qgen_spec_uri(&s, uri, sizeof uri);
+  qgen_spec_uri(&s, QGEN_URI_FILE, uri, sizeof uri);
   check(!strcmp(uri, "m_d128_h32_g4_kf16_vf16_if16_of16_b64_sparse_i8_r4_p0.899999976"), "top_p uri: %s", uri);
   qgen_spec_layout(&s, &L);
   check(L.top_p == s.top_p && L.rescore == 4, "the layout's top_p");
   round_trip(&s);
   s0 = expect_ok("top_p 1", "return { " OK4 ", sparse = { rescore = { candidates = 4, top_p = 1 } } }");
   s = *s0;
-  qgen_spec_uri(&s, u0, sizeof u0);
+  qgen_spec_uri(&s, QGEN_URI_FILE, u0, sizeof u0);
   check(s.top_p == 1 && !strcmp(u0, "m_d128_h32_g4_kf16_vf16_if16_of16_b64_sparse_i8_r4"), "top_p = 1 is no cut: %s", u0);
   s0 = expect_ok("top_p default", "return { " OK4 ", sparse = true }");
   check(s0->top_p == 1, "top_p defaults to 1");

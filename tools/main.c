@@ -349,7 +349,7 @@ static int cmd_emit(int argc, char **argv) {
     const int *use = NULL;
     const int nu = variant_archs(s, variant, archs, n_archs, &use);
     char uri[256], path[4400];
-    qgen_spec_uri(s, uri, sizeof uri);
+    qgen_spec_uri(s, QGEN_URI_FILE, uri, sizeof uri);
     for (int i = -2; i < 2 * nu; i++) { /* the .cu, the .ptx, each arch's cubin and (if its plan differs) unit */
       if (i == -2) qgen_fmt(path, sizeof path, "%s/%s.cu", out, uri);
       else if (i == -1) qgen_fmt(path, sizeof path, "%s/%s.ptx", out, uri);
@@ -375,7 +375,7 @@ static int cmd_emit(int argc, char **argv) {
       break;
     }
     char uri[256], name[320];
-    qgen_spec_uri(s, uri, sizeof uri);
+    qgen_spec_uri(s, QGEN_URI_FILE, uri, sizeof uri);
     if (print) fputs(srcs[0], stdout);
     if (out) {
       qgen_fmt(name, sizeof name, "%s.cu", uri);
