@@ -25,8 +25,6 @@
 #define QGEN_MAX_ARCHS 16
 #define QGEN_MAX_VARIANTS 32
 #define QGEN_MAX_GROUP 64 /* query heads per KV head the attend kernel supports */
-/* sparse.bounds when the spec does not say: the one place that chooses it */
-#define QGEN_SPEC_BOUNDS_DEFAULT QGEN_BOUNDS_I8
 
 typedef struct qgen_spec {
   char name[QGEN_NAME_MAX + 1]; /* [A-Za-z0-9._-]+ ; used in cache and file names */
