@@ -4,10 +4,12 @@
  * at the top of every generated unit, ahead of the templates; QGEN_TEMPLATE_DIR does not
  * replace it, as the host was compiled against this copy).
  *
- * It holds the launch limits, the budget modes, the structs the step kernels take by value,
- * and the kernels with their signatures. Under NVRTC nothing is included: the shim below
- * supplies the fixed-width types, and a device pointer field (one a QG_DPTR) is a typed
- * pointer there and a CUdeviceptr (64 bits) on the host.
+ * It holds the launch limits, the step's budget and its rule, the structs the step kernels
+ * take by value, and the kernels with their signatures. Under NVRTC nothing is included: the
+ * shim below supplies the fixed-width types, and a device pointer field (one a QG_DPTR) is a
+ * typed pointer there and a CUdeviceptr (64 bits) on the host. A function here (QG_HOSTDEV)
+ * is compiled by both: an inline device function in the kernels, a static inline one on the
+ * host, so the CPU reference and the kernels apply one rule.
  */
 #ifndef QGEN_KARGS_H
 #define QGEN_KARGS_H
@@ -17,23 +19,61 @@ typedef int qg_i32;
 typedef long long qg_i64;
 #define QG_DPTR(T) T *
 #define QG_STATIC_ASSERT static_assert
+#define QG_HOSTDEV __device__ __forceinline__
+#define qg_min64 min /* CUDA's overloads, which the kernels' other code uses too */
+#define qg_max64 max
 #else
+#include <math.h> /* ceil: NVRTC has it built in */
 #include <stdint.h>
 typedef int32_t qg_i32;
 typedef int64_t qg_i64;
 typedef unsigned long long qgen_dptr; /* a device address (CUdeviceptr) */
 #define QG_DPTR(T) qgen_dptr
 #define QG_STATIC_ASSERT _Static_assert
+#define QG_HOSTDEV static inline
+static inline qg_i64 qg_min64(qg_i64 a, qg_i64 b) { return a < b ? a : b; }
+static inline qg_i64 qg_max64(qg_i64 a, qg_i64 b) { return a > b ? a : b; }
 #endif
 
 #define QGEN_MAX_BATCH 256 /* sequences per attend launch (qg_batch) */
 #define QGEN_APPEND_MAX 64 /* sequences per append launch (qg_append_args) */
 #define QGEN_VIEW_SLOTS 4  /* slots of a qg_view CTA, one warp each */
 
-/* Budget modes (qgen_budget.mode, qg_budget.mode): dense ignores the rest of the budget;
-   reuse attends each sequence's last sparse selection extended by the pages after its last
+/* Budget modes (qgen_budget.mode): dense ignores the rest of the budget; reuse attends each
+   sequence's last sparse selection extended by the pages after its last
    (qgen_ref_extend_list; QGEN_ATTEND_REUSE), running no estimate or select. */
 enum { QGEN_BUDGET_DENSE = 0, QGEN_BUDGET_COVERAGE = 1, QGEN_BUDGET_TOKENS = 2, QGEN_BUDGET_REUSE = 3 };
+
+/* How much to attend to in one step: what the host's step takes (runtime, the CPU
+   reference) and, the same bytes, what estimate, select, rescore and topp take by value. */
+typedef struct qgen_budget {
+  qg_i32 mode;     /* QGEN_BUDGET_* */
+  double coverage; /* (0, 1] with QGEN_BUDGET_COVERAGE */
+  qg_i64 tokens;   /* > 0 with QGEN_BUDGET_TOKENS */
+  qg_i64 sink, recent;
+} qgen_budget;
+
+/* The selection rule of base/layout.h, once for both compilers. A sequence of len tokens
+   in pages of block tokens (n = ceil(len / block) > 0 of them) must attend [0, *sp) (the
+   sink's pages) and [*rf, n) (the recent tokens' pages and the last page); its candidates
+   for the budget are [*sp, *rf). */
+QG_HOSTDEV void qgen_forced_ranges(const qgen_budget *b, qg_i64 len, int block, qg_i64 *sp, qg_i64 *rf) {
+  const qg_i64 n = (len + block - 1) / block;
+  *sp = (qg_min64(b->sink, len) + block - 1) / block;
+  *rf = b->recent > 0 ? qg_max64((qg_i64)0, len - b->recent) / block : n - 1;
+  *rf = qg_min64(*rf, n - 1);
+  if (*rf < *sp) *rf = *sp;
+}
+
+/* The number of pages the budget b selects from n, n_forced of them forced (K_eff of
+   base/layout.h). */
+QG_HOSTDEV qg_i64 qgen_budget_pages(const qgen_budget *b, qg_i64 n, qg_i64 n_forced, int block) {
+  qg_i64 k = n;
+  if (b->mode == QGEN_BUDGET_COVERAGE) k = (qg_i64)ceil(b->coverage * (double)n);
+  else if (b->mode == QGEN_BUDGET_TOKENS) k = (b->tokens + block - 1) / block;
+  k = qg_max64(k, n_forced);
+  return qg_min64(k, n);
+}
 
 /* The cache of one layer, as every step kernel sees it. */
 typedef struct qg_cache {
@@ -83,12 +123,6 @@ typedef struct qg_work {
   qg_i32 cand;             /* 1: one stage */
 } qg_work;
 
-typedef struct qg_budget {
-  qg_i32 mode; /* QGEN_BUDGET_* */
-  double coverage;
-  qg_i64 tokens, sink, recent;
-} qg_budget;
-
 typedef struct qg_batch {
   qg_i32 n;                   /* sequences in this launch */
   qg_i32 seq[QGEN_MAX_BATCH]; /* cache slot of each batch row */
@@ -116,7 +150,7 @@ typedef struct qg_append_args {
 
 /* Sizes and key offsets: both compilers read this text, and these pin the layout each must
    give it (a launch passes exactly these bytes). */
-QG_STATIC_ASSERT(sizeof(qg_cache) == 136 && sizeof(qg_work) == 88 && sizeof(qg_budget) == 40 &&
+QG_STATIC_ASSERT(sizeof(qg_cache) == 136 && sizeof(qg_work) == 88 && sizeof(qgen_budget) == 40 &&
                      sizeof(qg_batch) == 4 * (1 + QGEN_MAX_BATCH) && sizeof(qg_append_args) == 48 + 24 * QGEN_APPEND_MAX,
                  "a kernel argument struct is laid out with unexpected padding");
 #ifndef __CUDACC__
@@ -125,7 +159,7 @@ _Static_assert(offsetof(qg_cache, pages_per_seq) == 40 && offsetof(qg_cache, k_s
                    offsetof(qg_cache, bounds_i8) == 64 && offsetof(qg_cache, pt_stride) == 120 &&
                    offsetof(qg_cache, flags) == 132 &&
                    offsetof(qg_work, max_splits) == 56 && offsetof(qg_work, exact) == 64 && offsetof(qg_work, cand) == 80 &&
-                   offsetof(qg_budget, coverage) == 8 && offsetof(qg_append_args, work) == 20 + 12 * QGEN_APPEND_MAX &&
+                   offsetof(qgen_budget, coverage) == 8 && offsetof(qg_append_args, work) == 20 + 12 * QGEN_APPEND_MAX &&
                    offsetof(qg_append_args, row0) == 24 + 16 * QGEN_APPEND_MAX &&
                    offsetof(qg_append_args, arrive) == 24 + 24 * QGEN_APPEND_MAX,
                "a kernel argument struct is laid out with unexpected offsets");
@@ -142,10 +176,10 @@ _Static_assert(offsetof(qg_cache, pages_per_seq) == 40 && offsetof(qg_cache, k_s
 #ifdef __CUDACC__
 extern "C" __global__ void qg_append(qg_cache c, qg_append_args a);
 extern "C" __global__ void qg_view(qg_cache c, const void *slots, qg_i64 n, qg_i64 n_pages, qg_i32 slot_bytes, qg_i32 pass);
-extern "C" __global__ void qg_estimate(qg_cache c, qg_work wk, qg_batch bt, qg_budget bg, const void *q);
-extern "C" __global__ void qg_select(qg_cache c, qg_work wk, qg_batch bt, qg_budget bg);
-extern "C" __global__ void qg_rescore(qg_cache c, qg_work wk, qg_batch bt, qg_budget bg, const void *q);
-extern "C" __global__ void qg_topp(qg_cache c, qg_work wk, qg_batch bt, qg_budget bg);
+extern "C" __global__ void qg_estimate(qg_cache c, qg_work wk, qg_batch bt, qgen_budget bg, const void *q);
+extern "C" __global__ void qg_select(qg_cache c, qg_work wk, qg_batch bt, qgen_budget bg);
+extern "C" __global__ void qg_rescore(qg_cache c, qg_work wk, qg_batch bt, qgen_budget bg, const void *q);
+extern "C" __global__ void qg_topp(qg_cache c, qg_work wk, qg_batch bt, qgen_budget bg);
 extern "C" __global__ void qg_extend(qg_cache c, qg_work wk, qg_batch bt);
 extern "C" __global__ void qg_attend(qg_cache c, qg_work wk, qg_batch bt, const void *q, void *out, int dense, int bulk);
 #endif

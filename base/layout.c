@@ -1,8 +1,7 @@
-/* layout.c — sizes of the paged cache and the budget rules of layout.h. The GPU select
- * kernel (templates/select.cu) implements the same rules; keep the two in step. */
+/* layout.c — sizes of the paged cache, and the forced pages of layout.h as a host array
+ * (the rule itself is base/kargs.h's qgen_forced_ranges, which the kernels compile too). */
 #include "base/layout.h"
 
-#include <math.h>
 #include <string.h>
 
 void qgen_layout_init(qgen_layout *L, int head_dim, int n_head, int n_head_kv, int block,
@@ -52,27 +51,14 @@ void qgen_owned_strides(const qgen_layout *L, int which, int64_t st[3]) {
   st[2] = (int64_t)row * L->block;
 }
 
-int64_t qgen_budget_pages(const qgen_budget *b, int64_t n, int64_t n_forced, int block) {
-  int64_t k = n;
-  if (b->mode == QGEN_BUDGET_COVERAGE)
-    k = (int64_t)ceil(b->coverage * (double)n);
-  else if (b->mode == QGEN_BUDGET_TOKENS)
-    k = (b->tokens + block - 1) / block;
-  if (k < n_forced) k = n_forced;
-  return k < n ? k : n;
-}
-
 int64_t qgen_forced_pages(const qgen_budget *b, int64_t len, int block, uint8_t *forced) {
-  int64_t n = qgen_pages_of(len, block);
+  const int64_t n = qgen_pages_of(len, block);
   memset(forced, 0, (size_t)n);
   if (n == 0) return 0;
-  int64_t sink = b->sink < len ? b->sink : len;
-  for (int64_t p = 0; p < qgen_pages_of(sink, block); p++) forced[p] = 1;
-  if (b->recent > 0) {
-    int64_t first = len - b->recent > 0 ? (len - b->recent) / block : 0;
-    for (int64_t p = first; p < n; p++) forced[p] = 1;
-  }
-  forced[n - 1] = 1;
+  int64_t sp, rf;
+  qgen_forced_ranges(b, len, block, &sp, &rf);
+  for (int64_t p = 0; p < sp; p++) forced[p] = 1;
+  for (int64_t p = rf; p < n; p++) forced[p] = 1;
   int64_t c = 0;
   for (int64_t p = 0; p < n; p++) c += forced[p];
   return c;

@@ -105,14 +105,6 @@ typedef struct qgen_layout {
 /* The type of the sketch an unquantized cache keeps for two-stage selection. */
 #define QGEN_SKETCH_TYPE QGEN_TYPE_Q4_0
 
-/* How much to attend to in one step; mode is one of base/kargs.h's QGEN_BUDGET_*. */
-typedef struct qgen_budget {
-  int mode;
-  double coverage; /* (0, 1] with QGEN_BUDGET_COVERAGE */
-  int64_t tokens;  /* > 0 with QGEN_BUDGET_TOKENS */
-  int64_t sink, recent;
-} qgen_budget;
-
 /* The memory of one cache; host pointers for the CPU backend. */
 typedef struct qgen_kvmem {
   uint8_t *k, *v;
@@ -152,8 +144,8 @@ void qgen_layout_set_bounds(qgen_layout *L, int bounds);
 /* Pages a sequence of len tokens occupies. */
 static inline int64_t qgen_pages_of(int64_t len, int block) { return (len + block - 1) / block; }
 
-/* The number of pages the budget selects from n (K_eff above, given |forced|). */
-int64_t qgen_budget_pages(const qgen_budget *b, int64_t n, int64_t n_forced, int block);
+/* The step's budget (qgen_budget), its forced pages (qgen_forced_ranges) and K_eff
+   (qgen_budget_pages) are base/kargs.h's: the kernels compile the same definitions. */
 
 /* Mark the forced pages of a sequence of len tokens (forced[i] = 1); returns their count. */
 int64_t qgen_forced_pages(const qgen_budget *b, int64_t len, int block, uint8_t *forced);

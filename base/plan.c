@@ -102,6 +102,13 @@ int qgen_tune_parse(const char *s, qgen_tune *t, char *err, size_t errlen) {
          t->pair >= 0;
 }
 
+int qgen_plan_pair_ctas(qgen_type t) {
+  /* the block types whose swapped consumers take pairs: q4_0 and q8_0 at four CTAs an SM
+     (96 registers), q5_0 at three (120: its high bits at 96 cost 5 % on an H200) */
+  static const int ctas[QGEN_TYPE_COUNT] = {[QGEN_TYPE_Q8_0] = 4, [QGEN_TYPE_Q4_0] = 4, [QGEN_TYPE_Q5_0] = 3};
+  return (unsigned)t < QGEN_TYPE_COUNT ? ctas[t] : 0;
+}
+
 static int pad_rows16(int bytes) { return (bytes / 16) % 2 == 0 ? bytes + 16 : bytes; }
 
 /* Shared memory the plan keeps free for a kernel's own static arrays when it sizes the
@@ -213,13 +220,13 @@ int qgen_plan_make(const qgen_layout *L, const qgen_arch *A, const qgen_tune *tp
   p->swap_ops = swappable && t.swap != 0 && !p->old_dequant;
   /* the swapped consumers two sub-tiles of their group a step (jt, jt + WARPS_T): one softmax
      for 32 tokens and two independent K chains, fewer instructions a sub-tile (on an H200
-     q4_0 dense 5-6 % faster, q8_0 1-2 %). Registers for the CTAs an SM the types' pair_ctas
-     name (the fewer of K's and V's: ptxas alone took 96-125 from one tree to the next, and
+     q4_0 dense 5-6 % faster, q8_0 1-2 %). Registers for the CTAs an SM qgen_plan_pair_ctas
+     names for the types (the fewer of K's and V's: ptxas alone took 96-125 from one tree to the next, and
      q5_0 lost 5 % at 96); past head_dim 128 O^T alone is too many, and sparse-V decides
      sub-tile by sub-tile. A step holds its first sub-tile while it waits for the second: the
      ring then needs chunk + warps_t <= stages, or the producer could wait for a release that
      waits for it. */
-  const int kc = qgen_type_traits_of(L->k_type)->pair_ctas, vc = qgen_type_traits_of(L->v_type)->pair_ctas;
+  const int kc = qgen_plan_pair_ctas(L->k_type), vc = qgen_plan_pair_ctas(L->v_type);
   const int pairable = p->swap_ops && D <= 128 && L->v_tau == 0 && p->chunk + p->warps_t <= p->stages && kc && vc;
   p->pair = pairable && t.pair != 0;
   if (p->pair && !t.ctas) {

@@ -95,6 +95,10 @@ int qgen_tune_parse(const char *s, qgen_tune *t, char *err, size_t errlen);
    limit); *p is filled either way. */
 int qgen_plan_make(const qgen_layout *L, const qgen_arch *A, const qgen_tune *t, qgen_plan *p, char *why, size_t whyn);
 
+/* The CTAs an SM attend's registers are sized for when its swapped consumers take two
+   sub-tiles a step (plan pair) over a cache of type t; 0: t takes no pairs. */
+int qgen_plan_pair_ctas(qgen_type t);
+
 /* The dynamic shared memory kernel `name` ("qg_attend", ...) launches with under P (select's
    at its largest); 0 for a kernel with none. */
 int qgen_plan_dynamic_smem(const qgen_plan *P, const char *kernel);

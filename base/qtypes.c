@@ -234,21 +234,20 @@ static void q5_0_to(const void *src, float *x, int64_t n) {
   }
 }
 
-/* One row per type. check_tol: f32 and f16 outputs are checked at f16 precision, bf16 ones
-   at their own 8 bits (cache types have none: qgen check applies the output type's). */
+/* One row per type. */
 static const qgen_type_traits TRAITS[QGEN_TYPE_COUNT] = {
     [QGEN_TYPE_F32] = {.name = "f32", .device = "qg_f32", .block = 1, .block_bytes = 4, .exact = 1,
-                       .io_ok = 1, .check_tol = 2e-3, .to_f32 = f32_to, .from_f32 = f32_from},
+                       .io_ok = 1, .to_f32 = f32_to, .from_f32 = f32_from},
     [QGEN_TYPE_F16] = {.name = "f16", .device = "qg_f16", .block = 1, .block_bytes = 2, .kv_ok = 1, .io_ok = 1,
-                       .check_tol = 2e-3, .to_f32 = f16_to, .from_f32 = f16_from},
+                       .to_f32 = f16_to, .from_f32 = f16_from},
     [QGEN_TYPE_BF16] = {.name = "bf16", .device = "qg_bf16", .block = 1, .block_bytes = 2, .kv_ok = 1, .io_ok = 1,
-                        .bf16_mma = 1, .check_tol = 1e-2, .to_f32 = bf16_to, .from_f32 = bf16_from},
+                        .bf16_mma = 1, .to_f32 = bf16_to, .from_f32 = bf16_from},
     [QGEN_TYPE_Q8_0] = {.name = "q8_0", .device = "qg_q8_0", .block = QGEN_QK, .block_bytes = sizeof(qgen_block_q8_0),
-                        .is_quant = 1, .kv_ok = 1, .pair_ctas = 4, .to_f32 = q8_0_to, .from_f32 = q8_0_from},
+                        .is_quant = 1, .kv_ok = 1, .to_f32 = q8_0_to, .from_f32 = q8_0_from},
     [QGEN_TYPE_Q4_0] = {.name = "q4_0", .device = "qg_q4_0", .block = QGEN_QK, .block_bytes = sizeof(qgen_block_q4_0),
-                        .is_quant = 1, .kv_ok = 1, .pair_ctas = 4, .to_f32 = q4_0_to, .from_f32 = q4_0_from},
+                        .is_quant = 1, .kv_ok = 1, .to_f32 = q4_0_to, .from_f32 = q4_0_from},
     [QGEN_TYPE_Q5_0] = {.name = "q5_0", .device = "qg_q5_0", .block = QGEN_QK, .block_bytes = sizeof(qgen_block_q5_0),
-                        .is_quant = 1, .kv_ok = 1, .pair_ctas = 3, .to_f32 = q5_0_to, .from_f32 = q5_0_from},
+                        .is_quant = 1, .kv_ok = 1, .to_f32 = q5_0_to, .from_f32 = q5_0_from},
     [QGEN_TYPE_E4M3] = {.name = "e4m3", .device = "qg_e4m3", .block = 1, .block_bytes = 1, .kv_ok = 1, .tensor_scale = 1,
                         .to_f32 = e4m3_to, .from_f32 = e4m3_from},
     [QGEN_TYPE_E5M2] = {.name = "e5m2", .device = "qg_e5m2", .block = 1, .block_bytes = 1, .kv_ok = 1, .tensor_scale = 1,

@@ -1,11 +1,13 @@
 /* qtypes.h — the element/quant type traits table (host side).
  *
- * One row per type (ggml's type_traits pattern): name, values per block, bytes per block,
- * whether it is a quant block or holds every f32 value, whether it may be a KV-cache type or
- * an input/output type, whether attend's mma takes it as bf16, the tolerance qgen check
- * applies to an output of it, and the bit-exact CPU conversions. Everything else in qgen
- * (spec validation, layout sizes, the CPU reference, the emitter's choice of device traits,
- * the tools) reads this table instead of switching on types.
+ * One row per type (ggml's type_traits pattern), facts of the type only: name, values per
+ * block, bytes per block, whether it is a quant block or holds every f32 value, whether it
+ * may be a KV-cache type or an input/output type, whether attend's mma takes it as bf16,
+ * whether it takes a per-tensor scale, and the bit-exact CPU conversions. Everything else in
+ * qgen (spec validation, layout sizes, the CPU reference, the emitter's choice of device
+ * traits, the tools) reads this table instead of switching on types. What is chosen per type
+ * rather than given by it lives with its chooser: tuning in base/plan.c, the tolerances of
+ * qgen check in tools/gpucheck.c.
  *
  * Quantizers follow ggml's reference quantizers exactly (docs/DESIGN.md §3): f32 arithmetic,
  * `id` from the f32 `d`, the stored `d` rounded to f16 (nearest even). The f16/bf16
@@ -63,12 +65,6 @@ typedef struct qgen_type_traits {
                              stages q for its K twice, value and residue (device BF) */
   int tensor_scale;       /* a cache of this type takes a per-tensor scale (fp8): stored =
                              fp8(x / scale), read = fp8 * scale */
-  int pair_ctas;          /* block type whose swapped attend consumers take two sub-tiles a
-                             step (plan pair): the CTAs an SM their registers are sized for
-                             (0: no pairs). q4_0 and q8_0: 4 (96 registers); q5_0: 3 (120;
-                             its high bits at 96 cost 5 % on an H200) */
-  double check_tol;       /* io type: relative RMS error qgen check accepts in an output of
-                             this type against the reference */
   /* n values (n a multiple of block) from src to f32. */
   void (*to_f32)(const void *src, float *dst, int64_t n);
   /* n values (n a multiple of block) from f32 to dst, ggml-exact. */

@@ -66,7 +66,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     int n2 = qgen_spec_to_lua(&back.v[0], text2, sizeof text2);
     if (n2 != n || memcmp(text, text2, (size_t)n) != 0) die("the canonical text is not a fixed point", s, text, NULL);
     char uri[256];
-    qgen_spec_uri(s, uri, sizeof uri);
+    qgen_spec_uri(s, QGEN_URI_FILE, uri, sizeof uri);
   }
   return 0;
 }

@@ -98,7 +98,7 @@ static void *run_job(void *arg) {
 static int build_targets(const qgen_spec *s, const qgen_tune *tune, const int (*targets)[2], int n, qgen_cache *cache,
                          qgen_artifact *out, char **srcs, char *err, size_t errlen) {
   char uri[256];
-  qgen_module_name(s, uri, sizeof uri);
+  qgen_spec_uri(s, QGEN_URI_MODULE, uri, sizeof uri);
   if (n < 1 || n > QGEN_MAX_ARCHS) {
     qgen_fmt(err, errlen, "%s: %d archs to build; 1..%d allowed", uri, n, QGEN_MAX_ARCHS);
     return -1;

@@ -130,7 +130,7 @@ uint8_t *qgen_bundle_pack(const qgen_spec *s, const qgen_artifact *arts, int n, 
     goto done;
   }
   char module[MODULE];
-  qgen_module_name(&sp, module, sizeof module);
+  qgen_spec_uri(&sp, QGEN_URI_MODULE, module, sizeof module);
   const char *ver = QGEN_VERSION;
   const size_t S = (size_t)tl + 1, V = strlen(ver) + 1;
   int major = 0, minor = 0;
@@ -352,7 +352,7 @@ int qgen_bundle_parse(const char *name, const uint8_t *p, size_t size, qgen_bund
   for (uint32_t i = 0; same && i < n; i++) same = b->spec.archs[i] == b->entry[i].arch;
   if (!same) FAIL("%s: the spec's archs differ from the archs of the bundle's entries", name);
   char module[MODULE];
-  qgen_module_name(&b->spec, module, sizeof module);
+  qgen_spec_uri(&b->spec, QGEN_URI_MODULE, module, sizeof module);
   for (uint32_t i = 0; i < n; i++) {
     const char *mod = (const char *)p + T + (size_t)i * ENTRY + E_MODULE;
     if (strcmp(mod, module) != 0)

@@ -29,8 +29,9 @@
  *               +48  32   SHA-256 of the payload
  *               +80  256  kernel names: QGEN_MAX_KERNELS x char[32], [A-Za-z0-9_]+,
  *                         NUL-padded; slots past K are all zero
- *               +336 128  the module the payload was compiled from (qgen_module_name of
- *                         its spec: every compile-time parameter), printable ASCII,
+ *               +336 128  the module the payload was compiled from (qgen_spec_uri's
+ *                         QGEN_URI_MODULE name of its spec: every compile-time
+ *                         parameter), printable ASCII,
  *                         NUL-padded; it must be the module of the bundle's spec text, so
  *                         a payload cannot run under another spec's shape
  *   T+464N    32       SHA-256 of bytes [0, T+464N): the header, strings and table

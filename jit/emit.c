@@ -128,24 +128,6 @@ static void put_float(sbuf *b, const char *name, double x) {
   sb_printf(b, "#define %s %s%sf\n", name, num, strpbrk(num, ".e") ? "" : ".0");
 }
 
-void qgen_module_name(const qgen_spec *s, char *buf, size_t n) {
-  const qgen_type_traits *k = qgen_type_traits_of(s->k_type), *v = qgen_type_traits_of(s->v_type),
-                         *in = qgen_type_traits_of(s->in_type), *out = qgen_type_traits_of(s->out_type);
-  qgen_fmt(buf, n, "d%d_h%d_g%d_k%s_v%s_i%s_o%s_b%d_s%.9g_%s", s->head_dim, s->n_head,
-           s->n_head_kv > 0 ? s->n_head / s->n_head_kv : 0, k ? k->name : "?", v ? v->name : "?",
-           in ? in->name : "?", out ? out->name : "?", s->block, (double)(float)s->scale,
-           qgen_spec_mode(s));
-  if (s->sparse && s->rescore > 1) { /* two-stage: its own kernels (r = 1 names the Quest module) */
-    const size_t l = strlen(buf);
-    if (s->top_p < 1) qgen_fmt(buf + l, n - l, "_r%d_p%.9g", s->rescore, s->top_p);
-    else qgen_fmt(buf + l, n - l, "_r%d", s->rescore);
-  }
-  if (s->v_tau > 0) {
-    const size_t o = strlen(buf);
-    qgen_fmt(buf + o, n - o, "_vt%.9g", s->v_tau);
-  }
-}
-
 static const char *device_type(qgen_type t) { return qgen_type_traits_of(t)->device; }
 
 char *qgen_emit_source(const qgen_spec *s, const qgen_arch *A, const qgen_tune *tune, size_t *len, char *err, size_t errlen) {
@@ -153,7 +135,7 @@ char *qgen_emit_source(const qgen_spec *s, const qgen_arch *A, const qgen_tune *
   qgen_plan P;
   qgen_spec_layout(s, &L);
   char module[256];
-  qgen_module_name(s, module, sizeof module);
+  qgen_spec_uri(s, QGEN_URI_MODULE, module, sizeof module);
   char why[256];
   if (qgen_plan_make(&L, A, tune, &P, why, sizeof why) != 0) {
     qgen_fmt(err, errlen, "%s does not fit %s: %s", module, A->name, why);

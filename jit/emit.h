@@ -16,11 +16,6 @@
 #include "base/plan.h"
 #include "spec/spec.h"
 
-/* The module's name: its compile-time parameters (shape, types, block, scale, sparse), and
-   nothing else, so it names the cache entry and the NVRTC program. The spec's name is no
-   part of it: specs that differ only by name build the same kernels and share one entry. */
-void qgen_module_name(const qgen_spec *s, char *buf, size_t n);
-
 /* The kernels a spec's unit defines (NULL-terminated list of extern "C" names). */
 const char *const *qgen_kernel_names(const qgen_spec *s);
 

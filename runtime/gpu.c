@@ -549,7 +549,7 @@ static qgen_status attend_in(qgen_kv *kv, const int *seq, int n_seq, qgen_ptr q,
   const gpu_kv *m = gkv(kv);
   CUstream s = (CUstream)stream;
   qg_cache ca = cache_args(kv);
-  qg_budget ba = {b->mode, b->coverage, b->tokens, b->sink, b->recent};
+  qgen_budget ba = *b; /* the kernels' argument */
   int dense = b->mode == QGEN_BUDGET_DENSE;
   const int reuse = b->mode == QGEN_BUDGET_REUSE;
   if (reuse && !g->f_extend)

@@ -1,5 +1,5 @@
-/* canon.c — a spec written back as text: canonical Lua source and the readable URI
- * (see spec.h). */
+/* canon.c — a spec written back as text: canonical Lua source and the names of its
+ * specialization (see spec.h). */
 #include "spec/spec.h"
 
 #include <stdio.h>
@@ -70,16 +70,16 @@ int qgen_spec_to_lua(const qgen_spec *s, char *buf, size_t n) {
   return o < n ? (int)o : -1;
 }
 
-void qgen_spec_uri(const qgen_spec *s, char *buf, size_t n) {
+void qgen_spec_uri(const qgen_spec *s, int form, char *buf, size_t n) {
   if (!buf || !n) return;
-  char two[48] = "";
+  char head[QGEN_NAME_MAX + 2] = "", scale[40] = "", two[48] = "", vt[32] = "";
+  if (form == QGEN_URI_FILE) qgen_fmt(head, sizeof head, "%s_", s->name);
+  else qgen_fmt(scale, sizeof scale, "_s%.9g", (double)(float)s->scale); /* the kernels' f32 constant */
+  /* two-stage selection has kernels of its own; r = 1 is Quest, the one-stage module */
   if (s->sparse && s->rescore > 1 && s->top_p < 1) qgen_fmt(two, sizeof two, "_r%d_p%.9g", s->rescore, s->top_p);
   else if (s->sparse && s->rescore > 1) qgen_fmt(two, sizeof two, "_r%d", s->rescore);
-  qgen_fmt(buf, n, "%s_d%d_h%d_g%d_k%s_v%s_i%s_o%s_b%d_%s%s", s->name, s->head_dim, s->n_head,
+  if (s->v_tau > 0) qgen_fmt(vt, sizeof vt, "_vt%.9g", s->v_tau);
+  qgen_fmt(buf, n, "%sd%d_h%d_g%d_k%s_v%s_i%s_o%s_b%d%s_%s%s%s", head, s->head_dim, s->n_head,
            s->n_head_kv > 0 ? s->n_head / s->n_head_kv : 0, type_name(s->k_type), type_name(s->v_type),
-           type_name(s->in_type), type_name(s->out_type), s->block, qgen_spec_mode(s), two);
-  if (s->v_tau > 0) {
-    const size_t o = strlen(buf);
-    qgen_fmt(buf + o, n - o, "_vt%.9g", s->v_tau);
-  }
+           type_name(s->in_type), type_name(s->out_type), s->block, scale, qgen_spec_mode(s), two, vt);
 }

@@ -25,8 +25,6 @@
 #define QGEN_MAX_ARCHS 16
 #define QGEN_MAX_VARIANTS 32
 #define QGEN_MAX_GROUP 64 /* query heads per KV head the attend kernel supports */
-/* sparse.bounds when the spec does not say: the one place that chooses it */
-#define QGEN_SPEC_BOUNDS_DEFAULT QGEN_BOUNDS_I8
 
 typedef struct qgen_spec {
   char name[QGEN_NAME_MAX + 1]; /* [A-Za-z0-9._-]+ ; used in cache and file names */
@@ -81,8 +79,21 @@ const char *qgen_bounds_name(int bounds);
 /* "dense", "sparse" (f16 bounds) or "sparse_i8": the attention mode in readable names. */
 const char *qgen_spec_mode(const qgen_spec *s);
 
-/* Readable specialization name (FlashInfer-style), e.g.
-   "qwen3-4b_d128_h32_g4_kf16_vf16_if16_of16_b64_sparse". */
-void qgen_spec_uri(const qgen_spec *s, char *buf, size_t n);
+/* The forms of a specialization's name (qgen_spec_uri). */
+enum {
+  /* the kernels' compile-time parameters and nothing else, e.g.
+     "d128_h32_g4_kf16_vf16_if16_of16_b64_s0.0883883461_sparse_i8": it names the cache entry
+     and the NVRTC program, so specs that differ only by name share one entry */
+  QGEN_URI_MODULE = 0,
+  /* the spec's name first and no scale (FlashInfer-style), e.g.
+     "qwen3-4b_d128_h32_g4_kf16_vf16_if16_of16_b64_sparse_i8": qgen emit -o's file names */
+  QGEN_URI_FILE = 1
+};
+
+/* The name of s's specialization in form (QGEN_URI_*): the shape, the types, the block, the
+   mode (qgen_spec_mode), then "_r<candidates>[_p<top_p>]" for two-stage selection and
+   "_vt<v_tau>" for sparse-V. Cut to the buffer. Both forms are part of file and cache names
+   users keep: a change to either renames them. */
+void qgen_spec_uri(const qgen_spec *s, int form, char *buf, size_t n);
 
 #endif

@@ -5,52 +5,12 @@
  * catches changes made after the spec{} call). At most QGEN_MAX_VARIANTS variants, names
  * unique.
  *
- *  field            default                allowed
- *  ---------------  ---------------------  ---------------------------------------------
- *  name             (required)             1..64 characters of A-Z a-z 0-9 . _ -, the first
- *                                          a letter or digit (not "-o", ".", "..")
- *  head_dim         (required)             integer, a multiple of 32 in 32..256
- *  n_head           (required)             integer in 1..65536
- *  n_head_kv        (required)             integer in 1..65536; n_head % n_head_kv == 0
- *                                          and n_head / n_head_kv <= 64 (QGEN_MAX_GROUP)
- *  k_type           "f16"                  a KV cache type: f16, bf16, q8_0, q4_0, q5_0, e4m3, e5m2
- *                                          (fp8, e4m3 / e5m2: head_dim a multiple of 64)
- *  v_type           = k_type               a KV cache type
- *  in_type          "f16"                  an input/output type: f32, f16, bf16
- *  out_type         "f16"                  an input/output type
- *  scale            1/sqrt(head_dim)       a number > 0 that is a normal f32 (>= FLT_MIN)
- *                                          with scale * log2(e) finite in f32 (the kernels'
- *                                          softmax constant): at most ~2.36e38
- *  sparse           absent = false         false: dense; true: sparse with the defaults
- *                                          below; or a table of:
- *    enabled        true                   boolean (false: dense, but block is kept)
- *    block          64                     integer, a multiple of 32 in 32..256
- *    coverage       0.25 (if no budget)    number in (0, 1]: fraction of pages attended
- *    budget         (none)                 integer tokens in 1..2^62; not with coverage
- *    sink           = block                integer tokens in 0..2^31-1
- *    recent         = 2 * block            integer tokens in 0..2^31-1
- *    rescore        (none)                 two-stage selection (base/layout.h), a table of:
- *      candidates   (required)             integer in 1..1024: pages kept by the Quest
- *                                          bound per budget page, rescored exactly; 1 is
- *                                          Quest (the same module as no rescore)
- *      sketch       "q4_0"                 the compact K an f16/bf16 cache keeps for it
- *                                          (only q4_0); not with a q8_0/q4_0/q5_0 cache,
- *                                          whose own K is rescored
- *      top_p        1                      number in (0, 1]: keep the fewest kept candidates
- *                                          whose estimated softmax mass reaches top_p of all
- *                                          the candidates' (base/layout.h); 1 = off; < 1
- *                                          needs candidates >= 2
- *    bounds         "i8"                   "f16" or "i8": the page bounds estimate reads
- *                   (QGEN_SPEC_BOUNDS_DEFAULT) (i8: 8-bit codes, base/layout.h)
- *    v_tau          0                      number in [0, 1]: sparse-V, attend skips the V of a
- *                                          16-token sub-tile whose softmax weights (relative
- *                                          to the running max) are all below it; 0 = off
- *  archs            { "sm_80", "sm_90" }   non-empty list of sm_80, sm_86, sm_87, sm_89,
- *                                          sm_90, sm_100, sm_103, sm_110, sm_120, sm_121
- *                                          (stored sorted, duplicates dropped)
+ * The fields, their kinds, defaults, ranges and the "allowed:" text of their messages are
+ * the rows of spec/fields.c (printed as the table of docs/spec.md); this file applies them
+ * and holds the rules between fields.
  *
  * A dense spec (sparse absent/false, or enabled = false) has sparse = 0, coverage = 0,
- * budget = 0, sink = recent = 0, bounds f16, and block = 64 unless given. Integers may be written as
+ * budget = 0, sink = recent = 0, bounds f16, and the default block unless given. Integers may be written as
  * floats with an integral value (128.0). Unknown fields, at the top and inside sparse, are
  * errors (with a "did you mean" when a known field is close).
  */
@@ -71,10 +31,8 @@
 #include "base/arch.h"
 #include "base/plan.h"
 #include "base/util.h"
+#include "spec/fields.h"
 #include "spec/spec_int.h"
-
-#define SPEC_HEADS_MAX 65536
-#define SPEC_BUDGET_MAX ((int64_t)1 << 62)
 
 /* ---------------------------------------------------------------------------------
  * Formatting values for messages
@@ -226,14 +184,28 @@ static _Noreturn void fail(checker *c, const char *fmt, ...) {
   spec_raise_at(c->L, field[0] ? spec_field_line(c->L, c->line, field) : c->line, "%s%s", c->ctx, msg);
 }
 
-static const char *const SPEC_FIELDS[] = {"name",     "head_dim", "n_head", "n_head_kv",
-                                          "k_type",   "v_type",   "in_type", "out_type",
-                                          "scale",    "sparse",   "archs"};
-static const char *const SPARSE_FIELDS[] = {"enabled", "block", "coverage",
-                                            "budget",  "sink",  "recent", "rescore", "bounds", "v_tau"};
-static const char *const RESCORE_FIELDS[] = {"candidates", "sketch", "top_p"};
-#define N_SPEC_FIELDS ((int)(sizeof SPEC_FIELDS / sizeof *SPEC_FIELDS))
-#define N_SPARSE_FIELDS ((int)(sizeof SPARSE_FIELDS / sizeof *SPARSE_FIELDS))
+/* ---- the rows of spec/fields.c ----------------------------------------------------- */
+
+#define F(id) qgen_spec_field_at(id)
+
+/* What the messages about field id say is allowed, into a buffer of the caller's. */
+#define ALLOWED(id, buf) qgen_spec_field_allowed(F(id), buf, sizeof buf)
+
+/* The default of field id, its spec text read back: a number, a boolean, a type. */
+static double def_number(qgen_field_id id) { return strtod(F(id)->def, NULL); }
+static int def_bool(qgen_field_id id) { return !strcmp(F(id)->def, "true"); }
+static qgen_type def_type(qgen_field_id id) {
+  char name[32];
+  qgen_type t = QGEN_TYPE_COUNT;
+  qgen_fmt(name, sizeof name, "%.*s", (int)strlen(F(id)->def) - 2, F(id)->def + 1); /* unquoted */
+  qgen_type_from_name(name, &t);
+  return t;
+}
+static int def_bounds(void) {
+  int b = QGEN_BOUNDS_F16;
+  while (b < QGEN_BOUNDS_I8 && strncmp(F(QGEN_F_BOUNDS)->def + 1, qgen_bounds_name(b), strlen(qgen_bounds_name(b)))) b++;
+  return b;
+}
 
 static int n_archs(void) {
   int n = 0;
@@ -263,9 +235,10 @@ static void join(char *buf, size_t n, const char *const *names, int count) {
 
 /* Unknown keys of the table at idx: reports the smallest one (so the message does not
    depend on hash order) with a suggestion and the count of others. */
-static void check_keys(checker *c, int idx, const char *prefix, const char *const *names,
-                       int n) {
+static void check_keys(checker *c, int idx, const char *prefix) {
   lua_State *L = c->L;
+  const char *names[QGEN_F_COUNT];
+  const int n = qgen_spec_field_keys(prefix, names, QGEN_F_COUNT);
   char first[128] = "", hint[64] = "", cur[128];
   int unknown = 0;
   idx = lua_absindex(L, idx);
@@ -347,20 +320,39 @@ static const char *to_string(checker *c, const char *field, const char *allowed,
   return s;
 }
 
-static int head_sized(checker *c, const char *field) {
-  const char *allowed = "a multiple of 32 in 32..256";
-  int64_t x = to_int(c, field, INT_MIN, INT_MAX, allowed);
-  char v[96];
+/* The integer at the top of the stack for field id, in its row's range (and a multiple of
+   its row's step: any integer first, then the range, then the step). */
+static int64_t int_field(checker *c, qgen_field_id id) {
+  const qgen_spec_field *f = F(id);
+  char allowed[256], v[96];
+  ALLOWED(id, allowed);
+  if (!f->multiple) return to_int(c, f->path, (int64_t)f->lo, (int64_t)f->hi, allowed);
+  const int64_t x = to_int(c, f->path, INT_MIN, INT_MAX, allowed);
   spec_fmt_value(c->L, -1, v, sizeof v);
-  if (x < 32 || x > 256) fail(c, "%s = %s is out of range; allowed: %s", field, v, allowed);
-  if (x % 32) fail(c, "%s = %s is not a multiple of 32; allowed: %s", field, v, allowed);
-  return (int)x;
+  if (x < f->lo || x > f->hi) fail(c, "%s = %s is out of range; allowed: %s", f->path, v, allowed);
+  if (x % f->multiple) fail(c, "%s = %s is not a multiple of %d; allowed: %s", f->path, v, f->multiple, allowed);
+  return x;
 }
 
-/* which: 1 kv types, 2 io types */
-static qgen_type type_field(checker *c, int t, const char *field, int which, qgen_type dflt) {
+/* The number at the top of the stack for field id, in its row's range. */
+static double number_field(checker *c, qgen_field_id id) {
+  const qgen_spec_field *f = F(id);
+  char allowed[256], v[96];
+  const double x = to_number(c, f->path, ALLOWED(id, allowed));
+  if (!((f->lo_open ? x > f->lo : x >= f->lo) && x <= f->hi)) { /* NaN too */
+    spec_fmt_value(c->L, -1, v, sizeof v);
+    fail(c, "%s = %s is out of range; allowed: %s", f->path, v, allowed);
+  }
+  return x;
+}
+
+/* A type field (a KV cache type or an input/output type) of the table at t. */
+static qgen_type type_field(checker *c, int t, qgen_field_id id, qgen_type dflt) {
   lua_State *L = c->L;
-  const char *allowed = qgen_type_names(which);
+  const char *field = F(id)->path;
+  const int which = F(id)->kind == QGEN_FK_KV_TYPE ? 1 : 2;
+  char allowed[256];
+  ALLOWED(id, allowed);
   const char *what = which == 1 ? "a KV cache type" : "an input/output type";
   qgen_type ty = dflt;
   if (get(c, t, field) != LUA_TNIL) {
@@ -388,9 +380,9 @@ static qgen_type type_field(checker *c, int t, const char *field, int which, qge
 
 static void check_name(checker *c, int t, qgen_spec *s) {
   lua_State *L = c->L;
-  const char *allowed = "1..64 characters of A-Z a-z 0-9 . _ -, the first a letter or digit";
-  char v[96];
+  char allowed[256], v[96];
   size_t len;
+  ALLOWED(QGEN_F_NAME, allowed);
   if (get(c, t, "name") == LUA_TNIL) fail(c, "missing required field 'name'; allowed: %s", allowed);
   const char *str = to_string(c, "name", allowed, &len);
   spec_fmt_value(L, -1, v, sizeof v);
@@ -414,10 +406,12 @@ static void check_name(checker *c, int t, qgen_spec *s) {
   lua_pop(L, 1);
 }
 
-static int64_t required_int(checker *c, int t, const char *field, int64_t lo, int64_t hi,
-                            const char *allowed) {
-  if (get(c, t, field) == LUA_TNIL) fail(c, "missing required field '%s'; allowed: %s", field, allowed);
-  int64_t x = to_int(c, field, lo, hi, allowed);
+/* The required integer field id of the table at t. */
+static int64_t required_int(checker *c, int t, qgen_field_id id) {
+  char allowed[256];
+  if (get(c, t, qgen_spec_field_key(F(id))) == LUA_TNIL)
+    fail(c, "missing required field '%s'; allowed: %s", F(id)->path, ALLOWED(id, allowed));
+  const int64_t x = int_field(c, id);
   lua_pop(c->L, 1);
   return x;
 }
@@ -433,9 +427,10 @@ static void require_table(checker *c, int ty, const char *field, const char *wha
 /* sparse.rescore (the table at index sp, on the stack top when present): s->rescore, s->top_p. */
 static void check_rescore(checker *c, int sp, qgen_spec *s) {
   lua_State *L = c->L;
-  const char *what = "a table { candidates, sketch, top_p }";
-  s->rescore = 1;
-  s->top_p = 1;
+  char what[128];
+  ALLOWED(QGEN_F_RESCORE, what);
+  s->rescore = 1; /* no rescore: one stage */
+  s->top_p = def_number(QGEN_F_TOP_P);
   const int ty = get(c, sp, "rescore");
   if (ty == LUA_TNIL) {
     lua_pop(L, 1);
@@ -443,16 +438,15 @@ static void check_rescore(checker *c, int sp, qgen_spec *s) {
   }
   require_table(c, ty, "sparse.rescore", what);
   const int rt = lua_gettop(L);
-  check_keys(c, rt, "sparse.rescore", RESCORE_FIELDS, (int)(sizeof RESCORE_FIELDS / sizeof *RESCORE_FIELDS));
-  const char *allowed = "an integer in 1..1024 (candidate pages per budget page; 1 = Quest)";
-  if (get(c, rt, "candidates") == LUA_TNIL) fail(c, "missing required field 'sparse.rescore.candidates'; allowed: %s", allowed);
-  s->rescore = (int)to_int(c, "sparse.rescore.candidates", 1, 1024, allowed);
-  lua_pop(L, 1);
+  check_keys(c, rt, "sparse.rescore");
+  s->rescore = (int)required_int(c, rt, QGEN_F_CANDIDATES);
   if (s->rescore > 1 && qgen_type_traits_of(s->k_type)->tensor_scale)
     fail(c, "sparse.rescore.candidates = %d with k_type = \"%s\"; allowed: candidates = 1 (two-stage selection over an "
             "fp8 cache is not supported yet)", s->rescore, qgen_type_traits_of(s->k_type)->name);
   if (get(c, rt, "sketch") != LUA_TNIL) {
-    const char *sk = qgen_type_traits_of(QGEN_SKETCH_TYPE)->name, *kt = qgen_type_traits_of(s->k_type)->name;
+    char sk[32];
+    const char *kt = qgen_type_traits_of(s->k_type)->name;
+    ALLOWED(QGEN_F_SKETCH, sk);
     size_t len;
     const char *v = to_string(c, "sparse.rescore.sketch", sk, &len);
     if (strcmp(v, sk) != 0) fail(c, "sparse.rescore.sketch = \"%s\" is not a sketch type; allowed: \"%s\"", v, sk);
@@ -462,11 +456,9 @@ static void check_rescore(checker *c, int sp, qgen_spec *s) {
   }
   lua_pop(L, 1); /* sketch */
   if (get(c, rt, "top_p") != LUA_TNIL) {
-    const char *allowed_p = "a number in (0, 1], the share of the candidates' estimated softmax mass to keep (1 = off)";
-    const double p = to_number(c, "sparse.rescore.top_p", allowed_p);
+    const double p = number_field(c, QGEN_F_TOP_P);
     char ps[96];
     spec_fmt_value(L, -1, ps, sizeof ps);
-    if (!(p > 0 && p <= 1)) fail(c, "sparse.rescore.top_p = %s is out of range; allowed: %s", ps, allowed_p);
     if (p < 1 && s->rescore < 2)
       fail(c, "sparse.rescore.top_p = %s with candidates = %d; allowed: candidates >= 2 (the cut ranks by the stage-2 "
               "scores) or top_p = 1", ps, s->rescore);
@@ -477,55 +469,54 @@ static void check_rescore(checker *c, int sp, qgen_spec *s) {
 
 static void check_sparse(checker *c, int t, qgen_spec *s) {
   lua_State *L = c->L;
-  const char *what = "true, false or a table { enabled, block, coverage | budget, sink, recent, rescore, bounds, v_tau }";
+  char what[160];
+  ALLOWED(QGEN_F_SPARSE, what);
   int ty = get(c, t, "sparse");
-  s->block = 64;
+  s->block = (int)def_number(QGEN_F_BLOCK);
   s->sparse = 0;
   s->coverage = 0;
   s->budget = 0;
   s->sink = s->recent = 0;
   s->rescore = 1;
-  s->top_p = 1;
+  s->top_p = def_number(QGEN_F_TOP_P);
   s->bounds = QGEN_BOUNDS_F16;
-  s->v_tau = 0;
+  s->v_tau = def_number(QGEN_F_V_TAU);
   if (ty == LUA_TNIL || (ty == LUA_TBOOLEAN && !lua_toboolean(L, -1))) {
     lua_pop(L, 1);
     return;
   }
   if (ty == LUA_TBOOLEAN) { /* true */
     s->sparse = 1;
-    s->coverage = 0.25;
+    s->coverage = def_number(QGEN_F_COVERAGE);
     s->sink = s->block;
     s->recent = 2 * s->block;
-    s->bounds = QGEN_SPEC_BOUNDS_DEFAULT;
+    s->bounds = def_bounds();
     lua_pop(L, 1);
     return;
   }
   require_table(c, ty, "sparse", what);
   int sp = lua_gettop(L);
-  check_keys(c, sp, "sparse", SPARSE_FIELDS, N_SPARSE_FIELDS);
+  check_keys(c, sp, "sparse");
 
-  int enabled = 1;
+  int enabled = def_bool(QGEN_F_ENABLED);
   if (get(c, sp, "enabled") != LUA_TNIL) {
     if (lua_type(L, -1) != LUA_TBOOLEAN) {
-      char v[96];
+      char v[96], allowed[64];
       spec_fmt_value(L, -1, v, sizeof v);
-      fail(c, "sparse.enabled = %s is %s; allowed: true or false", v, spec_a_type(L, -1));
+      fail(c, "sparse.enabled = %s is %s; allowed: %s", v, spec_a_type(L, -1), ALLOWED(QGEN_F_ENABLED, allowed));
     }
     enabled = lua_toboolean(L, -1);
   }
   lua_pop(L, 1);
-  if (get(c, sp, "block") != LUA_TNIL) s->block = head_sized(c, "sparse.block");
+  if (get(c, sp, "block") != LUA_TNIL) s->block = (int)int_field(c, QGEN_F_BLOCK);
   lua_pop(L, 1);
 
   int has_cov = get(c, sp, "coverage") != LUA_TNIL;
-  double cov = 0.25;
+  double cov = def_number(QGEN_F_COVERAGE);
   char covs[96] = "";
   if (has_cov) {
-    const char *allowed = "a number in (0, 1], the fraction of pages attended";
-    cov = to_number(c, "sparse.coverage", allowed);
+    cov = number_field(c, QGEN_F_COVERAGE);
     spec_fmt_value(L, -1, covs, sizeof covs);
-    if (!(cov > 0 && cov <= 1)) fail(c, "sparse.coverage = %s is out of range; allowed: %s", covs, allowed);
   }
   lua_pop(L, 1);
   int64_t budget = 0;
@@ -535,22 +526,19 @@ static void check_sparse(checker *c, int t, qgen_spec *s) {
     if (has_cov)
       fail(c, "sparse.coverage = %s and sparse.budget = %s are both set; allowed: at most one of coverage and budget",
            covs, bs);
-    budget = to_int(c, "sparse.budget", 1, SPEC_BUDGET_MAX, "an integer number of tokens in 1..2^62");
+    budget = int_field(c, QGEN_F_BUDGET);
   }
   lua_pop(L, 1);
   int64_t sink = s->block, recent = 2 * (int64_t)s->block;
-  if (get(c, sp, "sink") != LUA_TNIL)
-    sink = to_int(c, "sparse.sink", 0, INT_MAX, "an integer number of tokens >= 0 (default: block)");
+  if (get(c, sp, "sink") != LUA_TNIL) sink = int_field(c, QGEN_F_SINK);
   lua_pop(L, 1);
-  if (get(c, sp, "recent") != LUA_TNIL)
-    recent = to_int(c, "sparse.recent", 0, INT_MAX, "an integer number of tokens >= 0 (default: 2 * block)");
+  if (get(c, sp, "recent") != LUA_TNIL) recent = int_field(c, QGEN_F_RECENT);
   lua_pop(L, 1);
   check_rescore(c, sp, s);
-  int bounds = QGEN_SPEC_BOUNDS_DEFAULT;
+  int bounds = def_bounds();
   if (get(c, sp, "bounds") != LUA_TNIL) {
     char allowed[64], v[96];
-    qgen_fmt(allowed, sizeof allowed, "\"%s\" or \"%s\" (default \"%s\")", qgen_bounds_name(QGEN_BOUNDS_F16),
-             qgen_bounds_name(QGEN_BOUNDS_I8), qgen_bounds_name(QGEN_SPEC_BOUNDS_DEFAULT));
+    ALLOWED(QGEN_F_BOUNDS, allowed);
     size_t len;
     const char *str = to_string(c, "sparse.bounds", allowed, &len);
     spec_fmt_value(L, -1, v, sizeof v);
@@ -558,20 +546,14 @@ static void check_sparse(checker *c, int t, qgen_spec *s) {
     if (bounds > QGEN_BOUNDS_I8) fail(c, "sparse.bounds = %s is not a bounds form; allowed: %s", v, allowed);
   }
   lua_pop(L, 1);
-  double tau = 0;
-  if (get(c, sp, "v_tau") != LUA_TNIL) {
-    const char *allowed = "a number in [0, 1], the sparse-V weight threshold (0 = off)";
-    tau = to_number(c, "sparse.v_tau", allowed);
-    char ts[96];
-    spec_fmt_value(L, -1, ts, sizeof ts);
-    if (!(tau >= 0 && tau <= 1)) fail(c, "sparse.v_tau = %s is out of range; allowed: %s", ts, allowed);
-  }
+  double tau = def_number(QGEN_F_V_TAU);
+  if (get(c, sp, "v_tau") != LUA_TNIL) tau = number_field(c, QGEN_F_V_TAU);
   lua_pop(L, 1);
   lua_pop(L, 1); /* the sparse table */
 
   if (!enabled) { /* dense; only block is kept */
     s->rescore = 1;
-    s->top_p = 1;
+    s->top_p = def_number(QGEN_F_TOP_P);
     return;
   }
   s->sparse = 1;
@@ -587,14 +569,17 @@ static void check_archs(checker *c, int t, qgen_spec *s) {
   lua_State *L = c->L;
   char archs[160], what[200];
   arch_list(archs, sizeof archs);
-  snprintf(what, sizeof what, "a list of one or more of %s", archs);
+  ALLOWED(QGEN_F_ARCHS, what);
   unsigned long long seen = 0; /* bit i: the table's row i is listed */
   char v[96];
   int ty = get(c, t, "archs");
-  if (ty == LUA_TNIL) {
-    s->n_archs = 2;
-    s->archs[0] = 80;
-    s->archs[1] = 90;
+  if (ty == LUA_TNIL) { /* the default's names, in the table's order */
+    s->n_archs = 0;
+    for (int i = 0; qgen_arch_at(i) && s->n_archs < QGEN_MAX_ARCHS; i++) {
+      char quoted[32];
+      qgen_fmt(quoted, sizeof quoted, "\"%s\"", qgen_arch_at(i)->name);
+      if (strstr(F(QGEN_F_ARCHS)->def, quoted)) s->archs[s->n_archs++] = qgen_arch_at(i)->sm;
+    }
     lua_pop(L, 1);
     return;
   }
@@ -658,20 +643,18 @@ static void check_spec(checker *c, int t, qgen_spec *s) {
   luaL_checkstack(L, 8, "spec validation");
   memset(s, 0, sizeof *s);
   s->line = c->line;
-  check_keys(c, t, "", SPEC_FIELDS, N_SPEC_FIELDS);
+  check_keys(c, t, "");
   check_name(c, t, s);
-  if (get(c, t, "head_dim") == LUA_TNIL) fail(c, "missing required field 'head_dim'; allowed: a multiple of 32 in 32..256");
-  s->head_dim = head_sized(c, "head_dim");
-  lua_pop(L, 1);
-  s->n_head = (int)required_int(c, t, "n_head", 1, SPEC_HEADS_MAX, "an integer in 1..65536");
-  s->n_head_kv = (int)required_int(c, t, "n_head_kv", 1, SPEC_HEADS_MAX, "an integer in 1..65536");
+  s->head_dim = (int)required_int(c, t, QGEN_F_HEAD_DIM);
+  s->n_head = (int)required_int(c, t, QGEN_F_N_HEAD);
+  s->n_head_kv = (int)required_int(c, t, QGEN_F_N_HEAD_KV);
   if (s->n_head % s->n_head_kv)
     fail(c, "n_head = %d is not a multiple of n_head_kv = %d", s->n_head, s->n_head_kv);
   if (s->n_head / s->n_head_kv > QGEN_MAX_GROUP)
     fail(c, "n_head / n_head_kv = %d query heads per KV head is unsupported; allowed: at most %d",
          s->n_head / s->n_head_kv, QGEN_MAX_GROUP);
-  s->k_type = type_field(c, t, "k_type", 1, QGEN_TYPE_F16);
-  s->v_type = type_field(c, t, "v_type", 1, s->k_type);
+  s->k_type = type_field(c, t, QGEN_F_K_TYPE, def_type(QGEN_F_K_TYPE));
+  s->v_type = type_field(c, t, QGEN_F_V_TYPE, s->k_type);
   for (int w = 0; w < 2; w++) { /* attend's tiles of unquantized rows are swizzled in 64- or 128-byte pieces */
     const qgen_type ty = w ? s->v_type : s->k_type;
     const size_t row = qgen_type_row_bytes(ty, s->head_dim);
@@ -679,12 +662,12 @@ static void check_spec(checker *c, int t, qgen_spec *s) {
       fail(c, "%s = \"%s\" needs head_dim a multiple of %zu (its rows, %zu bytes at head_dim = %d, must be a multiple of 64 bytes)",
            w ? "v_type" : "k_type", qgen_type_traits_of(ty)->name, 64 / (row / (size_t)s->head_dim), row, s->head_dim);
   }
-  s->in_type = type_field(c, t, "in_type", 2, QGEN_TYPE_F16);
-  s->out_type = type_field(c, t, "out_type", 2, QGEN_TYPE_F16);
+  s->in_type = type_field(c, t, QGEN_F_IN_TYPE, def_type(QGEN_F_IN_TYPE));
+  s->out_type = type_field(c, t, QGEN_F_OUT_TYPE, def_type(QGEN_F_OUT_TYPE));
   s->scale = 1.0 / sqrt((double)s->head_dim);
   if (get(c, t, "scale") != LUA_TNIL) {
-    const char *allowed = "a number > 0, a normal f32 with scale * log2(e) finite: 1.17549435e-38 .. ~2.36e38 "
-                          "(default: 1/sqrt(head_dim))";
+    char allowed[256];
+    ALLOWED(QGEN_F_SCALE, allowed);
     double x = to_number(c, "scale", allowed);
     /* the kernels use (float)scale * log2(e) as an f32 literal (common.cuh SCALE_LOG2) */
     const float f = (float)x, f2 = f * 1.4426950408889634f;

@@ -1,7 +1,7 @@
 -- Qwen3-4B (Qwen/Qwen3-4B, config.json): num_attention_heads = 32,
 -- num_key_value_heads = 8, head_dim = 128 -> 4 query heads per KV head.
 -- Quest-style selection over 64-token pages: attend the top 25% of pages plus the
--- first 64 tokens (attention sink) and the last 256. This is docs/DESIGN.md §4's example.
+-- first 64 tokens (attention sink) and the last 256. This is docs/spec.md's example.
 -- Four variants differ only in the cache type: qwen3-4b (f16), qwen3-4b-q8_0,
 -- qwen3-4b-q4_0, qwen3-4b-q5_0 (the first is what qgen_open picks when no variant is named).
 local function variant(kv)

@@ -302,17 +302,8 @@ __device__ __forceinline__ int n_splits(i64 L, int max_splits) {
   return n < 1 ? 1 : (int)n;
 }
 
-// ---- selection rules shared by estimate and select (base/layout.h) ------------------------
-
-// Pages a sequence of len tokens must attend: [0, sp) (sink) and [rf, n) (recent and the
-// last page); the candidates for top-K are [sp, rf).
-__device__ __forceinline__ void forced_ranges(const qg_budget &bg, i64 len, i64 &sp, i64 &rf) {
-  const i64 n = pages_of(len);
-  sp = pages_of(min(bg.sink, len));
-  rf = bg.recent > 0 ? max((i64)0, len - bg.recent) / BLOCK : n - 1;
-  rf = min(rf, n - 1);
-  if (rf < sp) rf = sp;
-}
+// ---- selection rules shared by estimate and select (base/layout.h; the forced pages and
+// the budget in pages are base/kargs.h's qgen_forced_ranges and qgen_budget_pages) ----------
 
 // Two-stage selection: the score select gives a page that is not a candidate (kargs.h
 // qg_work), a NaN that no arithmetic makes (the GPU's NaN is 0x7fffffff).

@@ -56,7 +56,7 @@ __device__ __forceinline__ u32 merge_h2(u32 a, u32 b, bool lo) {
 
 // The kernel for R engine pages a selection page (R = 1: an owned cache or a view of
 // BLOCK-token pages; 2: a view of BLOCK / 2, the sizes attend.cu takes), R known.
-template <int R> __device__ __forceinline__ void estimate_r(const qg_cache &c, const qg_work &wk, const qg_batch &bt, const qg_budget &bg, const void *q) {
+template <int R> __device__ __forceinline__ void estimate_r(const qg_cache &c, const qg_work &wk, const qg_batch &bt, const qgen_budget &bg, const void *q) {
   constexpr int NW = QG_EST_THREADS / 32, K2 = 2 * D, NB = K2 / 32;
   static_assert(QG_EST_PAGES == 16 * NW, "estimate: 16 pages a warp");
   // 8-bit rows are read for pages of the block; a view's half-block pages (R = 2) have
@@ -174,7 +174,7 @@ template <int R> __device__ __forceinline__ void estimate_r(const qg_cache &c, c
   }
 
   i64 sp, rf;
-  forced_ranges(bg, len, sp, rf);
+  qgen_forced_ranges(&bg, len, BLOCK, &sp, &rf);
   u32 *hist = wk.hist + ((i64)b * N_KV + h) * QG_SEL_BINS;
   float *out = wk.scores + ((i64)seq * N_KV + h) * c.pages_per_seq;
   // Qsplit's B fragments: held in registers across the rounds when they fit (G <= 8, an
@@ -279,7 +279,7 @@ template <int R> __device__ __forceinline__ void estimate_r(const qg_cache &c, c
 }
 
 // The CTAs an SM the registers are sized for: base/plan.c says why.
-extern "C" __global__ void __launch_bounds__(QG_EST_THREADS, QG_EST_MIN_CTAS) qg_estimate(qg_cache c, qg_work wk, qg_batch bt, qg_budget bg, const void *q) {
+extern "C" __global__ void __launch_bounds__(QG_EST_THREADS, QG_EST_MIN_CTAS) qg_estimate(qg_cache c, qg_work wk, qg_batch bt, qgen_budget bg, const void *q) {
   if (BLOCK / 2 % 16 == 0 && c.page_size == BLOCK / 2) estimate_r<(BLOCK / 2 % 16 == 0 ? 2 : 1)>(c, wk, bt, bg, q);
   else estimate_r<1>(c, wk, bt, bg, q);
 }

@@ -32,7 +32,7 @@ static_assert(QG_RESC_SMEM == RS_NQ * RS_NT * RS_KS * 32 * 8 + RS_W * RS_S * RS_
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 template <int N> __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
 
-extern "C" __global__ void __launch_bounds__(QG_RESC_THREADS) qg_rescore(qg_cache c, qg_work wk, qg_batch bt, qg_budget bg, const void *q) {
+extern "C" __global__ void __launch_bounds__(QG_RESC_THREADS) qg_rescore(qg_cache c, qg_work wk, qg_batch bt, qgen_budget bg, const void *q) {
   extern __shared__ __align__(16) u8 rsm[];
   uint2 *qf = (uint2 *)rsm; // [RS_NQ][RS_NT][RS_KS][32]: lane's b0, b1 of each k-step
   const int b = blockIdx.z, h = blockIdx.y, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -60,8 +60,8 @@ extern "C" __global__ void __launch_bounds__(QG_RESC_THREADS) qg_rescore(qg_cach
   const int seq = bt.seq[b];
   const i64 len = c.seq_len[seq], n = pages_of(len);
   i64 sp, rf;
-  forced_ranges(bg, len, sp, rf);
-  const i64 nf = n == 0 ? 0 : sp + (n - rf), k = budget_pages(bg, n, nf);
+  qgen_forced_ranges(&bg, len, BLOCK, &sp, &rf);
+  const i64 nf = n == 0 ? 0 : sp + (n - rf), k = qgen_budget_pages(&bg, n, nf, BLOCK);
   if (k >= n) return; // every page is listed: nothing to rank
   const i64 C = min((k - nf) * wk.cand, rf - sp);
   const i64 per = (C + gridDim.x - 1) / gridDim.x, c0 = (i64)blockIdx.x * per, c1 = min(C, c0 + per);

@@ -41,15 +41,6 @@
 // cluster code lives in its own instantiation (select_list<true>): inline in the one body
 // it cost every short list 2-3 us on an H200.
 
-// The budget in pages (base/layout.c qgen_budget_pages).
-__device__ __forceinline__ i64 budget_pages(const qg_budget &bg, i64 n, i64 nf) {
-  i64 k = n;
-  if (bg.mode == QGEN_BUDGET_COVERAGE) k = (i64)ceil(bg.coverage * (double)n);
-  else if (bg.mode == QGEN_BUDGET_TOKENS) k = (bg.tokens + BLOCK - 1) / BLOCK;
-  k = max(k, nf);
-  return min(k, n);
-}
-
 // Keys of pages p + u * stride (u < N), each page clamped into [a, e) (not empty); callers
 // ignore the clamped ones. The loads are unconditional, so all N issue before the first
 // use: a batch costs one L2 round trip, not N.
@@ -280,7 +271,7 @@ __device__ __forceinline__ void compact(int *list, float *skip, const cand_keys 
 // The list of one (row, KV head): CLUSTER = launched in clusters of CL > 1 CTAs, this one
 // of rank `rank` (the single-CTA instantiation carries none of the cluster's code).
 template <bool CLUSTER>
-__device__ __forceinline__ void select_list(const qg_cache &c, const qg_work &wk, const qg_batch &bt, const qg_budget &bg, int CL,
+__device__ __forceinline__ void select_list(const qg_cache &c, const qg_work &wk, const qg_batch &bt, const qgen_budget &bg, int CL,
                                             int rank, sel_smem &sm, u32 *keys) {
   constexpr int T = SEL_T, SMALL = SEL_SMALL;
   const int h = blockIdx.x / CL, b = blockIdx.y, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -305,9 +296,9 @@ __device__ __forceinline__ void select_list(const qg_cache &c, const qg_work &wk
   take_pass0(own0, kr, ghist, sc, 2047 - tid * SEL_NH, regs, multi, n, g0, rp, rank, tid, sm);
 
   i64 sp64, rf64;
-  forced_ranges(bg, len, sp64, rf64);
+  qgen_forced_ranges(&bg, len, BLOCK, &sp64, &rf64);
   const int sp = (int)sp64, rf = (int)rf64, nf = n == 0 ? 0 : sp + (n - rf);
-  const int k = (int)budget_pages(bg, n, nf);
+  const int k = (int)qgen_budget_pages(&bg, n, nf, BLOCK);
   if (k >= n) {
     if (rank == 0) {
       if (tid == 0) wk.count[(i64)seq * N_KV + h] = k;
@@ -342,7 +333,7 @@ __device__ __forceinline__ void select_list(const qg_cache &c, const qg_work &wk
   else compact(list, skip, ck, thr, rem, n, lane, warp, sm);
 }
 
-extern "C" __global__ void __launch_bounds__(QG_SEL_THREADS) qg_select(qg_cache c, qg_work wk, qg_batch bt, qg_budget bg) {
+extern "C" __global__ void __launch_bounds__(QG_SEL_THREADS) qg_select(qg_cache c, qg_work wk, qg_batch bt, qgen_budget bg) {
   extern __shared__ u32 keys[]; // [min(pages_per_seq, QG_SEL_SMEM_KEYS)]
   __shared__ sel_smem sm;
   int CL, rank;

@@ -66,7 +66,7 @@ __device__ __forceinline__ u64 tp_scan(u64 v, u64 *scratch) {
   return before + x;
 }
 
-extern "C" __global__ void __launch_bounds__(QG_SEL_THREADS) qg_topp(qg_cache c, qg_work wk, qg_batch bt, qg_budget bg) {
+extern "C" __global__ void __launch_bounds__(QG_SEL_THREADS) qg_topp(qg_cache c, qg_work wk, qg_batch bt, qgen_budget bg) {
   __shared__ u64 hist[2048];
   __shared__ u64 red[32];
   __shared__ u32 s_bin;
@@ -77,9 +77,9 @@ extern "C" __global__ void __launch_bounds__(QG_SEL_THREADS) qg_topp(qg_cache c,
   const int seq = bt.seq[b];
   const int len = c.seq_len[seq], n = (int)pages_of(len);
   i64 sp64, rf64;
-  forced_ranges(bg, len, sp64, rf64);
+  qgen_forced_ranges(&bg, len, BLOCK, &sp64, &rf64);
   const int sp = (int)sp64, rf = (int)rf64, nf = n == 0 ? 0 : sp + (n - rf);
-  if (budget_pages(bg, n, nf) >= n) return; // every page listed: nothing was ranked
+  if (qgen_budget_pages(&bg, n, nf, BLOCK) >= n) return; // every page listed: nothing was ranked
   const i64 base = ((i64)seq * N_KV + h) * c.pages_per_seq;
   const float *ex = wk.exact + base;
   int *list = wk.list + base, *out = (int *)(wk.scores + base);

@@ -217,7 +217,7 @@ static void rescore_units(void) {
       check(0, "rescore spec %d: %s", i, err);
       return;
     }
-    qgen_module_name(&set.v[0], mod[i], sizeof mod[i]);
+    qgen_spec_uri(&set.v[0], QGEN_URI_MODULE, mod[i], sizeof mod[i]);
     unit[i] = qgen_emit_source(&set.v[0], qgen_arch_of(90), NULL, &len, err, sizeof err);
     int has = 0, topp = 0;
     for (const char *const *k = qgen_kernel_names(&set.v[0]); *k; k++)
@@ -260,7 +260,7 @@ static void build_version_miss(int have_nvrtc, int major, int minor) {
     check(0, "emit: %s", err);
     return;
   }
-  qgen_module_name(&s, uri, sizeof uri);
+  qgen_spec_uri(&s, QGEN_URI_MODULE, uri, sizeof uri);
   snprintf(name, sizeof name, "%s_sm%d", uri, 90);
   snprintf(dir, sizeof dir, "%s/cache-b", root);
   if (!have_nvrtc) {
@@ -360,7 +360,7 @@ static void dump_tests(int have_nvrtc) {
     return;
   }
   setenv("QGEN_TEMPLATE_DIR", tdir, 1);
-  qgen_module_name(&s, uri, sizeof uri);
+  qgen_spec_uri(&s, QGEN_URI_MODULE, uri, sizeof uri);
   snprintf(want_path, sizeof want_path, "%s/%s_sm90.cu", ddir, uri);
   int arch = 90;
   qgen_artifact a;

@@ -296,7 +296,7 @@ static void test_roundtrip(void) {
   int major = 0, minor = 0;
   qgen_nvrtc_version(&major, &minor, err, sizeof err);
   char module[128];
-  qgen_module_name(&spec, module, sizeof module);
+  qgen_spec_uri(&spec, QGEN_URI_MODULE, module, sizeof module);
   check(!strcmp((char *)e0 + 336, module) && !strcmp((char *)e1 + 336, module), "each entry records its module, %s", module);
   parts P = {text, (const char *)bun + 64 + tl + 1, 2, {80, 90}, {3, 3}, {a0, a1}, {s0, s1}, {&arts[0], &arts[1]},
              (uint32_t)major, (uint32_t)minor, module};
@@ -694,7 +694,7 @@ static void test_assembled(void) {
   size_t s0, s1, n;
   uint8_t *a0 = qgen_artifact_pack(&arts[0], &s0), *a1 = qgen_artifact_pack(&arts[1], &s1);
   char module[128];
-  qgen_module_name(&spec, module, sizeof module);
+  qgen_spec_uri(&spec, QGEN_URI_MODULE, module, sizeof module);
   parts base = {text, "0.1.0", 2, {80, 90}, {3, 3}, {a0, a1}, {s0, s1}, {&arts[0], &arts[1]}, 13, 0, module};
   qgen_bundle *b = malloc(sizeof *b);
   uint8_t *f;

@@ -35,6 +35,7 @@
 #include "base/cudrv.h"
 #include "base/qtypes.h"
 #include "runtime/qgen.h"
+#include "tools/gpucheck.h"
 
 #include "testlib.h"
 #include "rng.h"
@@ -233,7 +234,7 @@ static void run_view(fixture *f, int page) {
     reference(f, deq, cell_of);
     qgen_type ot = QGEN_TYPE_F32;
     qgen_type_from_name(f->in.out_type, &ot);
-    const double tol = qgen_type_traits_of(ot)->check_tol;
+    const double tol = qgen_check_tolerance(ot);
     int z1, z2;
     const double e1 = rel_rms(f, out, &z1), e2 = rel_rms(f, f->out_own, &z2);
     check(e1 <= tol && e2 <= tol && z1 && z2, "%s page %d: view and owned within %.0e of double attention over ggml's dequantized cache (rel. RMS %.2e, %.2e), the empty sequence 0",

@@ -23,7 +23,7 @@
  *   - the ring's chunks: whole sub-tiles of a page dividing the stages, >= 2 chunk stages,
  *     by default the largest such of at most 4, but one sub-tile for fp8 K and V;
  *   - pairs (two sub-tiles a consumer step) exactly where the swapped operands are, both types
- *     with pair_ctas (registers for the fewer of their CTAs), head_dim <= 128, no sparse-V and chunk + groups <= stages (never elsewhere,
+ *     with qgen_plan_pair_ctas (registers for the fewer of their CTAs), head_dim <= 128, no sparse-V and chunk + groups <= stages (never elsewhere,
  *     tuned or not), and
  *     attend's registers then sized for 4 CTAs an SM; else left to ptxas;
  *   - QGEN_TUNE groups= / stages= / selreg= / chunk= / ctas= / pair= reach the plan, a CTA never exceeds 1024
@@ -99,13 +99,13 @@ static const char *broken(const qgen_layout *L, const qgen_arch *A, const qgen_p
   if (!tuned && fp8 && ch != 1) return "ring chunks: one sub-tile for fp8 K and V";
   for (int c = ch + 1; !tuned && !fp8 && c <= 4; c++)
     if (spp % c == 0 && P->stages % c == 0 && P->stages / c >= 2) return "ring chunks: the largest of at most 4 that fits";
-  const int kc = qgen_type_traits_of(types[0])->pair_ctas, vc = qgen_type_traits_of(types[1])->pair_ctas;
+  const int kc = qgen_plan_pair_ctas(types[0]), vc = qgen_plan_pair_ctas(types[1]);
   const int pairable = P->swap_ops && D <= 128 && L->v_tau == 0 && ch + P->warps_t <= P->stages && kc && vc;
-  if (P->pair && !pairable) return "pairs only with swapped operands of types with pair_ctas, head_dim <= 128, no sparse-V, chunk + groups <= stages";
+  if (P->pair && !pairable) return "pairs only with swapped operands of types with qgen_plan_pair_ctas, head_dim <= 128, no sparse-V, chunk + groups <= stages";
   if (!tuned && P->pair != pairable) return "pairs by default wherever they apply";
   const int fit = qgen_arch_occupancy(A, P->attend_threads, 0, P->attend_smem + 512), pc = kc < vc ? kc : vc;
   if (!tuned && P->attend_min_ctas != (P->pair ? (fit >= 1 && fit <= 2 && fit < pc ? fit : pc) : 0))
-    return "attend's registers for the fewer of K's and V's pair_ctas (or the 1-2 CTAs the arch's shared memory holds) under pairs, "
+    return "attend's registers for the fewer of K's and V's qgen_plan_pair_ctas (or the 1-2 CTAs the arch's shared memory holds) under pairs, "
            "else left to ptxas";
   return NULL;
 }

@@ -1,7 +1,8 @@
-/* test_spec.c — unit tests of the sandboxed Lua spec loader (spec/spec.c).
+/* test_spec.c — unit tests of the sandboxed Lua spec loader (spec/).
  *
  * Covers: every spec in specs/ (loads, documented defaults, canonical text round trip,
- * URI), every invalid spec in tests/specs_bad (fails with a message that names the file
+ * URI), the field table of spec/fields.c (each default is the one applied, each field
+ * reaches the canonical text, exactly the compiled ones reach the module name), every invalid spec in tests/specs_bad (fails with a message that names the file
  * and matches the file's "-- expect: REGEX" line), the defaults and edge cases of each
  * field, the sandbox (missing libraries, print to stderr, determinism, limits), bytecode
  * and file errors. Prints one line per check and "N passed, N failed"; exit 0 on success.
@@ -19,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "spec/fields.h"
 #include "spec/spec.h"
 #include "base/util.h"
 
@@ -181,7 +183,7 @@ static void test_real_specs(void) {
   qgen_fmt(path, sizeof path, "%s/specs/qwen3-4b.lua", QGEN_SOURCE_DIR);
   if (qgen_spec_load(path, &set, err, sizeof err) == 0) {
     char uri[256];
-    qgen_spec_uri(&set.v[0], uri, sizeof uri);
+    qgen_spec_uri(&set.v[0], QGEN_URI_FILE, uri, sizeof uri);
     check(!strcmp(uri, "qwen3-4b_d128_h32_g4_kf16_vf16_if16_of16_b64_sparse_i8"), "uri of qwen3-4b: %s", uri);
   }
   qgen_fmt(path, sizeof path, "%s/specs/qwen2.5-14b-1m.lua", QGEN_SOURCE_DIR);
@@ -190,7 +192,7 @@ static void test_real_specs(void) {
     check(set.n == 3 && !strcmp(set.v[0].name, "qwen2.5-14b-1m") &&
               !strcmp(set.v[1].name, "qwen2.5-14b-1m-q8_0") && !strcmp(set.v[2].name, "qwen2.5-14b-1m-q4_0"),
           "qwen2.5-14b-1m: three variants in order");
-    qgen_spec_uri(&set.v[2], uri, sizeof uri);
+    qgen_spec_uri(&set.v[2], QGEN_URI_FILE, uri, sizeof uri);
     check(!strcmp(uri, "qwen2.5-14b-1m-q4_0_d128_h40_g5_kq4_0_vq4_0_if16_of16_b64_sparse_i8"),
           "uri of the q4_0 variant: %s", uri);
     check(qgen_spec_find(&set, NULL) == &set.v[0] && qgen_spec_find(&set, "") == &set.v[0] &&
@@ -332,17 +334,17 @@ static void test_defaults(void) {
             set.n == 2 && set.v[0].head_dim == 32 && set.v[1].head_dim == 256,
         "head_dim 32 and 256 are accepted");
 
-  /* sparse.bounds: i8 (QGEN_SPEC_BOUNDS_DEFAULT) or f16; in the canonical text and the names */
+  /* sparse.bounds: i8 (the default of spec/fields.c) or f16; in the canonical text and the names */
   s = expect_ok("bounds default", "return { " OK4 ", sparse = true }");
-  check(s->bounds == QGEN_SPEC_BOUNDS_DEFAULT, "sparse = true: bounds %s (the default)", qgen_bounds_name(s->bounds));
+  check(s->bounds == QGEN_BOUNDS_I8, "sparse = true: bounds %s (the default)", qgen_bounds_name(s->bounds));
   s = expect_ok("bounds default in a table", "return { " OK4 ", sparse = { coverage = 0.5 } }");
-  check(s->bounds == QGEN_SPEC_BOUNDS_DEFAULT, "sparse = { coverage = 0.5 }: bounds %s (the default)", qgen_bounds_name(s->bounds));
+  check(s->bounds == QGEN_BOUNDS_I8, "sparse = { coverage = 0.5 }: bounds %s (the default)", qgen_bounds_name(s->bounds));
   s = expect_ok("bounds f16", "return { " OK4 ", sparse = { bounds = 'f16' } }");
   check(s->bounds == QGEN_BOUNDS_F16, "sparse.bounds = 'f16' is f16");
   round_trip(s);
   {
     char uri[256];
-    qgen_spec_uri(s, uri, sizeof uri);
+    qgen_spec_uri(s, QGEN_URI_FILE, uri, sizeof uri);
     check(ends_with(uri, "_sparse"), "an f16-bounds spec: uri %s", uri);
   }
   s = expect_ok("bounds i8", "return { " OK4 ", sparse = { bounds = 'i8' } }");
@@ -350,7 +352,7 @@ static void test_defaults(void) {
   round_trip(s);
   {
     char uri[256], text[4096];
-    qgen_spec_uri(s, uri, sizeof uri);
+    qgen_spec_uri(s, QGEN_URI_FILE, uri, sizeof uri);
     qgen_layout L;
     qgen_spec_layout(s, &L);
     check(ends_with(uri, "_sparse_i8") && qgen_spec_to_lua(s, text, sizeof text) > 0 && strstr(text, "bounds = \"i8\""),
@@ -702,21 +704,21 @@ static void test_to_lua(void) {
   qgen_spec_to_lua(&s, text, sizeof text);
   check(strstr(text, "sparse = { enabled = false, block = 256 }") != NULL, "dense canonical text");
   char uri[256];
-  qgen_spec_uri(&s, uri, sizeof uri);
+  qgen_spec_uri(&s, QGEN_URI_FILE, uri, sizeof uri);
   check(!strcmp(uri, "m_d128_h32_g4_kf16_vf16_if16_of16_b256_dense"), "dense uri: %s", uri);
-  qgen_spec_uri(&s, uri, 5);
+  qgen_spec_uri(&s, QGEN_URI_FILE, uri, 5);
   check(!strcmp(uri, "m_d1"), "uri is cut to the buffer");
   s0 = expect_ok("sparse-V spec", "return { " OK4 ", sparse = { v_tau = 0.01 } }");
   s = *s0;
   check(s.v_tau == (double)0.01f, "sparse.v_tau is kept as an f32 value (%.17g)", s.v_tau);
   round_trip(&s);
   qgen_spec_to_lua(&s, text, sizeof text);
-  qgen_spec_uri(&s, uri, sizeof uri);
+  qgen_spec_uri(&s, QGEN_URI_FILE, uri, sizeof uri);
   check(strstr(text, ", v_tau = ") != NULL && strstr(uri, "_sparse_i8_vt0.00999999978") != NULL,
         "sparse-V canonical text and uri: %s", uri);
   s0 = expect_ok("sparse-V off", "return { " OK4 ", sparse = { v_tau = 0 } }");
   qgen_spec_to_lua(s0, text, sizeof text);
-  qgen_spec_uri(s0, uri, sizeof uri);
+  qgen_spec_uri(s0, QGEN_URI_FILE, uri, sizeof uri);
   check(s0->v_tau == 0 && !strstr(text, "v_tau") && !strstr(uri, "_vt"), "v_tau = 0: text and uri as without it");
 }
 
@@ -733,7 +735,7 @@ static void test_rescore(void) {
   qgen_spec_layout(&s, &L);
   check(L.rescore == 4 && L.sketch_row_bytes == 72 && L.sketch_page_bytes == (size_t)8 * 64 * 72,
         "an f16 cache keeps a q4_0 sketch: 72 bytes a row, %zu a page", L.sketch_page_bytes);
-  qgen_spec_uri(&s, uri, sizeof uri);
+  qgen_spec_uri(&s, QGEN_URI_FILE, uri, sizeof uri);
   check(!strcmp(uri, "m_d128_h32_g4_kf16_vf16_if16_of16_b64_sparse_i8_r4"), "rescore uri: %s", uri);
   s0 = expect_ok("rescore over q4_0", "return { " OK4 ", k_type = 'q4_0', sparse = { rescore = { candidates = 8 } } }");
   s = *s0;
@@ -746,10 +748,10 @@ static void test_rescore(void) {
   s0 = expect_ok("rescore r = 1", "return { " OK4 ", sparse = { rescore = { candidates = 1, sketch = 'q4_0' } } }");
   s = *s0;
   qgen_spec_to_lua(&s, t1, sizeof t1);
-  qgen_spec_uri(&s, u0, sizeof u0);
+  qgen_spec_uri(&s, QGEN_URI_FILE, u0, sizeof u0);
   s0 = expect_ok("no rescore", "return { " OK4 ", sparse = true }");
   qgen_spec_to_lua(s0, text, sizeof text);
-  qgen_spec_uri(s0, uri, sizeof uri);
+  qgen_spec_uri(s0, QGEN_URI_FILE, uri, sizeof uri);
   check(s.rescore == 1 && !strcmp(t1, text) && !strcmp(u0, uri), "rescore r = 1 is the Quest spec (%s)", uri);
   s0 = expect_ok("rescore on a dense spec", "return { " OK4 ", sparse = { enabled = false, rescore = { candidates = 4 } } }");
   check(s0->rescore == 1 && !s0->sparse, "a dense spec ignores rescore");
@@ -761,14 +763,14 @@ static void test_rescore(void) {
   qgen_spec_to_lua(&s, text, sizeof text);
   check(strstr(text, "rescore = { candidates = 4, sketch = \"q4_0\", top_p = 0.8999999761581421 }") != NULL,
         "canonical text carries top_p: %s", text);
-  qgen_spec_uri(&s, uri, sizeof uri);
+  qgen_spec_uri(&s, QGEN_URI_FILE, uri, sizeof uri);
   check(!strcmp(uri, "m_d128_h32_g4_kf16_vf16_if16_of16_b64_sparse_i8_r4_p0.899999976"), "top_p uri: %s", uri);
   qgen_spec_layout(&s, &L);
   check(L.top_p == s.top_p && L.rescore == 4, "the layout's top_p");
   round_trip(&s);
   s0 = expect_ok("top_p 1", "return { " OK4 ", sparse = { rescore = { candidates = 4, top_p = 1 } } }");
   s = *s0;
-  qgen_spec_uri(&s, u0, sizeof u0);
+  qgen_spec_uri(&s, QGEN_URI_FILE, u0, sizeof u0);
   check(s.top_p == 1 && !strcmp(u0, "m_d128_h32_g4_kf16_vf16_if16_of16_b64_sparse_i8_r4"), "top_p = 1 is no cut: %s", u0);
   s0 = expect_ok("top_p default", "return { " OK4 ", sparse = true }");
   check(s0->top_p == 1, "top_p defaults to 1");
@@ -799,8 +801,82 @@ static void test_rescore(void) {
   for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) expect_fail(bad[i][0], bad[i][1], bad[i][2]);
 }
 
+/* ---------------------------------------------------------------- spec/fields.c */
+
+/* A spec that sets every table the fields live in (an f16 two-stage spec), with `path =
+   value` assigned after it is built (value NULL: nothing), loaded into *out. */
+static int load_with(const char *path, const char *value, qgen_spec *out) {
+  char src[1024];
+  qgen_fmt(src, sizeof src,
+           "local t = { name = 't', head_dim = 128, n_head = 8, n_head_kv = 2, sparse = { rescore = { candidates = 2 } } }\n"
+           "%s%s%s%s\nreturn t\n", value ? "t." : "", value ? path : "", value ? " = " : "", value ? value : "");
+  const int rc = load(src);
+  if (rc == 0) *out = set.v[0];
+  return rc;
+}
+
+static void test_field_table(void) {
+  /* a value of each field other than the base spec's, so that changing it can be seen */
+  static const struct { qgen_field_id id; const char *value; } OTHER[] = {
+      {QGEN_F_NAME, "'u'"},          {QGEN_F_HEAD_DIM, "64"},         {QGEN_F_N_HEAD, "16"},
+      {QGEN_F_N_HEAD_KV, "4"},       {QGEN_F_K_TYPE, "'bf16'"},       {QGEN_F_V_TYPE, "'q8_0'"},
+      {QGEN_F_IN_TYPE, "'f32'"},     {QGEN_F_OUT_TYPE, "'bf16'"},     {QGEN_F_SCALE, "0.5"},
+      {QGEN_F_SPARSE, "false"},      {QGEN_F_ENABLED, "false"},       {QGEN_F_BLOCK, "128"},
+      {QGEN_F_COVERAGE, "0.5"},      {QGEN_F_BUDGET, "4096"},         {QGEN_F_SINK, "0"},
+      {QGEN_F_RECENT, "0"},          {QGEN_F_RESCORE, "{ candidates = 4 }"}, {QGEN_F_CANDIDATES, "4"},
+      {QGEN_F_SKETCH, NULL /* the one sketch type: no other value */}, {QGEN_F_TOP_P, "0.5"},
+      {QGEN_F_BOUNDS, "'f16'"},      {QGEN_F_V_TAU, "0.01"},          {QGEN_F_ARCHS, "{ 'sm_90' }"}};
+  check(sizeof OTHER / sizeof *OTHER == QGEN_F_COUNT, "the test has a value for each of the %d fields", QGEN_F_COUNT);
+  qgen_spec base, s;
+  char t0[4096], t1[4096], m0[256], m1[256], f0[256], f1[256], def[128];
+  check(load_with("", NULL, &base) == 0, "the base spec loads (%s)", err);
+  qgen_spec_to_lua(&base, t0, sizeof t0);
+  qgen_spec_uri(&base, QGEN_URI_MODULE, m0, sizeof m0);
+  qgen_spec_uri(&base, QGEN_URI_FILE, f0, sizeof f0);
+  for (int i = 0; i < QGEN_F_COUNT; i++) {
+    const qgen_spec_field *f = qgen_spec_field_at((qgen_field_id)i);
+    /* the row: a unique path whose table is a row of a table kind, listed among its keys */
+    char table[64] = "";
+    const char *key = qgen_spec_field_key(f), *keys[QGEN_F_COUNT];
+    if (key != f->path) qgen_fmt(table, sizeof table, "%.*s", (int)(key - f->path - 1), f->path);
+    const qgen_spec_field *up = table[0] ? qgen_spec_field_named(table) : NULL;
+    const int nk = qgen_spec_field_keys(table, keys, QGEN_F_COUNT);
+    int listed = 0;
+    for (int k = 0; k < nk; k++) listed += !strcmp(keys[k], key);
+    check(qgen_spec_field_named(f->path) == f && listed == 1 &&
+              (!table[0] || (up && (up->kind == QGEN_FK_SPARSE || up->kind == QGEN_FK_TABLE) && up < f)),
+          "field %s: a unique path, after its table, among its table's keys", f->path);
+    /* the default the table names is the one applied */
+    if (qgen_spec_field_default(f, def, sizeof def)) {
+      qgen_spec with, without;
+      const int a = load_with(f->path, def, &with), b = load_with(f->path, "nil", &without);
+      check(a == 0 && b == 0 && spec_eq(&with, &without), "field %s: %s = %s is what leaving it out gives", f->path,
+            f->path, def);
+    }
+    /* another value reaches the canonical text and, exactly for a compiled field, the module name */
+    if (!OTHER[i].value) {
+      check(f->kind == QGEN_FK_SKETCH, "field %s: has another value to test", f->path);
+      continue;
+    }
+    if (OTHER[i].id != (qgen_field_id)i || load_with(f->path, OTHER[i].value, &s) != 0) {
+      check(0, "field %s = %s loads (%s)", f->path, OTHER[i].value, err);
+      continue;
+    }
+    qgen_spec_to_lua(&s, t1, sizeof t1);
+    qgen_spec_uri(&s, QGEN_URI_MODULE, m1, sizeof m1);
+    qgen_spec_uri(&s, QGEN_URI_FILE, f1, sizeof f1);
+    check(strcmp(t0, t1) != 0, "field %s = %s changes the canonical text", f->path, OTHER[i].value);
+    round_trip(&s);
+    const int compiled = f->role == QGEN_FR_COMPILED;
+    check((strcmp(m0, m1) != 0) == compiled, "field %s = %s %s the module name (%s)", f->path, OTHER[i].value,
+          compiled ? "changes" : "leaves", m1);
+    if (f->role == QGEN_FR_LABEL) check(strcmp(f0, f1) != 0, "field %s = %s changes the file name (%s)", f->path, OTHER[i].value, f1);
+  }
+}
+
 int main(int argc, char **argv) {
   (void)argc;
+  test_field_table();
   test_rescore();
   test_real_specs();
   test_defaults();

@@ -20,12 +20,18 @@
 
 #include <stdio.h>
 
+#include "base/qtypes.h"
+
 typedef struct qgen_check_opts {
   const char *variant; /* NULL = every variant */
   int quick;           /* small contexts only (for sanitizers) */
   int big;             /* add the > 4 GiB sequence */
   unsigned long long seed;
 } qgen_check_opts;
+
+/* The relative RMS error the checks accept in an output of type out_type (f32, f16, bf16)
+   against the reference. */
+double qgen_check_tolerance(qgen_type out_type);
 
 /* Runs the checks; returns the number that failed, 77 when there is no usable GPU, or -1
    when the spec cannot be loaded. */

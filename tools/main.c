@@ -7,6 +7,7 @@
  *   qgen bench  --spec F [--ctx LIST] [--batch LIST] [--coverage LIST] ...  (GPU; 77 without one)
  *   qgen eval   --spec F [--backend cpu|gpu] [--task LIST] [--ctx LIST] ...
  *   qgen cache  path | list | clear
+ *   qgen spec-fields               (the spec field table of docs/spec.md, markdown)
  *   qgen version
  *   qgen help [CMD]                (= qgen --help, qgen CMD --help)
  *
@@ -31,6 +32,7 @@
 #include "jit/emit.h"
 #include "jit/nvrtc.h"
 #include "base/sha256.h"
+#include "spec/fields.h"
 #include "spec/spec.h"
 #include "base/util.h"
 #include "base/plan.h"
@@ -49,6 +51,7 @@ static const char USAGE[] =
     "  bench    time the decode step on the GPU (contexts x batches x coverages)\n"
     "  eval     needle recall and attention mass of the selection on synthetic workloads\n"
     "  cache    show (path), list or clear the kernel cache\n"
+    "  spec-fields  print the fields a spec may set (markdown: docs/spec.md's table)\n"
     "  version  print versions (qgen, NVRTC and the library file it was loaded from)\n"
     "  help     this text; 'qgen help CMD' is 'qgen CMD --help'\n"
     "\n"
@@ -349,7 +352,7 @@ static int cmd_emit(int argc, char **argv) {
     const int *use = NULL;
     const int nu = variant_archs(s, variant, archs, n_archs, &use);
     char uri[256], path[4400];
-    qgen_spec_uri(s, uri, sizeof uri);
+    qgen_spec_uri(s, QGEN_URI_FILE, uri, sizeof uri);
     for (int i = -2; i < 2 * nu; i++) { /* the .cu, the .ptx, each arch's cubin and (if its plan differs) unit */
       if (i == -2) qgen_fmt(path, sizeof path, "%s/%s.cu", out, uri);
       else if (i == -1) qgen_fmt(path, sizeof path, "%s/%s.ptx", out, uri);
@@ -375,7 +378,7 @@ static int cmd_emit(int argc, char **argv) {
       break;
     }
     char uri[256], name[320];
-    qgen_spec_uri(s, uri, sizeof uri);
+    qgen_spec_uri(s, QGEN_URI_FILE, uri, sizeof uri);
     if (print) fputs(srcs[0], stdout);
     if (out) {
       qgen_fmt(name, sizeof name, "%s.cu", uri);
@@ -613,7 +616,18 @@ static int cmd_version(int argc, char **argv) {
   return 0;
 }
 
-static const char *const COMMANDS[] = {"emit", "bundle", "info", "check", "bench", "eval", "cache", "version", "help"};
+static int cmd_spec_fields(int argc, char **argv) {
+  const qgen_opt opts[] = {{0}};
+  const qgen_cmd cmd = {"spec-fields", "usage: qgen spec-fields\n\nPrints the fields a spec may set (type, default, what is allowed, whether it is compiled\n"
+                        "into the kernels, what it means) and the architectures archs may name, as the markdown\n"
+                        "tables of docs/spec.md: the validator's own table, so the two cannot differ.\n", NULL, 0, opts};
+  const int done = qgen_opts_parse(&cmd, argc, argv, NULL, 0, NULL);
+  if (done >= 0) return done;
+  qgen_spec_fields_markdown(stdout);
+  return 0; /* main reports a failed write to stdout */
+}
+
+static const char *const COMMANDS[] = {"emit", "bundle", "info", "check", "bench", "eval", "cache", "spec-fields", "version", "help"};
 
 static int run(int argc, char **argv) {
   if (argc < 2 || is_help(argv[1]) || (strcmp(argv[1], "help") == 0 && argc == 2)) {
@@ -642,6 +656,7 @@ static int run(int argc, char **argv) {
   if (strcmp(cmd, "eval") == 0) return qgen_eval_main(argc - 2, argv + 2);
   if (strcmp(cmd, "check") == 0) return qgen_check_main(argc - 2, argv + 2);
   if (strcmp(cmd, "cache") == 0) return cmd_cache(argc - 2, argv + 2);
+  if (strcmp(cmd, "spec-fields") == 0) return cmd_spec_fields(argc - 2, argv + 2);
   if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) return cmd_version(argc - 2, argv + 2);
   const char *near = qgen_opts_closest(cmd, COMMANDS, (int)(sizeof COMMANDS / sizeof *COMMANDS));
   if (near) return die(QGEN_EXIT_USER, "unknown command '%s'; did you mean '%s'? (see qgen --help)", cmd, near);
