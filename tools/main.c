@@ -10,8 +10,9 @@
  *   qgen version
  *   qgen help [CMD]                (= qgen --help, qgen CMD --help)
  *
- * Options are parsed by tools/opts.c from one table per command; check, bench and eval live
- * in their own files (tools/commands.h). Exit codes: tools/opts.h (QGEN_EXIT_*): 0 ok, 1
+ * Options are parsed by tools/opts.c from one table per command; the command lines of check,
+ * bench and eval live in their own files (tools/commands.h), over the harness library
+ * (harness/). Exit codes: harness/common.h (QGEN_EXIT_*): 0 ok, 1
  * user error (bad spec, bad arguments), 2 internal or toolchain error, 3 an output could
  * not be written, 77 no GPU (check, bench, eval). Errors go to stderr as "qgen: message".
  */

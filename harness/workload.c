@@ -7,7 +7,7 @@
  * fixed chunks of pages and merges them in order, so its result does not depend on the
  * number of threads either.
  */
-#include "tools/workload.h"
+#include "harness/workload.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -144,7 +144,7 @@ int qgen_wl_params_set(qgen_wl_params *p, const char *a, char *why, size_t n) {
       *(double *)((char *)p + k->off) = x;
     return 0;
   }
-  snprintf(why, n, "no workload knob '%.*s' (the names of qgen_wl_params in tools/workload.h)", (int)(len < 64 ? len : 64), a);
+  snprintf(why, n, "no workload knob '%.*s' (the names of qgen_wl_params in harness/workload.h)", (int)(len < 64 ? len : 64), a);
   return -1;
 }
 
