@@ -233,7 +233,6 @@ int qgen_bench_jit(const char *spec, const char *variant) {
   return rc;
 }
 
-
 void qgen_bench_print_header(void) {
   printf("%-22s %4s %8s %6s | %9s %9s %9s %9s %9s | %9s %9s %8s %8s\n", "spec", "B", "ctx", "cov", "step_us", "est_us",
          "sel_us", "attend_us", "eager_us", "stream_us", "floor_us", "GB/s", "x_stream");

@@ -96,7 +96,6 @@
 #include "runtime/qgen_ext.h"
 #include "ref/ref.h"
 
-
 void qgen_eval_cfg_init(qgen_eval_cfg *c) {
   memset(c, 0, sizeof *c);
   c->backend = QGEN_BACKEND_GPU;

@@ -14,7 +14,6 @@
 #include "base/cudrv.h"
 #include "base/layout.h"
 
-
 /* The candidate factor of a two-stage selector (2, 4, 8, 16), or 0. */
 static inline int rescore_r(int sel) { return sel >= QGEN_SEL_RESCORE2 ? 2 << (sel - QGEN_SEL_RESCORE2) : 0; }
 
@@ -112,7 +111,6 @@ typedef struct {
   int32_t *hkv_sl;
   qs_memo qmemo[2];      /* the inputs of e->score's quest and quest-i8 scores (qs_memo_hit) */
 } ev;
-
 
 #define CELL(e, v, ti, mi, covi, si)                                                                         \
   (e)->cells[(((((size_t)(e)->ci * (e)->nv + (v)) * (e)->cfg->n_tasks + (ti)) * (e)->cfg->n_margin + (mi)) * \

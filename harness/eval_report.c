@@ -8,7 +8,6 @@
 
 #include "harness/eval_int.h"
 
-
 static const char *const SEL_NAMES[QGEN_SEL_COUNT] = {"quest",    "oracle",   "meanpool", "quest-i8",
                                                        "rescore2", "rescore4", "rescore8", "rescore16"};
 const char *qgen_eval_selector_name(int s) { return s >= 0 && s < QGEN_SEL_COUNT ? SEL_NAMES[s] : "?"; }
@@ -22,7 +21,6 @@ const char *qgen_eval_row_selector(int sel, int rescore, double top_p, char *buf
 }
 
 /* ---- output ------------------------------------------------------------------------------------ */
-
 
 static void fmt_ctx(char *b, size_t n, long long x) {
   if (x >= 1048576 && x % 1048576 == 0) snprintf(b, n, "%lldM", x / 1048576);

@@ -13,7 +13,6 @@
 #include "runtime/qgen_ext.h"
 #include "ref/ref.h"
 
-
 /* ---- page ranking and lists ------------------------------------------------------------------ */
 
 typedef struct {
