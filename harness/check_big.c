@@ -156,20 +156,11 @@ static void big_reference(const qgen_layout *L, uint64_t seed, int64_t len, cons
   for (int i = 0; i < BIG_THREADS; i++) free(jobs[i].m), free(jobs[i].l), free(jobs[i].o);
 }
 
-void check_big(env *e, qgen_ctx *gc, uint64_t seed) {
+/* Append the len generated tokens to kv in chunks (generated on BIG_THREADS threads), and
+   say how long it took. */
+static void big_append(env *e, qgen_ctx *gc, qgen_kv *kv, uint64_t seed, int64_t len) {
   const qgen_layout *L = qgen_ext_layout(gc);
-  if (L->k_type != QGEN_TYPE_F16 || L->v_type != QGEN_TYPE_F16 || L->in_type != QGEN_TYPE_F16) {
-    printf("  skip  big      (needs an f16 spec with f16 inputs)\n");
-    return;
-  }
-  if (L->rescore > 1) { /* its streamed reference ranks by Quest alone */
-    printf("  skip  big      (two-stage selection: the checks above cover it)\n");
-    return;
-  }
   const int64_t per_token = (int64_t)L->n_head_kv * (int64_t)L->k_row_bytes;
-  const int64_t len = ((int64_t)1 << 32) / per_token + 12345; /* K cache just over 4 GiB */
-  qgen_kv *kv;
-  check_new_cache(gc, &kv, 1, len);
   const int64_t chunk = 32768;
   const size_t rowb = (size_t)L->n_head_kv * L->in_row_bytes;
   uint16_t *hk = malloc((size_t)chunk * rowb), *hv = malloc((size_t)chunk * rowb);
@@ -192,6 +183,73 @@ void check_big(env *e, qgen_ctx *gc, uint64_t seed) {
   }
   printf("        big      appended %lld tokens (K cache %.2f GiB) in %.1f s\n", (long long)len,
          (double)len * per_token / (1u << 30), (qgen_now_ms() - t0) / 1e3);
+  free(hk);
+  free(hv);
+  e->cu->cuMemFree(dk);
+  e->cu->cuMemFree(dv);
+}
+
+/* The sparse step of kv (the query dq, qf as f32) into out: its lists against the reference
+   selection over the streamed Quest scores, its output against the streamed reference
+   attention over the GPU's lists (ref receives it). */
+static void big_sparse(env *e, qgen_ctx *gc, qgen_kv *kv, uint64_t seed, int64_t len, const float *qf, CUdeviceptr dq,
+                       CUdeviceptr dout, uint8_t *out, double *ref) {
+  const qgen_layout *L = qgen_ext_layout(gc);
+  const int NH = L->n_head, D = L->head_dim;
+  int zero = 0;
+  qgen_attend_opts os = qgen_attend_defaults(gc);
+  check_poison(e, dout, L->out_bytes);
+  API(qgen_attend(kv, &zero, 1, dq, dout, &os, NULL));
+  check_download(e, out, dout, L->out_bytes);
+  const int64_t pps = qgen_kv_pages_per_seq(kv), n = qgen_pages_of(len, L->block);
+  int *lists = malloc(sizeof(int) * (size_t)(L->n_head_kv * pps)), *counts = malloc(sizeof(int) * L->n_head_kv);
+  API(qgen_kv_selection(kv, 0, lists, counts));
+  /* reference scores, threaded by page ranges */
+  double *scores = malloc(sizeof(double) * (size_t)(n * L->n_head_kv));
+  big_job jobs[BIG_THREADS];
+  pthread_t th[BIG_THREADS];
+  const int64_t per = (n + BIG_THREADS - 1) / BIG_THREADS * L->block;
+  for (int i = 0; i < BIG_THREADS; i++) {
+    jobs[i] = (big_job){L, seed, i * per, (i + 1) * per, qf, NULL, NULL, len, NULL, NULL, NULL, scores};
+    pthread_create(&th[i], NULL, big_scores, &jobs[i]);
+  }
+  for (int i = 0; i < BIG_THREADS; i++) pthread_join(th[i], NULL);
+  qgen_budget bs = {os.budget > 0 ? QGEN_BUDGET_TOKENS : QGEN_BUDGET_COVERAGE, os.coverage, os.budget, os.sink, os.recent};
+  int32_t *rl = malloc(sizeof(int32_t) * (size_t)n);
+  int differ = 0, bad = 0;
+  for (int h = 0; h < L->n_head_kv; h++) {
+    int64_t rc = qgen_ref_select(&bs, len, L->block, scores + h * n, rl);
+    if (rc != counts[h]) bad = 1;
+    for (int64_t i = 0; i < rc && !bad; i++) differ += rl[i] != lists[h * pps + i];
+  }
+  const int **lp = malloc(sizeof(int *) * L->n_head_kv);
+  for (int h = 0; h < L->n_head_kv; h++) lp[h] = lists + h * pps;
+  big_reference(L, seed, len, qf, lp, counts, ref);
+  free(lp);
+  double rs = check_rel_err(L, out, ref, NH * D);
+  check_verdict(e, !bad && rs <= check_tolerance(L), "big      sparse  ctx %lld rel err %.2e, %d of %lld list entries differ from the reference (near-ties)",
+                (long long)len, rs, differ, (long long)counts[0] * L->n_head_kv);
+  free(lists);
+  free(counts);
+  free(scores);
+  free(rl);
+}
+
+void check_big(env *e, qgen_ctx *gc, uint64_t seed) {
+  const qgen_layout *L = qgen_ext_layout(gc);
+  if (L->k_type != QGEN_TYPE_F16 || L->v_type != QGEN_TYPE_F16 || L->in_type != QGEN_TYPE_F16) {
+    printf("  skip  big      (needs an f16 spec with f16 inputs)\n");
+    return;
+  }
+  if (L->rescore > 1) { /* its streamed reference ranks by Quest alone */
+    printf("  skip  big      (two-stage selection: the checks above cover it)\n");
+    return;
+  }
+  const int64_t per_token = (int64_t)L->n_head_kv * (int64_t)L->k_row_bytes;
+  const int64_t len = ((int64_t)1 << 32) / per_token + 12345; /* K cache just over 4 GiB */
+  qgen_kv *kv;
+  check_new_cache(gc, &kv, 1, len);
+  big_append(e, gc, kv, seed, len);
   /* a query that also looks for a planted pattern: the key of the last token */
   const int NH = L->n_head, D = L->head_dim;
   float *qf = malloc(sizeof(float) * NH * D);
@@ -212,57 +270,16 @@ void check_big(env *e, qgen_ctx *gc, uint64_t seed) {
   check_poison(e, dout, L->out_bytes);
   API(qgen_attend(kv, &zero, 1, dq, dout, &od, NULL));
   check_download(e, out, dout, L->out_bytes);
-  t0 = qgen_now_ms();
+  double t0 = qgen_now_ms();
   big_reference(L, seed, len, qf, NULL, NULL, ref);
   double rd = check_rel_err(L, out, ref, NH * D);
   check_verdict(e, rd <= check_tolerance(L), "big      dense   ctx %lld (K cache > 4 GiB) rel err %.2e (reference %.1f s)", (long long)len, rd,
-          (qgen_now_ms() - t0) / 1e3);
-  if (L->sparse) {
-    qgen_attend_opts os = qgen_attend_defaults(gc);
-    check_poison(e, dout, L->out_bytes);
-    API(qgen_attend(kv, &zero, 1, dq, dout, &os, NULL));
-    check_download(e, out, dout, L->out_bytes);
-    const int64_t pps = qgen_kv_pages_per_seq(kv), n = qgen_pages_of(len, L->block);
-    int *lists = malloc(sizeof(int) * (size_t)(L->n_head_kv * pps)), *counts = malloc(sizeof(int) * L->n_head_kv);
-    API(qgen_kv_selection(kv, 0, lists, counts));
-    /* reference scores, threaded by page ranges */
-    double *scores = malloc(sizeof(double) * (size_t)(n * L->n_head_kv));
-    big_job jobs[BIG_THREADS];
-    pthread_t th[BIG_THREADS];
-    const int64_t per = (n + BIG_THREADS - 1) / BIG_THREADS * L->block;
-    for (int i = 0; i < BIG_THREADS; i++) {
-      jobs[i] = (big_job){L, seed, i * per, (i + 1) * per, qf, NULL, NULL, len, NULL, NULL, NULL, scores};
-      pthread_create(&th[i], NULL, big_scores, &jobs[i]);
-    }
-    for (int i = 0; i < BIG_THREADS; i++) pthread_join(th[i], NULL);
-    qgen_budget bs = {os.budget > 0 ? QGEN_BUDGET_TOKENS : QGEN_BUDGET_COVERAGE, os.coverage, os.budget, os.sink, os.recent};
-    int32_t *rl = malloc(sizeof(int32_t) * (size_t)n);
-    int differ = 0, bad = 0;
-    for (int h = 0; h < L->n_head_kv; h++) {
-      int64_t rc = qgen_ref_select(&bs, len, L->block, scores + h * n, rl);
-      if (rc != counts[h]) bad = 1;
-      for (int64_t i = 0; i < rc && !bad; i++) differ += rl[i] != lists[h * pps + i];
-    }
-    const int **lp = malloc(sizeof(int *) * L->n_head_kv);
-    for (int h = 0; h < L->n_head_kv; h++) lp[h] = lists + h * pps;
-    big_reference(L, seed, len, qf, lp, counts, ref);
-    free(lp);
-    double rs = check_rel_err(L, out, ref, NH * D);
-    check_verdict(e, !bad && rs <= check_tolerance(L), "big      sparse  ctx %lld rel err %.2e, %d of %lld list entries differ from the reference (near-ties)",
-            (long long)len, rs, differ, (long long)counts[0] * L->n_head_kv);
-    free(lists);
-    free(counts);
-    free(scores);
-    free(rl);
-  }
+                (qgen_now_ms() - t0) / 1e3);
+  if (L->sparse) big_sparse(e, gc, kv, seed, len, qf, dq, dout, out, ref);
   free(qf);
   free(qh);
   free(out);
   free(ref);
-  free(hk);
-  free(hv);
-  e->cu->cuMemFree(dk);
-  e->cu->cuMemFree(dv);
   e->cu->cuMemFree(dq);
   e->cu->cuMemFree(dout);
   qgen_cache_destroy(kv);

@@ -88,6 +88,7 @@ void check_append(env *e, qgen_ctx *gc, qgen_ctx *cc, uint64_t seed) {
   qgen_cache_destroy(c);
 }
 
+/* attend: dense and (sparse specs) sparse against the reference. */
 void check_attend(env *e, qgen_ctx *gc, qgen_ctx *cc, int nb, const int64_t *lens, uint64_t seed) {
   const qgen_layout *L = qgen_ext_layout(gc);
   pair pr;
@@ -297,85 +298,127 @@ static int same_arrays(qgen_ctx *gc, qgen_kv *a, qgen_kv *b) {
    steps run eagerly with qgen_append on a second GPU cache (bit for bit: same kernels, same
    data) and with qgen_append_decode on the reference; then one replay past the capacity of
    the longest sequence, which qgen_sync must report. */
-void check_decode_graph(env *e, qgen_ctx *gc, qgen_ctx *cc, uint64_t seed) {
-  enum { NB = 3, N = 64 };
-  const qgen_layout *L = qgen_ext_layout(gc);
-  const int64_t lens[NB] = {1000, 63, 0}, cap = 1000 + N;
-  int seq[NB] = {0, 1, 2}, ones[NB] = {1, 1, 1};
-  qgen_kv *g, *eg, *c;
-  check_new_cache(gc, &g, NB, cap);
-  check_new_cache(gc, &eg, NB, cap);
-  check_new_cache(cc, &c, NB, cap);
+enum { DG_NB = 3, DG_N = 64 }; /* sequences and replayed steps of the decode-graph check */
+
+/* The decode-graph check's caches, the graph's fixed buffers (k, v, q in; dense and sparse
+   out), the eager run's outputs, and the graph. */
+typedef struct {
+  env *e;
+  qgen_ctx *gc;
+  const qgen_layout *L;
+  qgen_kv *g, *eg, *c; /* the captured GPU cache, the eager GPU cache, the reference */
+  int seq[DG_NB];
+  int modes;           /* 1: dense; 2: dense and sparse */
+  size_t kb, qb, ob;
+  uint8_t *pk, *pv, *hk, *hv, *hq, *og, *oe;
+  CUdeviceptr dpk, dpv, dk, dv, dq, dog, doe;
+  qgen_attend_opts od, os;
+  CUstream st;
+  CUgraph graph;
+  CUgraphExec exec;
+} dgraph;
+
+/* The prompts of lengths lens appended to the three caches. */
+static void decode_prompt(dgraph *d, const int64_t *lens, uint64_t seed) {
+  env *e = d->e;
+  qgen_ctx *gc = d->gc;
+  const qgen_layout *L = d->L;
   const int64_t prompt = lens[0] + lens[1] + lens[2];
   const size_t rowb = (size_t)L->n_head_kv * L->in_row_bytes, pb = (size_t)prompt * rowb;
-  uint8_t *pk = malloc(pb), *pv = malloc(pb);
-  check_fill(L, seed + 1, pk, prompt * L->n_head_kv, 1.0f);
-  check_fill(L, seed + 2, pv, prompt * L->n_head_kv, 1.0f);
-  CUdeviceptr dpk = check_dalloc(e, pb), dpv = check_dalloc(e, pb);
-  check_upload(e, dpk, pk, pb);
-  check_upload(e, dpv, pv, pb);
-  int nn[NB] = {(int)lens[0], (int)lens[1], (int)lens[2]};
-  API(qgen_append(g, seq, NB, nn, dpk, dpv, NULL));
-  API(qgen_append(eg, seq, NB, nn, dpk, dpv, NULL));
-  API(qgen_append(c, seq, NB, nn, (qgen_ptr)(uintptr_t)pk, (qgen_ptr)(uintptr_t)pv, NULL));
-  /* the graph's fixed buffers (k, v, q in; dense and sparse out) and the eager run's outputs */
-  const size_t kb = NB * rowb, qb = NB * L->q_bytes, ob = NB * L->out_bytes;
-  uint8_t *hk = malloc(kb), *hv = malloc(kb), *hq = malloc(qb), *og = malloc(2 * ob), *oe = malloc(2 * ob);
-  CUdeviceptr dk = check_dalloc(e, kb), dv = check_dalloc(e, kb), dq = check_dalloc(e, qb), dog = check_dalloc(e, 2 * ob), doe = check_dalloc(e, 2 * ob);
-  qgen_attend_opts od = qgen_attend_defaults(gc), os = od;
-  od.mode = QGEN_ATTEND_DENSE;
-  const int modes = L->sparse ? 2 : 1;
-  CUstream st = NULL;
-  CUgraph graph = NULL;
-  CUgraphExec exec = NULL;
-  int ok = e->cu->cuStreamCreate(&st, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS &&
-           e->cu->cuStreamBeginCapture(st, CU_STREAM_CAPTURE_MODE_GLOBAL) == CUDA_SUCCESS;
-  ok = ok && qgen_append_decode(g, seq, NB, dk, dv, (qgen_stream)st) == QGEN_OK &&
-       qgen_attend(g, seq, NB, dq, dog, &od, (qgen_stream)st) == QGEN_OK &&
-       (modes < 2 || qgen_attend(g, seq, NB, dq, dog + ob, &os, (qgen_stream)st) == QGEN_OK);
-  ok = e->cu->cuStreamEndCapture(st, &graph) == CUDA_SUCCESS && ok;
-  ok = ok && e->cu->cuGraphInstantiate(&exec, graph, 0) == CUDA_SUCCESS;
-  int same = ok, step = 0;
-  for (; step < N && same; step++) { /* step i's inputs: seeds from i, so every step differs */
-    check_fill(L, seed * 7 + 3 * step, hk, NB * L->n_head_kv, 1.0f);
-    check_fill(L, seed * 7 + 3 * step + 1, hv, NB * L->n_head_kv, 1.0f);
-    check_fill(L, seed * 7 + 3 * step + 2, hq, NB * L->n_head, 1.5f);
-    same = e->cu->cuMemcpyHtoDAsync(dk, hk, kb, st) == CUDA_SUCCESS &&
-           e->cu->cuMemcpyHtoDAsync(dv, hv, kb, st) == CUDA_SUCCESS &&
-           e->cu->cuMemcpyHtoDAsync(dq, hq, qb, st) == CUDA_SUCCESS && e->cu->cuGraphLaunch(exec, st) == CUDA_SUCCESS;
-    API(qgen_append(eg, seq, NB, ones, dk, dv, (qgen_stream)st));
-    API(qgen_attend(eg, seq, NB, dq, doe, &od, (qgen_stream)st));
-    if (modes == 2) API(qgen_attend(eg, seq, NB, dq, doe + ob, &os, (qgen_stream)st));
-    API(qgen_append_decode(c, seq, NB, (qgen_ptr)(uintptr_t)hk, (qgen_ptr)(uintptr_t)hv, NULL));
-    same = same && e->cu->cuStreamSynchronize(st) == CUDA_SUCCESS;
-    check_download(e, og, dog, (size_t)modes * ob);
-    check_download(e, oe, doe, (size_t)modes * ob);
-    same = same && memcmp(og, oe, (size_t)modes * ob) == 0;
+  d->pk = malloc(pb), d->pv = malloc(pb);
+  check_fill(L, seed + 1, d->pk, prompt * L->n_head_kv, 1.0f);
+  check_fill(L, seed + 2, d->pv, prompt * L->n_head_kv, 1.0f);
+  d->dpk = check_dalloc(e, pb), d->dpv = check_dalloc(e, pb);
+  check_upload(e, d->dpk, d->pk, pb);
+  check_upload(e, d->dpv, d->pv, pb);
+  int nn[DG_NB] = {(int)lens[0], (int)lens[1], (int)lens[2]};
+  API(qgen_append(d->g, d->seq, DG_NB, nn, d->dpk, d->dpv, NULL));
+  API(qgen_append(d->eg, d->seq, DG_NB, nn, d->dpk, d->dpv, NULL));
+  API(qgen_append(d->c, d->seq, DG_NB, nn, (qgen_ptr)(uintptr_t)d->pk, (qgen_ptr)(uintptr_t)d->pv, NULL));
+}
+
+/* qgen_append_decode + attend (dense, and sparse) of the captured cache, captured once on a
+   stream of its own: whether that worked. */
+static int decode_capture(dgraph *d) {
+  const qgen_cudrv *cu = d->e->cu;
+  int ok = cu->cuStreamCreate(&d->st, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS &&
+           cu->cuStreamBeginCapture(d->st, CU_STREAM_CAPTURE_MODE_GLOBAL) == CUDA_SUCCESS;
+  ok = ok && qgen_append_decode(d->g, d->seq, DG_NB, d->dk, d->dv, (qgen_stream)d->st) == QGEN_OK &&
+       qgen_attend(d->g, d->seq, DG_NB, d->dq, d->dog, &d->od, (qgen_stream)d->st) == QGEN_OK &&
+       (d->modes < 2 || qgen_attend(d->g, d->seq, DG_NB, d->dq, d->dog + d->ob, &d->os, (qgen_stream)d->st) == QGEN_OK);
+  ok = cu->cuStreamEndCapture(d->st, &d->graph) == CUDA_SUCCESS && ok;
+  return ok && cu->cuGraphInstantiate(&d->exec, d->graph, 0) == CUDA_SUCCESS;
+}
+
+/* Replay the graph for DG_N steps, each with new k, v, q copied into its buffers, against the
+   same steps run eagerly (qgen_append + attend on the second GPU cache, append_decode on the
+   reference): whether every step's outputs were identical; *step: the steps run. */
+static int decode_replay(dgraph *d, uint64_t seed, int *step) {
+  const qgen_cudrv *cu = d->e->cu;
+  qgen_ctx *gc = d->gc;
+  const qgen_layout *L = d->L;
+  int ones[DG_NB] = {1, 1, 1};
+  int same = 1;
+  for (*step = 0; *step < DG_N && same; ++*step) { /* step i's inputs: seeds from i, so every step differs */
+    const int s = *step;
+    check_fill(L, seed * 7 + 3 * s, d->hk, DG_NB * L->n_head_kv, 1.0f);
+    check_fill(L, seed * 7 + 3 * s + 1, d->hv, DG_NB * L->n_head_kv, 1.0f);
+    check_fill(L, seed * 7 + 3 * s + 2, d->hq, DG_NB * L->n_head, 1.5f);
+    same = cu->cuMemcpyHtoDAsync(d->dk, d->hk, d->kb, d->st) == CUDA_SUCCESS &&
+           cu->cuMemcpyHtoDAsync(d->dv, d->hv, d->kb, d->st) == CUDA_SUCCESS &&
+           cu->cuMemcpyHtoDAsync(d->dq, d->hq, d->qb, d->st) == CUDA_SUCCESS && cu->cuGraphLaunch(d->exec, d->st) == CUDA_SUCCESS;
+    API(qgen_append(d->eg, d->seq, DG_NB, ones, d->dk, d->dv, (qgen_stream)d->st));
+    API(qgen_attend(d->eg, d->seq, DG_NB, d->dq, d->doe, &d->od, (qgen_stream)d->st));
+    if (d->modes == 2) API(qgen_attend(d->eg, d->seq, DG_NB, d->dq, d->doe + d->ob, &d->os, (qgen_stream)d->st));
+    API(qgen_append_decode(d->c, d->seq, DG_NB, (qgen_ptr)(uintptr_t)d->hk, (qgen_ptr)(uintptr_t)d->hv, NULL));
+    same = same && cu->cuStreamSynchronize(d->st) == CUDA_SUCCESS;
+    check_download(d->e, d->og, d->dog, (size_t)d->modes * d->ob);
+    check_download(d->e, d->oe, d->doe, (size_t)d->modes * d->ob);
+    same = same && memcmp(d->og, d->oe, (size_t)d->modes * d->ob) == 0;
   }
+  return same;
+}
+
+void check_decode_graph(env *e, qgen_ctx *gc, qgen_ctx *cc, uint64_t seed) {
+  const qgen_layout *L = qgen_ext_layout(gc);
+  const int64_t lens[DG_NB] = {1000, 63, 0}, cap = 1000 + DG_N;
+  dgraph d = {.e = e, .gc = gc, .L = L, .seq = {0, 1, 2}, .modes = L->sparse ? 2 : 1};
+  check_new_cache(gc, &d.g, DG_NB, cap);
+  check_new_cache(gc, &d.eg, DG_NB, cap);
+  check_new_cache(cc, &d.c, DG_NB, cap);
+  decode_prompt(&d, lens, seed);
+  d.kb = DG_NB * (size_t)L->n_head_kv * L->in_row_bytes, d.qb = DG_NB * L->q_bytes, d.ob = DG_NB * L->out_bytes;
+  d.hk = malloc(d.kb), d.hv = malloc(d.kb), d.hq = malloc(d.qb), d.og = malloc(2 * d.ob), d.oe = malloc(2 * d.ob);
+  d.dk = check_dalloc(e, d.kb), d.dv = check_dalloc(e, d.kb), d.dq = check_dalloc(e, d.qb);
+  d.dog = check_dalloc(e, 2 * d.ob), d.doe = check_dalloc(e, 2 * d.ob);
+  d.od = qgen_attend_defaults(gc), d.os = d.od;
+  d.od.mode = QGEN_ATTEND_DENSE;
+  int ok = decode_capture(&d), step = 0;
+  const int same = ok && decode_replay(&d, seed, &step);
   char why[64] = "";
   if (!ok) snprintf(why, sizeof why, ": capture failed");
   else if (!same) snprintf(why, sizeof why, ": first difference at step %d", step - 1);
   check_verdict(e, same, "decode   append_decode + attend%s captured once, replayed %d steps (ctx 1000/63/0) == eager "
-          "qgen_append + attend, bit for bit%s", modes == 2 ? " dense + sparse" : "", N, why);
+          "qgen_append + attend, bit for bit%s", d.modes == 2 ? " dense + sparse" : "", DG_N, why);
   int lens_ok = 1;
-  for (int i = 0; i < NB; i++) lens_ok &= qgen_seq_len(g, i) == lens[i] + N && qgen_seq_len(c, i) == lens[i] + N;
-  check_verdict(e, same && lens_ok && same_arrays(gc, g, eg) && same_arrays(gc, g, c) && qgen_sync(g) == QGEN_OK,
+  for (int i = 0; i < DG_NB; i++) lens_ok &= qgen_seq_len(d.g, i) == lens[i] + DG_N && qgen_seq_len(d.c, i) == lens[i] + DG_N;
+  check_verdict(e, same && lens_ok && same_arrays(gc, d.g, d.eg) && same_arrays(gc, d.g, d.c) && qgen_sync(d.g) == QGEN_OK,
           "decode   after it: lengths %lld/%lld/%lld, cache bytes == eager == reference, qgen_sync ok",
-          qgen_seq_len(g, 0), qgen_seq_len(g, 1), qgen_seq_len(g, 2));
+          qgen_seq_len(d.g, 0), qgen_seq_len(d.g, 1), qgen_seq_len(d.g, 2));
   /* sequence 0 is full now: one more replay keeps its length and qgen_sync says so, once */
-  ok = same && e->cu->cuGraphLaunch(exec, st) == CUDA_SUCCESS && e->cu->cuStreamSynchronize(st) == CUDA_SUCCESS;
-  const qgen_status full = qgen_sync(g);
-  ok = ok && full == QGEN_ERR_CAPACITY && qgen_sync(g) == QGEN_OK && qgen_seq_len(g, 0) == cap &&
-       qgen_seq_len(g, 1) == lens[1] + N + 1 && qgen_seq_len(g, 2) == lens[2] + N + 1;
+  ok = same && e->cu->cuGraphLaunch(d.exec, d.st) == CUDA_SUCCESS && e->cu->cuStreamSynchronize(d.st) == CUDA_SUCCESS;
+  const qgen_status full = qgen_sync(d.g);
+  ok = ok && full == QGEN_ERR_CAPACITY && qgen_sync(d.g) == QGEN_OK && qgen_seq_len(d.g, 0) == cap &&
+       qgen_seq_len(d.g, 1) == lens[1] + DG_N + 1 && qgen_seq_len(d.g, 2) == lens[2] + DG_N + 1;
   check_verdict(e, ok, "decode   a replay past capacity: the full sequence stays at %lld, the others advance, qgen_sync: %s",
           (long long)cap, qgen_status_str(full));
-  if (exec) e->cu->cuGraphExecDestroy(exec);
-  if (graph) e->cu->cuGraphDestroy(graph);
-  if (st) e->cu->cuStreamDestroy(st);
-  CUdeviceptr all[] = {dpk, dpv, dk, dv, dq, dog, doe};
+  if (d.exec) e->cu->cuGraphExecDestroy(d.exec);
+  if (d.graph) e->cu->cuGraphDestroy(d.graph);
+  if (d.st) e->cu->cuStreamDestroy(d.st);
+  CUdeviceptr all[] = {d.dpk, d.dpv, d.dk, d.dv, d.dq, d.dog, d.doe};
   for (size_t i = 0; i < sizeof all / sizeof *all; i++) e->cu->cuMemFree(all[i]);
-  free(pk), free(pv), free(hk), free(hv), free(hq), free(og), free(oe);
-  qgen_cache_destroy(g);
-  qgen_cache_destroy(eg);
-  qgen_cache_destroy(c);
+  free(d.pk), free(d.pv), free(d.hk), free(d.hv), free(d.hq), free(d.og), free(d.oe);
+  qgen_cache_destroy(d.g);
+  qgen_cache_destroy(d.eg);
+  qgen_cache_destroy(d.c);
 }

@@ -105,6 +105,133 @@ static int top_p_tie(const qgen_layout *L, int64_t n, int64_t len, const double 
   return near;
 }
 
+/* One sequence's comparison: its inputs and per-page buffers (n pages, +1 so that an empty
+   sequence allocates). */
+typedef struct {
+  const qgen_layout *L;
+  const qgen_kvmem *m;
+  int seq, i8;
+  int64_t len, n;
+  const void *q;
+  const qgen_budget *b;
+  double *sc;     /* [n_head_kv][n] the reference's page scores */
+  double *ex;     /* [n] two-stage: the exact scores of one head; NULL without */
+  int32_t *rl;    /* the reference's list of one head */
+  uint8_t *in_g, *in_r, *in_c, *in_k, *forced; /* per page: GPU list, reference list, candidates, two-stage list, forced */
+  uint8_t *codes; /* 8-bit bounds of one page */
+  float *qf;      /* the query as f32 */
+} lcmp;
+
+/* The float summation error bound of the GPU's page score in head h, with margin. */
+static double head_tol(const lcmp *c, int h) {
+  const qgen_layout *L = c->L;
+  const qgen_kvmem *m = c->m;
+  const uint16_t *bd = m->bounds;
+  double sabs = 0;
+  for (int64_t p = 0; p < c->n; p++) {
+    const uint16_t *pb = bd + ((int64_t)m->page_table[(int64_t)c->seq * m->pages_per_seq + p] * L->n_head_kv + h) * 2 * L->head_dim;
+    /* 8-bit bounds: the GPU sums offset * sum q and scale * (q . codes), each term at most
+       (|offset| + 255 scale) * |q_d| */
+    double i8mag = 0;
+    uint16_t so[2];
+    if (c->i8 && qgen_ref_bounds_i8(pb, L->head_dim, so, c->codes) == 0)
+      i8mag = 2 * (fabs(qgen_f16_to_f32(so[0])) + 255.0 * qgen_f16_to_f32(so[1]));
+    for (int g = 0; g < L->group; g++) {
+      double s = 0;
+      for (int d = 0; d < L->head_dim; d++) {
+        double a = fabs(qgen_f16_to_f32(pb[d])), cc = fabs(qgen_f16_to_f32(pb[L->head_dim + d]));
+        s += fabs(c->qf[(h * L->group + g) * L->head_dim + d]) * (c->i8 ? i8mag : a > cc ? a : cc);
+      }
+      if (s > sabs) sabs = s;
+    }
+  }
+  return L->head_dim * 0x1p-22 * sabs + 1e-30;
+}
+
+/* The reference's list of head h (page scores s) into c->rl: its length. With two-stage
+   selection also its candidates (c->in_c: forced ∪ the best C by Quest, forced left out),
+   the exact scores (c->ex) and, with a top-p cut, the full two-stage list (c->in_k) the cut
+   shortened (counted in *cut). */
+static int64_t ref_list(lcmp *c, int h, const double *s, int *cut) {
+  const qgen_layout *L = c->L;
+  const qgen_budget *b = c->b;
+  const int64_t n = c->n, len = c->len;
+  int64_t rc = qgen_ref_select(b, len, L->block, s, c->rl);
+  if (!c->ex) return rc;
+  int64_t nf = 0;
+  for (int64_t p = 0; p < n; p++) nf += c->forced[p];
+  const int64_t keep = qgen_budget_pages(b, n, nf, L->block) - nf, C = keep * L->rescore < n - nf ? keep * L->rescore : n - nf;
+  const qgen_budget bc = {QGEN_BUDGET_TOKENS, 0, (nf + C) * L->block, b->sink, b->recent};
+  const int64_t cc = qgen_ref_select(&bc, len, L->block, s, c->rl);
+  memset(c->in_c, 0, (size_t)n);
+  for (int64_t i = 0; i < cc; i++) c->in_c[c->rl[i]] = !c->forced[c->rl[i]];
+  qgen_ref_sketch_scores(L, c->m, c->seq, c->q, h, NULL, c->ex);
+  rc = qgen_ref_select_rescore(b, len, L->block, L->rescore, s, c->ex, c->rl);
+  if (L->top_p < 1) { /* the two-stage list, then its top-p cut */
+    memset(c->in_k, 0, (size_t)n);
+    for (int64_t i = 0; i < rc; i++) c->in_k[c->rl[i]] = 1;
+    const int64_t full = rc;
+    rc = qgen_ref_select_top_p(b, len, L->block, L->rescore, L->top_p, L->scale, s, c->ex, c->rl);
+    *cut += rc < full;
+  }
+  return rc;
+}
+
+/* The GPU's list of head h (count pages at list) into c->in_g: 0, or -1 with why when it is
+   not ascending or leaves the sequence's pages. */
+static int gpu_marks(lcmp *c, int h, const int *list, int count, char *why, size_t wn) {
+  memset(c->in_g, 0, (size_t)c->n);
+  for (int i = 0; i < count; i++) {
+    int p = list[i];
+    if (p < 0 || p >= c->n || c->in_g[p] || (i > 0 && list[i - 1] >= p)) {
+      snprintf(why, wn, "head %d: list not ascending / out of range at %d (page %d)", h, i, p);
+      return -1;
+    }
+    c->in_g[p] = 1;
+  }
+  return 0;
+}
+
+/* One-stage selection: a page in one list only must score within tol of the reference's
+   threshold (its lowest selected non-forced page). The near-ties, or -1 with why. */
+static int one_stage_tie(int64_t n, const double *s, const uint8_t *in_g, const uint8_t *in_r, const uint8_t *forced,
+                         double tol, int h, char *why, size_t wn) {
+  double thr = INFINITY; /* lowest reference score among selected non-forced pages */
+  for (int64_t p = 0; p < n; p++)
+    if (in_r[p] && !forced[p] && s[p] < thr) thr = s[p];
+  int near = 0;
+  for (int64_t p = 0; p < n; p++) {
+    if (in_g[p] == in_r[p]) continue;
+    if (forced[p] || !(fabs(s[p] - thr) <= tol)) {
+      snprintf(why, wn, "head %d: page %lld %s by the GPU only, score %.9g vs threshold %.9g (tol %.3g)", h,
+               (long long)p, in_g[p] ? "selected" : "dropped", s[p], thr, tol);
+      return -1;
+    }
+    near++;
+  }
+  return near;
+}
+
+/* Head h's GPU list (count pages at list) against the reference's: near-ties, or -1. */
+static int compare_head(lcmp *c, int h, const int *list, int count, int *cut, char *why, size_t wn) {
+  const qgen_layout *L = c->L;
+  const int64_t n = c->n;
+  const double tol = head_tol(c, h);
+  const double *s = c->sc + h * n;
+  const int64_t rc = ref_list(c, h, s, cut);
+  if (rc != count && !(c->ex && L->top_p < 1)) { /* a top-p count may differ by near-ties of the mass */
+    snprintf(why, wn, "head %d: %d pages selected, reference %lld", h, count, (long long)rc);
+    return -1;
+  }
+  memset(c->in_r, 0, (size_t)n);
+  for (int64_t i = 0; i < rc; i++) c->in_r[c->rl[i]] = 1;
+  if (gpu_marks(c, h, list, count, why, wn) != 0) return -1;
+  if (c->ex && L->top_p < 1 && (rc != count || memcmp(c->in_g, c->in_r, (size_t)n)))
+    return top_p_tie(L, n, c->len, c->ex, c->in_g, c->in_r, c->in_k, c->in_c, c->forced, tol, h, why, wn);
+  if (c->ex) return two_stage_tie(n, s, c->ex, c->in_g, c->in_r, c->in_c, c->forced, tol, h, why, wn);
+  return one_stage_tie(n, s, c->in_g, c->in_r, c->forced, tol, h, why, wn);
+}
+
 /* The GPU's lists of sequence seq against the reference's (ranked by the 8-bit bounds when
    i8): the near-ties, or -1 with why. With a top-p cut, *cut counts the heads whose
    reference list it shortened (so a reader sees the cut was exercised, not only the full
@@ -113,117 +240,31 @@ static int compare_lists(const qgen_layout *L, const qgen_kvmem *m, int seq, int
                          const qgen_budget *b, int i8, const int *glist, const int *gcount, int64_t pps, int *cut, char *why,
                          size_t wn) {
   const int64_t n = qgen_pages_of(len, L->block);
-  double *sc = malloc(sizeof(double) * (size_t)(n * L->n_head_kv + 1));
-  int32_t *rl = malloc(sizeof(int32_t) * (size_t)(n + 1));
-  uint8_t *in_g = calloc((size_t)n + 1, 1), *in_r = calloc((size_t)n + 1, 1), *forced = malloc((size_t)n + 1);
-  uint8_t *in_c = calloc((size_t)n + 1, 1), *in_k = calloc((size_t)n + 1, 1);
-  double *ex = L->rescore > 1 ? malloc(sizeof(double) * (size_t)(n + 1)) : NULL;
-  uint8_t *codes = malloc((size_t)2 * L->head_dim);
-  (i8 ? qgen_ref_estimate_i8 : qgen_ref_estimate)(L, m, seq, q, sc);
-  qgen_forced_pages(b, len, L->block, forced);
-  /* float summation error bound of the GPU score, with margin */
-  const uint16_t *bd = m->bounds;
-  float *qf = malloc(sizeof(float) * (size_t)L->n_head * L->head_dim);
-  qgen_type_traits_of(L->in_type)->to_f32(q, qf, (int64_t)L->n_head * L->head_dim);
+  lcmp c = {.L = L, .m = m, .seq = seq, .i8 = i8, .len = len, .n = n, .q = q, .b = b};
+  c.sc = malloc(sizeof(double) * (size_t)(n * L->n_head_kv + 1));
+  c.rl = malloc(sizeof(int32_t) * (size_t)(n + 1));
+  c.in_g = calloc((size_t)n + 1, 1), c.in_r = calloc((size_t)n + 1, 1), c.forced = malloc((size_t)n + 1);
+  c.in_c = calloc((size_t)n + 1, 1), c.in_k = calloc((size_t)n + 1, 1);
+  c.ex = L->rescore > 1 ? malloc(sizeof(double) * (size_t)(n + 1)) : NULL;
+  c.codes = malloc((size_t)2 * L->head_dim);
+  (i8 ? qgen_ref_estimate_i8 : qgen_ref_estimate)(L, m, seq, q, c.sc);
+  qgen_forced_pages(b, len, L->block, c.forced);
+  c.qf = malloc(sizeof(float) * (size_t)L->n_head * L->head_dim);
+  qgen_type_traits_of(L->in_type)->to_f32(q, c.qf, (int64_t)L->n_head * L->head_dim);
   int near = 0;
-  for (int h = 0; h < L->n_head_kv && near >= 0; h++) {
-    double sabs = 0;
-    for (int64_t p = 0; p < n; p++) {
-      const uint16_t *pb = bd + ((int64_t)m->page_table[(int64_t)seq * m->pages_per_seq + p] * L->n_head_kv + h) * 2 * L->head_dim;
-      /* 8-bit bounds: the GPU sums offset * sum q and scale * (q . codes), each term at most
-         (|offset| + 255 scale) * |q_d| */
-      double i8mag = 0;
-      uint16_t so[2];
-      if (i8 && qgen_ref_bounds_i8(pb, L->head_dim, so, codes) == 0)
-        i8mag = 2 * (fabs(qgen_f16_to_f32(so[0])) + 255.0 * qgen_f16_to_f32(so[1]));
-      for (int g = 0; g < L->group; g++) {
-        double s = 0;
-        for (int d = 0; d < L->head_dim; d++) {
-          double a = fabs(qgen_f16_to_f32(pb[d])), c = fabs(qgen_f16_to_f32(pb[L->head_dim + d]));
-          s += fabs(qf[(h * L->group + g) * L->head_dim + d]) * (i8 ? i8mag : a > c ? a : c);
-        }
-        if (s > sabs) sabs = s;
-      }
-    }
-    const double tol = L->head_dim * 0x1p-22 * sabs + 1e-30;
-    const double *s = sc + h * n;
-    int64_t rc = qgen_ref_select(b, len, L->block, s, rl);
-    if (ex) { /* two-stage: the reference's candidates (forced ∪ the best C by Quest), then its list */
-      int64_t nf = 0;
-      for (int64_t p = 0; p < n; p++) nf += forced[p];
-      const int64_t keep = qgen_budget_pages(b, n, nf, L->block) - nf, C = keep * L->rescore < n - nf ? keep * L->rescore : n - nf;
-      const qgen_budget bc = {QGEN_BUDGET_TOKENS, 0, (nf + C) * L->block, b->sink, b->recent};
-      const int64_t cc = qgen_ref_select(&bc, len, L->block, s, rl);
-      memset(in_c, 0, (size_t)n);
-      for (int64_t i = 0; i < cc; i++) in_c[rl[i]] = !forced[rl[i]];
-      qgen_ref_sketch_scores(L, m, seq, q, h, NULL, ex);
-      rc = qgen_ref_select_rescore(b, len, L->block, L->rescore, s, ex, rl);
-      if (L->top_p < 1) { /* the two-stage list, then its top-p cut */
-        memset(in_k, 0, (size_t)n);
-        for (int64_t i = 0; i < rc; i++) in_k[rl[i]] = 1;
-        const int64_t full = rc;
-        rc = qgen_ref_select_top_p(b, len, L->block, L->rescore, L->top_p, L->scale, s, ex, rl);
-        *cut += rc < full;
-      }
-    }
-    if (rc != gcount[h] && !(ex && L->top_p < 1)) { /* a top-p count may differ by near-ties of the mass */
-      snprintf(why, wn, "head %d: %d pages selected, reference %lld", h, gcount[h], (long long)rc);
+  for (int h = 0; h < L->n_head_kv; h++) {
+    const int r = compare_head(&c, h, glist + h * pps, gcount[h], cut, why, wn);
+    if (r < 0) {
       near = -1;
       break;
     }
-    memset(in_g, 0, (size_t)n);
-    memset(in_r, 0, (size_t)n);
-    for (int64_t i = 0; i < rc; i++) in_r[rl[i]] = 1;
-    for (int i = 0; i < gcount[h]; i++) {
-      int p = glist[h * pps + i];
-      if (p < 0 || p >= n || in_g[p] || (i > 0 && glist[h * pps + i - 1] >= p)) {
-        snprintf(why, wn, "head %d: list not ascending / out of range at %d (page %d)", h, i, p);
-        near = -1;
-        break;
-      }
-      in_g[p] = 1;
-    }
-    if (near < 0) break;
-    if (ex && L->top_p < 1 && (rc != gcount[h] || memcmp(in_g, in_r, (size_t)n))) {
-      const int r = top_p_tie(L, n, len, ex, in_g, in_r, in_k, in_c, forced, tol, h, why, wn);
-      if (r < 0) near = -1;
-      else near += r;
-      continue;
-    }
-    if (ex) {
-      const int r = two_stage_tie(n, s, ex, in_g, in_r, in_c, forced, tol, h, why, wn);
-      if (r < 0) near = -1;
-      else near += r;
-      continue;
-    }
-    double thr = INFINITY; /* lowest reference score among selected non-forced pages */
-    for (int64_t p = 0; p < n; p++)
-      if (in_r[p] && !forced[p] && s[p] < thr) thr = s[p];
-    for (int64_t p = 0; p < n; p++) {
-      if (in_g[p] == in_r[p]) continue;
-      if (forced[p] || !(fabs(s[p] - thr) <= tol)) {
-        snprintf(why, wn, "head %d: page %lld %s by the GPU only, score %.9g vs threshold %.9g (tol %.3g)", h,
-                 (long long)p, in_g[p] ? "selected" : "dropped", s[p], thr, tol);
-        near = -1;
-        break;
-      }
-      near++;
-    }
+    near += r;
   }
-  free(sc);
-  free(rl);
-  free(in_g);
-  free(in_r);
-  free(forced);
-  free(qf);
-  free(in_c);
-  free(in_k);
-  free(ex);
-  free(codes);
+  free(c.sc), free(c.rl), free(c.in_g), free(c.in_r), free(c.forced), free(c.qf), free(c.in_c), free(c.in_k), free(c.ex);
+  free(c.codes);
   return near;
 }
 
-/* attend: dense and (sparse specs) sparse against the reference. */
 /* The sparse step kv just took (GPU) against the reference over the host cache m of the same
    tokens: each sequence's lists by compare_lists (ranked by the 8-bit bounds when i8), and
    in ref the reference attention over the GPU's lists, for the caller's rel_err. Returns
