@@ -88,13 +88,15 @@ static void json_num(FILE *f, double x) {
   else fprintf(f, "null");
 }
 
-int qgen_eval_write_json(const qgen_eval_cfg *c, const qgen_eval_result *r, const char *path) {
-  char sn[48];
-  FILE *f = fopen(path, "w");
-  if (!f) {
-    fprintf(stderr, "qgen: eval: cannot write %s: %s\n", path, strerror(errno));
-    return QGEN_EXIT_WRITE;
-  }
+/* ", "name": x" with x a JSON number (null when not finite). */
+static void json_field(FILE *f, const char *name, double x) {
+  fprintf(f, ", \"%s\": ", name);
+  json_num(f, x);
+}
+
+/* The run's own fields: backend, device, date, command, the configuration, the workload
+   knobs and the phases' times. */
+static void json_run(FILE *f, const qgen_eval_cfg *c, const qgen_eval_result *r) {
   char date[32];
   time_t now = time(NULL);
   struct tm tm;
@@ -122,57 +124,64 @@ int qgen_eval_write_json(const qgen_eval_cfg *c, const qgen_eval_result *r, cons
   fprintf(f, "  \"timing_s\": {\"total\": %.3f, \"haystack\": %.3f, \"statistics\": %.3f, \"planting\": %.3f, "
           "\"host_selectors\": %.3f, \"backend\": %.3f, \"fp64_reference\": %.3f, \"workloads\": %lld},\n",
           r->seconds, r->t_haystack, r->t_stats, r->t_plant, r->t_host_sel, r->t_backend, r->t_ref, r->workloads);
+}
+
+/* One row as a JSON object (no separator). */
+static void json_row(FILE *f, const qgen_eval_row *w) {
+  char sn[48];
+  fprintf(f, "    {\"task\": \"%s\", \"ctx\": %lld, \"k_type\": ", qgen_wl_task_name(w->task), w->ctx);
+  json_str(f, w->k_type);
+  fprintf(f, ", \"variant\": ");
+  json_str(f, w->variant);
+  json_field(f, "coverage", w->coverage);
+  fprintf(f, ", \"selector\": \"%s\", \"rescore\": %d", qgen_eval_row_selector(w->selector, w->rescore, w->top_p, sn, sizeof sn),
+          w->rescore);
+  json_field(f, "margin", w->margin);
+  fprintf(f, ", \"trials\": %d", w->trials);
+  json_field(f, "recall", w->recall);
+  json_field(f, "needle_recall", w->needle_recall);
+  json_field(f, "mass_recall", w->mass_recall);
+  json_field(f, "mass_recall_min", w->mass_min);
+  json_field(f, "rel_err", w->rel_err);
+  json_field(f, "rel_err_max", w->rel_err_max);
+  json_field(f, "rel_err_total", w->rel_err_total);
+  json_field(f, "rel_err_total_max", w->rel_err_total_max);
+  fprintf(f, ", \"err_ref\": %s", w->rel_err == w->rel_err ? (w->err_fp64 ? "\"fp64\"" : "\"dense\"") : "null");
+  json_field(f, "pages", w->pages);
+  json_field(f, "needle_mass", w->needle_mass);
+  json_field(f, "cov_needed", w->need);
+  json_field(f, "cov_needed_max", w->need_max);
+  fprintf(f, "}");
+}
+
+/* One margin threshold as a JSON object (no separator). */
+static void json_threshold(FILE *f, const qgen_eval_threshold *t) {
+  char sn[48];
+  fprintf(f, "    {\"task\": \"%s\", \"ctx\": %lld, \"k_type\": ", qgen_wl_task_name(t->task), t->ctx);
+  json_str(f, t->k_type);
+  json_field(f, "coverage", t->coverage);
+  fprintf(f, ", \"selector\": \"%s\"", qgen_eval_row_selector(t->selector, t->rescore, t->top_p, sn, sizeof sn));
+  json_field(f, "recall_below_1_at", t->below);
+  json_field(f, "full_recall_from", t->full_from);
+  fprintf(f, "}");
+}
+
+int qgen_eval_write_json(const qgen_eval_cfg *c, const qgen_eval_result *r, const char *path) {
+  FILE *f = fopen(path, "w");
+  if (!f) {
+    fprintf(stderr, "qgen: eval: cannot write %s: %s\n", path, strerror(errno));
+    return QGEN_EXIT_WRITE;
+  }
+  json_run(f, c, r);
   fprintf(f, "  \"rows\": [\n");
   for (int i = 0; i < r->n_rows; i++) {
-    const qgen_eval_row *w = &r->rows[i];
-    fprintf(f, "    {\"task\": \"%s\", \"ctx\": %lld, \"k_type\": ", qgen_wl_task_name(w->task), w->ctx);
-    json_str(f, w->k_type);
-    fprintf(f, ", \"variant\": ");
-    json_str(f, w->variant);
-    fprintf(f, ", \"coverage\": ");
-    json_num(f, w->coverage);
-    fprintf(f, ", \"selector\": \"%s\", \"rescore\": %d, \"margin\": ", qgen_eval_row_selector(w->selector, w->rescore, w->top_p, sn, sizeof sn),
-            w->rescore);
-    json_num(f, w->margin);
-    fprintf(f, ", \"trials\": %d, \"recall\": ", w->trials);
-    json_num(f, w->recall);
-    fprintf(f, ", \"needle_recall\": ");
-    json_num(f, w->needle_recall);
-    fprintf(f, ", \"mass_recall\": ");
-    json_num(f, w->mass_recall);
-    fprintf(f, ", \"mass_recall_min\": ");
-    json_num(f, w->mass_min);
-    fprintf(f, ", \"rel_err\": ");
-    json_num(f, w->rel_err);
-    fprintf(f, ", \"rel_err_max\": ");
-    json_num(f, w->rel_err_max);
-    fprintf(f, ", \"rel_err_total\": ");
-    json_num(f, w->rel_err_total);
-    fprintf(f, ", \"rel_err_total_max\": ");
-    json_num(f, w->rel_err_total_max);
-    fprintf(f, ", \"err_ref\": %s, \"pages\": ",
-            w->rel_err == w->rel_err ? (w->err_fp64 ? "\"fp64\"" : "\"dense\"") : "null");
-    json_num(f, w->pages);
-    fprintf(f, ", \"needle_mass\": ");
-    json_num(f, w->needle_mass);
-    fprintf(f, ", \"cov_needed\": ");
-    json_num(f, w->need);
-    fprintf(f, ", \"cov_needed_max\": ");
-    json_num(f, w->need_max);
-    fprintf(f, "}%s\n", i + 1 < r->n_rows ? "," : "");
+    json_row(f, &r->rows[i]);
+    fprintf(f, "%s\n", i + 1 < r->n_rows ? "," : "");
   }
   fprintf(f, "  ],\n  \"thresholds\": [\n");
   for (int i = 0; i < r->n_thr; i++) {
-    const qgen_eval_threshold *t = &r->thr[i];
-    fprintf(f, "    {\"task\": \"%s\", \"ctx\": %lld, \"k_type\": ", qgen_wl_task_name(t->task), t->ctx);
-    json_str(f, t->k_type);
-    fprintf(f, ", \"coverage\": ");
-    json_num(f, t->coverage);
-    fprintf(f, ", \"selector\": \"%s\", \"recall_below_1_at\": ", qgen_eval_row_selector(t->selector, t->rescore, t->top_p, sn, sizeof sn));
-    json_num(f, t->below);
-    fprintf(f, ", \"full_recall_from\": ");
-    json_num(f, t->full_from);
-    fprintf(f, "}%s\n", i + 1 < r->n_thr ? "," : "");
+    json_threshold(f, &r->thr[i]);
+    fprintf(f, "%s\n", i + 1 < r->n_thr ? "," : "");
   }
   fprintf(f, "  ]\n}\n");
   return qgen_harness_close_output("eval", f, path);
