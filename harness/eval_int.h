@@ -1,6 +1,7 @@
 /* eval_int.h — the state of a `qgen eval` run, shared by the files of the engine: eval.c
- * (the run: contexts, trials, workloads on the backend, rows) and eval_select.c (the
- * selectors, the fp64 reference and the metrics of each workload). Not for outside harness/.
+ * (the run: contexts, trials, workloads on the backend, rows), eval_select.c (the selectors,
+ * the fp64 reference and the metrics of each workload) and eval_report.c (the selectors'
+ * names). Not for outside harness/.
  */
 #ifndef QGEN_EVAL_INT_H
 #define QGEN_EVAL_INT_H
