@@ -36,8 +36,10 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.join(HERE, "..", "examples", "python"))
-from tp_generate import init  # noqa: E402  (first: it keeps NVLink multicast off before NCCL starts)
+sys.path.insert(0, os.path.join(HERE, "..", "python"))
+from qgen.tp import init_ranks, multicast_off, split_model  # noqa: E402
+
+multicast_off()  # first: NVLink multicast off before torch starts NCCL
 
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
@@ -45,7 +47,6 @@ import torch.distributed as dist  # noqa: E402
 import e2e  # noqa: E402
 from e2e import DTYPE, DoesNotFit, QgenLayers, build_model, capture, ctx_name, make_step, parse_qgen, size  # noqa: E402
 from e2e import time_graph, weight_bytes  # noqa: E402
-from qgen.tp import split_model  # noqa: E402
 
 DEFAULT_CONFIGS = ["noattn", "qgen-q4_0-dense", "qgen-q4_0-25"]
 
@@ -211,7 +212,7 @@ def main():
         if c != "noattn":
             parse_qgen(c)
     cells = [(size(b), size(c)) for b in a.batch.split(",") for c in a.ctx.split(",")]
-    rank, world, _ = init("cuda", "nccl", timeout_s=3600)
+    rank, world, _ = init_ranks("cuda", "nccl", timeout_s=3600)
     probe = torch.ones(1, device="cuda")
     dist.all_reduce(probe)
     try:

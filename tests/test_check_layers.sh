@@ -2,7 +2,8 @@
 # test_check_layers.sh — tools/check-layers.sh passes on the tree (with the symbol check
 # when $QGEN_BINARY_DIR holds the layer libraries) and fails, naming the violation, on a
 # copy of the tree with one planted violation of each kind: a base file including
-# runtime/qgen.h, a tools file including runtime/private.h, a two-file include cycle.
+# runtime/qgen.h, a harness file including tools/opts.h (the library under the command
+# line), a harness file including runtime/private.h, a two-file include cycle.
 # Env: QGEN_SOURCE_DIR (default: the folder above this script), QGEN_BINARY_DIR (optional).
 set -u
 src=${QGEN_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}
@@ -21,7 +22,7 @@ plant() {
   local name=$1 want=$2 d="$tmp/$1"
   shift 2
   mkdir -p "$d"
-  (cd "$src" && cp -r base ref spec jit runtime tools tests fuzz templates "$d"/)
+  (cd "$src" && cp -r base ref spec jit runtime harness tools tests fuzz templates "$d"/)
   while [ $# -ge 2 ]; do echo "$2" >> "$d/$1"; shift 2; done
   bash "$d/tools/check-layers.sh" > "$d.txt" 2>&1
   local rc=$?
@@ -29,8 +30,10 @@ plant() {
 }
 n=$(($(wc -l < "$src/base/util.h") + 1))
 plant upward "^base/util.h:$n: includes \"runtime/qgen.h\": layer runtime is above base" base/util.h '#include "runtime/qgen.h"'
-n=$(($(wc -l < "$src/tools/workload.h") + 1))
-plant private "^tools/workload.h:$n: includes \"runtime/private.h\": runtime-private header" tools/workload.h '#include "runtime/private.h"'
+n=$(($(wc -l < "$src/harness/eval.h") + 1))
+plant harness "^harness/eval.h:$n: includes \"tools/opts.h\": layer tools is above harness" harness/eval.h '#include "tools/opts.h"'
+n=$(($(wc -l < "$src/harness/workload.h") + 1))
+plant private "^harness/workload.h:$n: includes \"runtime/private.h\": runtime-private header" harness/workload.h '#include "runtime/private.h"'
 plant cycle '^jit/(artifact|cache)\.h:[0-9]+: include cycle: jit/(artifact|cache)\.h -> jit/(artifact|cache)\.h -> jit/(artifact|cache)\.h$' \
   jit/cache.h '#include "jit/artifact.h"' jit/artifact.h '#include "jit/cache.h"'
 

@@ -1,7 +1,7 @@
 /* test_ggml_view.c — a view (qgen_view_open) over a KV cache laid out as llama.cpp keeps it,
- * its q8_0 / q4_0 blocks written by ggml's own quantizer (ggml_quantize_chunk of a ggml-base
- * built from ggml's source: tests/CMakeLists.txt, QGEN_GGML_SOURCE_DIR; only ggml.h's public
- * API is used).
+ * its q8_0 / q4_0 blocks written by ggml's own quantizer (ggml_quantize_chunk of an installed
+ * ggml-base: tests/CMakeLists.txt says how to point at one, QGEN_GGML_PREFIX; only ggml.h's
+ * public API is used).
  *
  * llama.cpp's cache is, per layer, one tensor of kv_size cells x n_head_kv*head_dim values in
  * the ggml block type (V not transposed under flash attention), a sequence owning runs of

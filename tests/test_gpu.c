@@ -1,5 +1,5 @@
 /* test_gpu.c — the GPU decode path of every spec in specs/ and tests/gpu/ against the CPU
- * reference (qgen check, see tools/gpucheck.h), plus the > 4 GiB sequence on qwen3-4b. Exits 77
+ * reference (qgen check, see harness/check.h), plus the > 4 GiB sequence on qwen3-4b. Exits 77
  * (ctest SKIP) when there is no GPU or driver. QGEN_CHECK_QUICK=1 keeps contexts small and
  * skips the big sequence (for compute-sanitizer runs); argv[1] may name one spec file.
  */
@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tools/gpucheck.h"
+#include "harness/check.h"
 #include "base/util.h"
 
 static int by_name(const struct dirent **a, const struct dirent **b) { return strcmp((*a)->d_name, (*b)->d_name); }

@@ -2,12 +2,12 @@
  * the whole decode path: append, estimate, select, attend), on specs/qwen3-4b.lua (whose
  * variants take the default 8-bit bounds: their rows are labelled "f16+i8" and so on).
  *
- * Part 1 checks the workload generator's promises (tools/workload.h): rows are the same
+ * Part 1 checks the workload generator's promises (harness/workload.h): rows are the same
  * whatever the chunking (streaming) and the thread count; a needle sits exactly `margin`
  * haystack stds above the strongest distractor in its tightest head, multikey distractors
  * exactly `margin` below the needle; the sink takes about sink_mass of the attention.
  *
- * Part 2 runs the evaluation of tools/eval.c (what `qgen eval --backend cpu` runs) and
+ * Part 2 runs the evaluation of harness/eval.c (what `qgen eval --backend cpu` runs) and
  * gates it:
  *   - Quest (the lists of the real decode path) at 25 % coverage and the default margin
  *     (4) selects every needle's page in every owner head, on every task, 10 trials at 8K
@@ -36,8 +36,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tools/eval.h"
-#include "tools/workload.h"
+#include "harness/eval.h"
+#include "harness/workload.h"
 
 #include "testlib.h"
 

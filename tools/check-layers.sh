@@ -2,8 +2,10 @@
 # check-layers.sh — the folders are the layers (docs/DESIGN.md §1); this checks that the
 # code keeps to them. Usage: bash tools/check-layers.sh [BUILD_DIR]
 #   (a) a file of layer L includes ("X/...") only folders of layer L or below, in the order
-#       base < ref < spec < jit < runtime < tools; tests/ and fuzz/ may include any layer;
-#       templates/ include only templates/;
+#       base < ref < spec < jit < runtime < harness < tools; tests/ and fuzz/ may include any
+#       layer; templates/ include only templates/. harness/ (workloads, eval, check, bench) is
+#       a library under the command line: it includes runtime/ and below, never tools/, so
+#       tests link it without the CLI and the CLI's option parsing stays out of it;
 #   (b) runtime's private headers (everything in runtime/ but qgen.h and qgen_ext.h) are
 #       included only from runtime/ and tests/;
 #   (c) no include cycle between files (one cycle printed per strongly connected start);
@@ -16,7 +18,7 @@ if [ $# -ge 1 ]; then build=$(cd "$1" && pwd) || { echo "check-layers: no build 
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 
-layers="base ref spec jit runtime tools"
+layers="base ref spec jit runtime harness tools"
 scanned="$layers tests fuzz"
 
 # One record per quoted include: file <TAB> line <TAB> included name.
@@ -55,7 +57,7 @@ includes | awk -F'\t' -v layers="$layers" -v files="$files" '
     } else if (from in rank && to != "") {
       if (to in rank) {
         if (rank[to] > rank[from])
-          bad(file, line, "includes \"" inc "\": layer " to " is above " from " (order: base < ref < spec < jit < runtime < tools)")
+          bad(file, line, "includes \"" inc "\": layer " to " is above " from " (order: base < ref < spec < jit < runtime < harness < tools)")
       } else if (to == "tests" || to == "fuzz" || to == "templates") {
         bad(file, line, "includes \"" inc "\": layer " from " may not include " to "/")
       }
@@ -63,7 +65,7 @@ includes | awk -F'\t' -v layers="$layers" -v files="$files" '
     # (b) runtime-private headers
     if (to == "runtime" && inc != "runtime/qgen.h" && inc != "runtime/qgen_ext.h" &&
         from != "runtime" && from != "tests")
-      bad(file, line, "includes \"" inc "\": runtime-private header (only runtime/ and tests/; tools use runtime/qgen_ext.h)")
+      bad(file, line, "includes \"" inc "\": runtime-private header (only runtime/ and tests/; harness and tools use runtime/qgen_ext.h)")
     # the edge, resolved from the project root, else next to the including file
     target = exists[inc] ? inc : exists[dir(file) inc] ? dir(file) inc : ""
     if (target != "") { ne[file]++; edge[file, ne[file]] = target; eline[file, ne[file]] = line; nodes[file] = 1 }

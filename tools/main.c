@@ -11,8 +11,9 @@
  *   qgen version
  *   qgen help [CMD]                (= qgen --help, qgen CMD --help)
  *
- * Options are parsed by tools/opts.c from one table per command; check, bench and eval live
- * in their own files (tools/commands.h). Exit codes: tools/opts.h (QGEN_EXIT_*): 0 ok, 1
+ * Options are parsed by tools/opts.c from one table per command; the command lines of check,
+ * bench and eval live in their own files (tools/commands.h), over the harness library
+ * (harness/). Exit codes: harness/common.h (QGEN_EXIT_*): 0 ok, 1
  * user error (bad spec, bad arguments), 2 internal or toolchain error, 3 an output could
  * not be written, 77 no GPU (check, bench, eval). Errors go to stderr as "qgen: message".
  */
@@ -315,6 +316,84 @@ static int print_plans(const qgen_spec_set *set, const char *spec, const char *v
   return 0;
 }
 
+/* emit -o: refuse, before anything is compiled, any file it would write that is the spec or
+   cannot be written: per selected variant the .cu, the .ptx, each arch's cubin and (if its
+   plan differs) unit. 0, or the exit code after a message. */
+static int check_outputs(build_job *job, const char *spec, const char *variant, const char *out) {
+  const qgen_spec_set *set = &job->set;
+  int rc;
+  for (int v = 0; v < set->n; v++) {
+    const qgen_spec *s = &set->v[v];
+    const int *use = NULL;
+    const int nu = variant_archs(s, variant, job->archs, job->n_archs, &use);
+    char uri[256], path[4400];
+    qgen_spec_uri(s, QGEN_URI_FILE, uri, sizeof uri);
+    for (int i = -2; i < 2 * nu; i++) {
+      if (i == -2) qgen_fmt(path, sizeof path, "%s/%s.cu", out, uri);
+      else if (i == -1) qgen_fmt(path, sizeof path, "%s/%s.ptx", out, uri);
+      else if (i < nu) qgen_fmt(path, sizeof path, "%s/%s_sm%d.cubin", out, uri, use[i]);
+      else qgen_fmt(path, sizeof path, "%s/%s_sm%d.cu", out, uri, use[i - nu]);
+      if (nu && (rc = qgen_opts_not_input("emit", "-o", path, spec)) != 0) return rc;
+      if (nu && qgen_write_check(path, job->err, sizeof job->err) != 0) return die(QGEN_EXIT_USER, "%s", job->err);
+    }
+  }
+  return 0;
+}
+
+/* One arch's artifact a of s in the report: the module's cubin size, compile time and cache
+   hit, then one line per kernel. */
+static void report_artifact(FILE *rep, const qgen_spec *s, const qgen_artifact *a) {
+  /* one module (cubin) holds every kernel: its size and compile time are the module's */
+  fprintf(rep, "  sm_%d  module       cubin %zu B  %7.1f ms  %s\n", a->arch, a->cubin_size, a->ms,
+          a->cache_hit ? "hit" : "miss");
+  for (int k = 0; k < a->n_kernels; k++) {
+    const qgen_kernel_info *ki = &a->k[k];
+    fprintf(rep, "  sm_%d  %-11s  regs %3d  spill %d/%d  stack %d  smem %d static + %d dynamic\n", a->arch,
+            ki->name, ki->regs, ki->spill_stores, ki->spill_loads, ki->stack, ki->smem_static,
+            dynamic_smem(s, a->arch, ki->name));
+  }
+}
+
+/* Build variant s for the nu archs use (through cache), print its unit with --print, write
+   its files to out (NULL: none) and report on rep. 0, or the exit code after a message. */
+static int emit_variant(const qgen_spec *s, const char *spec, const int *use, int nu, qgen_cache *cache, const char *out,
+                        int print, FILE *rep, char *err, size_t errn) {
+  int rc = 0;
+  print_layout(rep, s, spec);
+  qgen_artifact arts[QGEN_MAX_ARCHS];
+  char *srcs[QGEN_MAX_ARCHS] = {0};
+  double t0 = qgen_now_ms();
+  if (qgen_build(s, &tune, use, nu, cache, arts, srcs, err, errn) != 0) return die(QGEN_EXIT_INTERNAL, "%s", err);
+  char uri[256], name[320];
+  qgen_spec_uri(s, QGEN_URI_FILE, uri, sizeof uri);
+  if (print) fputs(srcs[0], stdout);
+  if (out) {
+    qgen_fmt(name, sizeof name, "%s.cu", uri);
+    rc = write_file(out, name, srcs[0], strlen(srcs[0]));
+    qgen_fmt(name, sizeof name, "%s.ptx", uri);
+    if (!rc) rc = write_file(out, name, arts[0].ptx, arts[0].ptx_size);
+    if (!rc) fprintf(rep, "  wrote %s/%s.cu and the .ptx (sm_%d)\n", out, uri, arts[0].arch);
+  }
+  for (int i = 0; i < nu; i++) {
+    const qgen_artifact *a = &arts[i];
+    /* an arch of other limits has its own plan, so its own unit */
+    if (out && !rc && i > 0 && strcmp(srcs[i], srcs[0]) != 0) {
+      qgen_fmt(name, sizeof name, "%s_sm%d.cu", uri, a->arch);
+      rc = write_file(out, name, srcs[i], strlen(srcs[i]));
+      if (!rc) fprintf(rep, "  wrote %s/%s (sm_%d's plan differs)\n", out, name, a->arch);
+    }
+    if (out && !rc) {
+      qgen_fmt(name, sizeof name, "%s_sm%d.cubin", uri, a->arch);
+      rc = write_file(out, name, a->cubin, a->cubin_size);
+    }
+    report_artifact(rep, s, a);
+    qgen_artifact_free(&arts[i]);
+  }
+  fprintf(rep, "  %d arch(s) in %.1f ms\n", nu, qgen_now_ms() - t0);
+  for (int i = 0; i < nu; i++) free(srcs[i]);
+  return rc;
+}
+
 static int cmd_emit(int argc, char **argv) {
   const char *spec = NULL, *out = NULL, *variant = NULL, *arch_list = NULL;
   int print = 0, plan_only = 0;
@@ -341,77 +420,14 @@ static int cmd_emit(int argc, char **argv) {
   rc = load_for_build("emit", spec, variant, arch_list, plan_only, &job);
   if (rc != 0) return rc;
   if (plan_only) return print_plans(&job.set, spec, variant, job.archs, job.n_archs);
-  const qgen_spec_set *set = &job.set;
-  const int *archs = job.archs, n_archs = job.n_archs;
-  char *err = job.err;
   FILE *rep = print ? stderr : stdout; /* the report; stdout then holds the unit alone */
   if (out && qgen_mkdir_p(out, 0755) != 0) return die(QGEN_EXIT_USER, "%s: cannot create directory: %s", out, strerror(errno));
-  /* every file -o will write, before anything is compiled */
-  for (int v = 0; out && v < set->n; v++) {
-    const qgen_spec *s = &set->v[v];
-    const int *use = NULL;
-    const int nu = variant_archs(s, variant, archs, n_archs, &use);
-    char uri[256], path[4400];
-    qgen_spec_uri(s, QGEN_URI_FILE, uri, sizeof uri);
-    for (int i = -2; i < 2 * nu; i++) { /* the .cu, the .ptx, each arch's cubin and (if its plan differs) unit */
-      if (i == -2) qgen_fmt(path, sizeof path, "%s/%s.cu", out, uri);
-      else if (i == -1) qgen_fmt(path, sizeof path, "%s/%s.ptx", out, uri);
-      else if (i < nu) qgen_fmt(path, sizeof path, "%s/%s_sm%d.cubin", out, uri, use[i]);
-      else qgen_fmt(path, sizeof path, "%s/%s_sm%d.cu", out, uri, use[i - nu]);
-      if (nu && (rc = qgen_opts_not_input("emit", "-o", path, spec)) != 0) return rc;
-      if (nu && qgen_write_check(path, err, sizeof job.err) != 0) return die(QGEN_EXIT_USER, "%s", err);
-    }
-  }
-
+  if (out && (rc = check_outputs(&job, spec, variant, out)) != 0) return rc;
   qgen_cache *cache = qgen_cache_open(NULL);
-  for (int v = 0; v < set->n && rc == 0; v++) {
-    const qgen_spec *s = &set->v[v];
+  for (int v = 0; v < job.set.n && rc == 0; v++) {
     const int *use;
-    const int nu = variant_archs(s, variant, archs, n_archs, &use);
-    if (!nu) continue;
-    print_layout(rep, s, spec);
-    qgen_artifact arts[QGEN_MAX_ARCHS];
-    char *srcs[QGEN_MAX_ARCHS] = {0};
-    double t0 = qgen_now_ms();
-    if (qgen_build(s, &tune, use, nu, cache, arts, srcs, err, sizeof job.err) != 0) {
-      rc = die(QGEN_EXIT_INTERNAL, "%s", err);
-      break;
-    }
-    char uri[256], name[320];
-    qgen_spec_uri(s, QGEN_URI_FILE, uri, sizeof uri);
-    if (print) fputs(srcs[0], stdout);
-    if (out) {
-      qgen_fmt(name, sizeof name, "%s.cu", uri);
-      rc = write_file(out, name, srcs[0], strlen(srcs[0]));
-      qgen_fmt(name, sizeof name, "%s.ptx", uri);
-      if (!rc) rc = write_file(out, name, arts[0].ptx, arts[0].ptx_size);
-      if (!rc) fprintf(rep, "  wrote %s/%s.cu and the .ptx (sm_%d)\n", out, uri, arts[0].arch);
-    }
-    for (int i = 0; i < nu; i++) {
-      const qgen_artifact *a = &arts[i];
-      /* an arch of other limits has its own plan, so its own unit */
-      if (out && !rc && i > 0 && strcmp(srcs[i], srcs[0]) != 0) {
-        qgen_fmt(name, sizeof name, "%s_sm%d.cu", uri, a->arch);
-        rc = write_file(out, name, srcs[i], strlen(srcs[i]));
-        if (!rc) fprintf(rep, "  wrote %s/%s (sm_%d's plan differs)\n", out, name, a->arch);
-      }
-      if (out && !rc) {
-        qgen_fmt(name, sizeof name, "%s_sm%d.cubin", uri, a->arch);
-        rc = write_file(out, name, a->cubin, a->cubin_size);
-      }
-      /* one module (cubin) holds every kernel: its size and compile time are the module's */
-      fprintf(rep, "  sm_%d  module       cubin %zu B  %7.1f ms  %s\n", a->arch, a->cubin_size, a->ms,
-              a->cache_hit ? "hit" : "miss");
-      for (int k = 0; k < a->n_kernels; k++) {
-        const qgen_kernel_info *ki = &a->k[k];
-        fprintf(rep, "  sm_%d  %-11s  regs %3d  spill %d/%d  stack %d  smem %d static + %d dynamic\n", a->arch,
-                ki->name, ki->regs, ki->spill_stores, ki->spill_loads, ki->stack, ki->smem_static,
-                dynamic_smem(s, a->arch, ki->name));
-      }
-      qgen_artifact_free(&arts[i]);
-    }
-    fprintf(rep, "  %d arch(s) in %.1f ms\n", nu, qgen_now_ms() - t0);
-    for (int i = 0; i < nu; i++) free(srcs[i]);
+    const int nu = variant_archs(&job.set.v[v], variant, job.archs, job.n_archs, &use);
+    if (nu) rc = emit_variant(&job.set.v[v], spec, use, nu, cache, out, print, rep, job.err, sizeof job.err);
   }
   qgen_cache_close(cache);
   return rc;

@@ -11,17 +11,9 @@
 
 #include <stdio.h>
 
+#include "harness/common.h" /* the exit codes (QGEN_EXIT_*) */
 #include "runtime/qgen.h"
 #include "spec/spec.h"
-
-/* The exit codes of every qgen command (qgen --help lists them). */
-enum {
-  QGEN_EXIT_OK = 0,
-  QGEN_EXIT_USER = 1,     /* a bad spec, bundle or arguments; a failed check */
-  QGEN_EXIT_INTERNAL = 2, /* an internal or toolchain error (NVRTC, CUDA) */
-  QGEN_EXIT_WRITE = 3,    /* an output could not be written: stdout or a file (a full disk, a closed pipe) */
-  QGEN_EXIT_NO_GPU = 77,  /* no GPU or no CUDA driver (check, bench, eval) */
-};
 
 typedef enum qgen_opt_kind {
   QGEN_OPT_FLAG,   /* int: set to 1; takes no value */
@@ -82,10 +74,6 @@ int qgen_opts_same_file(const char *out, const char *in);
    the input IN; refusing to write over it". out NULL: standard output (a redirection). */
 int qgen_opts_not_input(const char *cmd, const char *opt, const char *out, const char *in);
 
-/* Close f, a file an option named (path), after writing it: 0, or QGEN_EXIT_WRITE after
-   "qgen: CMD: cannot write PATH: reason" when a write or the close failed. */
-int qgen_opts_close_output(const char *cmd, FILE *f, const char *path);
-
 /* Split a comma-separated list in place into out[0..max): the count, or -1 for an empty item
    ("a,,b", as the numeric lists refuse it), more than max items or one given twice (its rows
    would be counted twice). */
@@ -94,17 +82,6 @@ int qgen_opts_split(char *s, const char **out, int max);
 /* --variant V of the spec set loaded from path: 0 when V is NULL or names one of its
    variants, else 1 after "qgen: PATH: no variant named 'V'; variants: a, b, c". */
 int qgen_opts_variant_in(const char *path, const qgen_spec_set *set, const char *variant);
-
-/* The variants of the spec or bundle at path (a bundle holds one): 0, or -1 when it does
-   not load (the command reports that as it opens it). */
-int qgen_opts_spec_set(const char *path, qgen_spec_set *set);
-
-/* qgen_open of path's variant o->variant, with spec sparse.v_tau set to v_tau when v_tau
-   >= 0 (the variant written back as Lua with it: --v-tau of eval and bench). */
-qgen_status qgen_opts_open(qgen_ctx **ctx, const char *path, const qgen_open_opts *o, double v_tau);
-/* The exit code of a failed qgen_open: QGEN_EXIT_NO_GPU without a GPU, QGEN_EXIT_USER for a
-   bad spec or bundle, QGEN_EXIT_INTERNAL otherwise. */
-int qgen_opts_open_exit(qgen_status st);
 
 /* qgen_opts_variant_in for the spec or bundle at path, loaded here (before a command looks for a GPU);
    a file that does not load returns 0: the command reports it as it opens it. */

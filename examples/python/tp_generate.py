@@ -11,49 +11,24 @@ input columns, their outputs all-reduced) and generates through
 QgenCache(model.config, ..., tp_size=world): rank r's caches hold its n_head_kv/world KV
 heads, its attention their n_head/world query heads. The ranks compute the same logits;
 rank 0 writes the tokens and per-step logits of each mode (dense, sparse) to --out
-(torch.save). The process group is NCCL with one GPU per rank, else gloo (on the CPU, or
-ranks sharing a GPU). NVLink multicast stays off (NCCL_NVLS_ENABLE=0 and its relatives,
-unless the caller set them).
+(torch.save). The process group (qgen.tp.init_ranks) is NCCL with one GPU per rank, else
+gloo (on the CPU, or ranks sharing a GPU). NVLink multicast stays off (qgen.tp.multicast_off:
+NCCL_NVLS_ENABLE=0 and its relatives, unless the caller set them).
 """
 import argparse
-import datetime
 import os
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
 
-# before torch.distributed starts NCCL: no NVLink multicast (the device notes ask for it)
-for _name, _value in (("NCCL_NVLS_ENABLE", "0"), ("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1"),
-                      ("NVSHMEM_DISABLE_NVLS", "1")):
-    os.environ.setdefault(_name, _value)
+from qgen.tp import init_ranks, multicast_off, split_model  # noqa: E402
+
+multicast_off()  # before torch.distributed starts NCCL: no NVLink multicast (the device notes ask for it)
 
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 
 import qgen.transformers as qt  # noqa: E402
-from qgen.tp import split_model  # noqa: E402
-
-
-def init(device, backend="auto", timeout_s=1800):
-    """(rank, world, torch.device) of this process; starts the process group when torchrun
-    (WORLD_SIZE) says there is more than one rank. device "cuda": GPU local_rank modulo
-    the GPUs there are, so ranks may share one (then gloo: NCCL refuses that)."""
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    rank = int(os.environ.get("RANK", "0"))
-    local = int(os.environ.get("LOCAL_RANK", str(rank)))
-    if device == "cuda":
-        if not torch.cuda.is_available():
-            raise SystemExit("tp_generate: --device cuda needs a CUDA device")
-        n_gpu = torch.cuda.device_count()
-        dev = torch.device("cuda", local % n_gpu)
-        torch.cuda.set_device(dev)
-        auto = "nccl" if n_gpu >= int(os.environ.get("LOCAL_WORLD_SIZE", str(world))) else "gloo"
-    else:
-        dev, auto = torch.device("cpu"), "gloo"
-    if world > 1:
-        dist.init_process_group(backend=auto if backend == "auto" else backend, rank=rank, world_size=world,
-                                timeout=datetime.timedelta(seconds=timeout_s))
-    return rank, world, dev
 
 
 def tiny_config(layers):
@@ -97,7 +72,7 @@ def main():
     ap.add_argument("--modes", default="dense,sparse")
     ap.add_argument("--out", help="rank 0 writes {world, modes: {mode: {tokens, logits}}} here")
     a = ap.parse_args()
-    rank, world, dev = init(a.device, a.backend)
+    rank, world, dev = init_ranks(a.device, a.backend)
     dtype = getattr(torch, a.dtype or ("bfloat16" if dev.type == "cuda" else "float32"))
     model = build(tiny_config(a.layers), dtype, dev, rank, world)
     g = torch.Generator().manual_seed(1)

@@ -25,9 +25,10 @@ import numbers
 import operator
 import os
 import re
-import sys
 import threading
 
+from ._args import (NUMPY_DTYPES, TORCH_DTYPES, addr, as_int, cstr, disjoint, fits, is_ndarray, is_torch,
+                    leading_rows, mem_of, new_out, real, token_count, torch_module)
 from ._lib import (ATTEND_DENSE, ATTEND_REUSE, ATTEND_SPARSE, BACKENDS, CUDA, KV_ARRAYS, NO_DRIVER, SPEC,
                    AttendOpts, Info, OpenOpts, SpecNotFoundError, error, invalid, lib, wrong_type)
 
@@ -36,107 +37,6 @@ from ._lib import (ATTEND_DENSE, ATTEND_REUSE, ATTEND_SPARSE, BACKENDS, CUDA, KV
 _KV_TYPE_NAMES = {"torch.float16": "f16", "torch.bfloat16": "bf16", "torch.float8_e4m3fn": "e4m3",
                   "torch.float8_e5m2": "e5m2", "float8_e4m3fn": "e4m3", "float8_e5m2": "e5m2", "fp8": "e4m3",
                   "fp8_e4m3": "e4m3", "fp8_e5m2": "e5m2"}
-_NUMPY_DTYPES = {"f32": "float32", "f16": "float16", "bf16": "uint16"}
-_TORCH_DTYPES = {"f32": "float32", "f16": "float16", "bf16": "bfloat16"}
-_FLT_MAX = 3.4028234663852886e38
-
-
-def _torch():
-    import torch  # optional: only tensors that are torch tensors bring it in
-
-    return torch
-
-
-def _is_torch(x):
-    """Whether x is a torch tensor. Whoever made one has imported torch, so torch is
-    looked up, never imported, here; a class that only calls itself torch is not one."""
-    torch = sys.modules.get("torch")
-    return torch is not None and isinstance(x, torch.Tensor)
-
-
-def _is_ndarray(x):
-    np = sys.modules.get("numpy")
-    return np is not None and isinstance(x, np.ndarray)
-
-
-# ---- integers, numbers and strings that cross into C -------------------------------------
-
-def _int(x, what):
-    if isinstance(x, bool) or not hasattr(x, "__index__"):
-        raise wrong_type(f"{what} = {x!r} is not an integer")
-    try:
-        return x.__index__()
-    except (TypeError, ValueError) as e:  # a tensor or array of more than one element
-        raise wrong_type(f"{what} = {x!r} is not an integer ({e})") from None
-
-
-def _fits(x, what, bits, low=None):
-    """An integer for a signed C field of the given bits: ctypes would wrap a value outside
-    its range (2^32 + 2 arrives as 2), so it is refused here. low narrows the range where a
-    smaller value means nothing (a device ordinal below 0)."""
-    n = _int(x, what)
-    lo, hi = -(2 ** (bits - 1)) if low is None else low, 2 ** (bits - 1) - 1
-    if not lo <= n <= hi:
-        raise invalid(f"{what} = {n} is out of range: it is passed to C as a {bits}-bit integer, "
-                      f"which holds {lo if low is not None else f'-2^{bits - 1}'} .. 2^{bits - 1} - 1")
-    return n
-
-
-def _addr(x, what):
-    """An address or handle for a 64-bit unsigned C field."""
-    n = _int(x, what)
-    if not 0 <= n < 2**64:
-        raise invalid(f"{what} = {n:#x} is not an address (0 .. 2^64 - 1)")
-    return n
-
-
-def _tokens(x, what, low):
-    """A token count for a long long field: ctypes would wrap a value past 2^63 silently."""
-    n = _int(x, what)
-    if not low <= n < 2**63:
-        raise invalid(f"{what} = {n} must be {'> 0' if low else '>= 0'} tokens and below 2^63")
-    return n
-
-
-def _real(x, what, c_float=False):
-    """A float for a C double (or float): an int too large for either is refused, not
-    turned into an infinity or an OverflowError."""
-    if isinstance(x, (str, bytes, bool)):
-        raise wrong_type(f"{what} = {x!r} is not a number")
-    try:
-        v = float(x)
-    except OverflowError:
-        raise invalid(f"{what} = {x!r} does not fit a C double") from None
-    except (TypeError, ValueError):
-        raise wrong_type(f"{what} = {x!r} is not a number") from None
-    if c_float and math.isfinite(v) and abs(v) > _FLT_MAX:
-        raise invalid(f"{what} = {v:g} does not fit a C float (at most {_FLT_MAX:g})")
-    return v
-
-
-def _cstr(x, what, path=False):
-    """x as bytes for a C string: a str or bytes (a path-like object too, for a path),
-    without a NUL byte, which would end the C string early ("small.lua\\0/etc/passwd"
-    would open small.lua)."""
-    if path:
-        try:
-            x = os.fspath(x)
-        except TypeError:
-            raise wrong_type(f"{what} must be a path (str, bytes or os.PathLike), got {type(x).__name__}") from None
-    if isinstance(x, str):
-        try:
-            b = os.fsencode(x) if path else x.encode()
-        except UnicodeError as e:
-            raise invalid(f"{what} cannot be encoded: {e}") from None
-    elif isinstance(x, bytes):
-        b = x
-    else:
-        raise wrong_type(f"{what} must be a string, got {type(x).__name__}")
-    nul = b.find(b"\0")
-    if nul >= 0:
-        raise invalid(f"{what} contains a NUL byte (at position {nul}); C would read only what comes before it: "
-                      f"{b[:nul].decode(errors='replace')!r}")
-    return b
 
 
 # ---- the spec from keyword fields ------------------------------------------------------
@@ -212,87 +112,6 @@ def spec_text(**fields):
             fields[f] = kv_type(fields[f])
     fields = {"name": _shape_name(fields), **fields}
     return "return spec" + _lua(fields, "spec") + "\n"
-
-
-# ---- arrays and tensors ----------------------------------------------------------------
-
-class _Mem:
-    """What qgen is told about an array or tensor, read through NumPy's and torch's own
-    accessors (a subclass cannot change them): address, shape, byte strides, dtype name,
-    element size, device ("cpu" or "cuda"), device index, C-contiguity, writability."""
-
-    __slots__ = ("ptr", "shape", "strides", "dtype", "itemsize", "device", "index", "contiguous", "writable", "torch")
-
-    def extent(self):
-        """The bytes [lo, hi) the array spans (None when it has no elements)."""
-        if any(n == 0 for n in self.shape):
-            return None
-        lo = hi = self.ptr
-        for n, s in zip(self.shape, self.strides):
-            if s < 0:
-                lo += (n - 1) * s
-            else:
-                hi += (n - 1) * s
-        return lo, hi + self.itemsize
-
-
-def _mem(x, fn, name):
-    """The _Mem of x, which must be a NumPy array or a torch tensor (a TypeError otherwise)."""
-    m = _Mem()
-    if _is_torch(x):
-        torch = sys.modules["torch"]
-        T = torch.Tensor
-        layout, dev = T.layout.__get__(x), T.device.__get__(x)
-        if layout is not torch.strided:
-            raise invalid(f"{fn}: {name} is a {layout} tensor; qgen takes dense (strided) tensors")
-        if dev.type not in ("cpu", "cuda"):
-            raise invalid(f"{fn}: {name} is on {dev}; qgen takes CUDA tensors (GPU backend) or host memory "
-                          "(CPU backend)")
-        try:
-            m.ptr = T.data_ptr(x)
-        except RuntimeError as e:  # a tensor without storage (fake, meta, functional)
-            raise invalid(f"{fn}: {name} has no memory qgen could use: {e}") from None
-        m.itemsize = T.element_size(x)
-        m.shape = tuple(T.size(x))
-        m.strides = tuple(s * m.itemsize for s in T.stride(x))
-        m.dtype = str(T.dtype.__get__(x)).replace("torch.", "")
-        m.device, m.index = dev.type, dev.index
-        m.contiguous, m.writable, m.torch = T.is_contiguous(x), True, True
-        return m
-    if _is_ndarray(x):
-        nd = sys.modules["numpy"].ndarray
-        flags, dt = nd.flags.__get__(x), nd.dtype.__get__(x)
-        m.ptr = nd.__array_interface__.__get__(x)["data"][0]
-        m.shape, m.strides = tuple(nd.shape.__get__(x)), tuple(nd.strides.__get__(x))
-        m.dtype, m.itemsize = str(dt), dt.itemsize
-        m.device, m.index = "cpu", None
-        m.contiguous, m.writable, m.torch = flags["C_CONTIGUOUS"], flags["WRITEABLE"], False
-        return m
-    raise wrong_type(f"{fn}: {name} must be a NumPy array or a torch tensor, got {type(x).__name__}")
-
-
-def _disjoint(fn, out, others):
-    """Refuse an output whose bytes overlap those of an input or of memory the step reads
-    (out = (name, _Mem), others = [(name, _Mem or extent)]): the step would read rows it has
-    already written (q = buf[:3], out = buf[1:4] gave wrong rows and no error)."""
-    o = out[1].extent()
-    if o is None:
-        return
-    for name, m in others:
-        e = m.extent() if isinstance(m, _Mem) else m
-        if e is not None and o[0] < e[1] and e[0] < o[1]:
-            raise invalid(f"{fn}: {out[0]} overlaps {name} (bytes {o[0]:#x}..{o[1]:#x} and {e[0]:#x}..{e[1]:#x}); "
-                          f"the step would read what it has already written: give {out[0]} its own memory")
-
-
-def _rows(x, fn, name, rows, dims):
-    """The leading size of x, which must be a 3-d array or tensor [rows, *dims] (the rest of
-    its checks are Cache._tensor's, once the row count is known)."""
-    if not (_is_torch(x) or _is_ndarray(x)):
-        raise wrong_type(f"{fn}: {name} must be a NumPy array or a torch tensor, got {type(x).__name__}")
-    if len(x.shape) != 3:
-        raise invalid(f"{fn}: {name} must be [{rows}, {dims[0]}, {dims[1]}], got shape {list(x.shape)}")
-    return x.shape[0]
 
 
 # ---- objects that own a libqgen handle -------------------------------------------------
@@ -376,14 +195,14 @@ class Context(_Owner):
             raise wrong_type(f"backend = {backend!r} is not a string; allowed: 'gpu' or 'cpu'")
         if backend not in BACKENDS:
             raise invalid(f"backend = {backend!r}; allowed: 'gpu' or 'cpu'")
-        self.backend, self.device = backend, _fits(device, "device", 32, low=0)
-        opts = OpenOpts(BACKENDS[backend], self.device, _cstr(variant, "variant") if variant else None,
-                        _cstr(cache_dir, "cache_dir", path=True) if cache_dir is not None else None)
-        path = _cstr(spec, "the spec path", path=True) if spec is not None else None
+        self.backend, self.device = backend, fits(device, "device", 32, low=0)
+        opts = OpenOpts(BACKENDS[backend], self.device, cstr(variant, "variant") if variant else None,
+                        cstr(cache_dir, "cache_dir", path=True) if cache_dir is not None else None)
+        path = cstr(spec, "the spec path", path=True) if spec is not None else None
         if text is not None:
-            source = _cstr(text, "text")
+            source = cstr(text, "text")
         elif fields:
-            source = _cstr(spec_text(**fields), "the spec fields")
+            source = cstr(spec_text(**fields), "the spec fields")
         L = lib()
         ptr = ctypes.c_void_p()
         if path is not None:
@@ -492,7 +311,11 @@ class Cache(_Owner):
     threads returned each other's rows), so they are safe but do not run in parallel: give
     each thread its own cache for that. Calls on different caches run in parallel. On the
     GPU the lock orders the launches, not the kernels: threads sharing a cache on different
-    streams must also order those streams (one cache's steps share its scratch memory)."""
+    streams must also order those streams (one cache's steps share its scratch memory).
+
+    A subclass over another kind of qgen_kv (View) makes its handle with _open_handle(),
+    calls libqgen on it with _call(), and lists in _reads the caller's memory a step reads;
+    Step is the planned step DecodeWrapper runs."""
 
     _kind = "cache"
 
@@ -501,10 +324,20 @@ class Cache(_Owner):
         if not isinstance(ctx, Context):
             raise wrong_type(f"cache: ctx must be a qgen.Context, got {type(ctx).__name__}")
         self.ctx = ctx
-        self.max_seqs = _fits(max_seqs, "cache: max_seqs", 32)
-        self.max_tokens = _fits(max_tokens, "cache: max_tokens", 64)
-        self._setup(ctx._open_kv(lambda c, out: lib().qgen_cache_create(c, out, self.max_seqs, self.max_tokens),
-                                 self._kind))
+        self.max_seqs = fits(max_seqs, "cache: max_seqs", 32)
+        self.max_tokens = fits(max_tokens, "cache: max_tokens", 64)
+        self._open_handle(lambda c, out: lib().qgen_cache_create(c, out, self.max_seqs, self.max_tokens))
+
+    def _open_handle(self, open_call):
+        """Make this object's qgen_kv with open_call(context pointer, byref(out)) on self.ctx,
+        registered with the context, and set up what the calls need."""
+        self._setup(self.ctx._open_kv(open_call, self._kind))
+
+    def _call(self, fn, c_function, *args):
+        """c_function(qgen_kv, *args) under the lock, raising its failure (fn names the caller)."""
+        h = self._h
+        with h.lock:
+            h.check(c_function(h.live(fn), *args))
 
     def _setup(self, h):
         i = self.ctx.info
@@ -529,7 +362,7 @@ class Cache(_Owner):
         integer array or tensor; each in [0, max_seqs), none twice."""
         if seqs is None:
             seqs = default
-        elif (_is_ndarray(seqs) or _is_torch(seqs)) and len(seqs.shape) > 0:
+        elif (is_ndarray(seqs) or is_torch(seqs)) and len(seqs.shape) > 0:
             seqs = seqs.tolist()
         elif isinstance(seqs, (list, tuple, range)):
             seqs = list(seqs)
@@ -539,7 +372,7 @@ class Cache(_Owner):
             raise invalid(f"{fn}: no sequences given (an empty list); give a sequence id or a list of them")
         out = []
         for i, s in enumerate(seqs):
-            s = _int(s, f"{fn}: seqs[{i}]")
+            s = as_int(s, f"{fn}: seqs[{i}]")
             if not 0 <= s < self.max_seqs:
                 raise invalid(f"{fn}: seqs[{i}] = {s} is outside [0, {self.max_seqs})")
             if s in out:
@@ -548,8 +381,8 @@ class Cache(_Owner):
         return out
 
     def _tensor(self, x, fn, name, shape, type_name, writable=False):
-        """The _Mem of tensor x after checking its kind, device, dtype, shape and layout."""
-        m = _mem(x, fn, name)
+        """The Mem of tensor x after checking its kind, device, dtype, shape and layout."""
+        m = mem_of(x, fn, name)
         if self.ctx.backend == "gpu":
             if not m.torch:
                 raise wrong_type(f"{fn}: {name} must be a torch CUDA tensor on the GPU backend, got {type(x).__name__}")
@@ -560,7 +393,7 @@ class Cache(_Owner):
                 raise invalid(f"{fn}: {name} is on cuda:{m.index}; the context is on cuda:{self.ctx.device}")
         elif m.device != "cpu":
             raise invalid(f"{fn}: {name} is on {m.device}; the CPU backend takes host arrays")
-        want = (_TORCH_DTYPES if m.torch else _NUMPY_DTYPES)[type_name]
+        want = (TORCH_DTYPES if m.torch else NUMPY_DTYPES)[type_name]
         if m.dtype != want:
             raise wrong_type(f"{fn}: {name} has dtype {m.dtype}; the spec's {'out' if writable else 'in'}_type "
                              f"{type_name} needs {want}")
@@ -576,9 +409,9 @@ class Cache(_Owner):
         if self.ctx.backend == "cpu":
             return None
         if stream is None:
-            torch = _torch()
+            torch = torch_module()
             return torch.cuda.current_stream(self.ctx.device).cuda_stream
-        return _addr(getattr(stream, "cuda_stream", stream), "stream")
+        return addr(getattr(stream, "cuda_stream", stream), "stream")
 
     # ---- the decode path -------------------------------------------------------------
 
@@ -586,17 +419,17 @@ class Cache(_Owner):
         """Append the rows of k, v ([tokens, n_head_kv, head_dim]): n_new[i] rows to seqs[i],
         in order. seqs defaults to [0]; n_new to the tokens split equally over seqs."""
         seqs = self._seqs(seqs, [0], "append")
-        tokens = _rows(k, "append", "k", "tokens", self._kv_shape)
+        tokens = leading_rows(k, "append", "k", "tokens", self._kv_shape)
         if n_new is None:
             if not seqs or tokens % len(seqs):
                 raise invalid(f"append: {tokens} tokens do not split equally over {len(seqs)} sequences; give n_new")
             n_new = [tokens // len(seqs)] * len(seqs)
         else:
-            if _is_ndarray(n_new) or _is_torch(n_new):
+            if is_ndarray(n_new) or is_torch(n_new):
                 n_new = n_new.tolist()
             if not isinstance(n_new, (list, tuple, range)):
                 raise wrong_type(f"append: n_new must be a list of token counts, got {type(n_new).__name__}")
-            n_new = [_fits(n, f"append: n_new[{i}]", 32) for i, n in enumerate(n_new)]
+            n_new = [fits(n, f"append: n_new[{i}]", 32) for i, n in enumerate(n_new)]
         if len(n_new) != len(seqs):
             raise invalid(f"append: n_new has {len(n_new)} entries for {len(seqs)} sequences")
         for i, n in enumerate(n_new):
@@ -609,11 +442,8 @@ class Cache(_Owner):
         kp = self._tensor(k, "append", "k", shape, in_type).ptr
         vp = self._tensor(v, "append", "v", shape, in_type).ptr
         n = len(seqs)
-        stream = self._stream(stream)
-        h = self._h
-        with h.lock:
-            h.check(lib().qgen_append(h.live("append"), (ctypes.c_int * n)(*seqs), n, (ctypes.c_int * n)(*n_new),
-                                      kp, vp, stream))
+        self._call("append", lib().qgen_append, (ctypes.c_int * n)(*seqs), n, (ctypes.c_int * n)(*n_new), kp, vp,
+                   self._stream(stream))
 
     def append_decode(self, k, v, seqs=None, stream=None):
         """One token per sequence (k, v: [n_seq, n_head_kv, head_dim], row i for seqs[i],
@@ -622,7 +452,7 @@ class Cache(_Owner):
         (refill the captured k, v, q before each replay). A full sequence's token is
         dropped; sync() reports it. Once used, the lengths live on the device: seq_len(),
         append(), sync() wait for it (never call them while capturing)."""
-        n = _rows(k, "append_decode", "k", "n_seq", self._kv_shape)
+        n = leading_rows(k, "append_decode", "k", "n_seq", self._kv_shape)
         seqs = self._seqs(seqs, list(range(n)), "append_decode")
         if len(seqs) != n:
             raise invalid(f"append_decode: k has {n} rows for {len(seqs)} sequences")
@@ -639,9 +469,7 @@ class Cache(_Owner):
     def sync(self):
         """Wait for the device and read back the lengths after append_decode; raises
         QGEN_ERR_CAPACITY (once) if it dropped tokens of full sequences."""
-        h = self._h
-        with h.lock:
-            h.check(lib().qgen_sync(h.live("sync")))
+        self._call("sync", lib().qgen_sync)
 
     def attend(self, q, seqs=None, out=None, coverage=None, budget=None, dense=False, sink=None, recent=None,
                stream=None, reuse=False):
@@ -652,7 +480,7 @@ class Cache(_Owner):
         override the spec's. reuse=True attends each sequence over its last sparse
         selection extended to its current length, selecting nothing (QGEN_ATTEND_REUSE: a
         sparse attend since the sequence's last reset first)."""
-        n = _rows(q, "attend", "q", "n_seq", self._q_shape)
+        n = leading_rows(q, "attend", "q", "n_seq", self._q_shape)
         seqs = self._seqs(seqs, list(range(n)), "attend")
         if len(seqs) != n:
             raise invalid(f"attend: q has {n} rows for {len(seqs)} sequences")
@@ -661,15 +489,9 @@ class Cache(_Owner):
         qm = self._tensor(q, "attend", "q", shape, self.ctx.info["in_type"])
         out_type = self.ctx.info["out_type"]
         if out is None:
-            if qm.torch:
-                torch = _torch()
-                out = torch.empty(shape, dtype=getattr(torch, _TORCH_DTYPES[out_type]), device=q.device)
-            else:
-                import numpy as np
-
-                out = np.empty(shape, dtype=_NUMPY_DTYPES[out_type])
+            out = new_out(shape, out_type, q.device if qm.torch else None)
         om = self._tensor(out, "attend", "out", shape, out_type, writable=True)
-        _disjoint("attend", ("out", om), [("q", qm), *self._reads])
+        disjoint("attend", ("out", om), [("q", qm), *self._reads])
         self._attend(seqs, qm.ptr, om.ptr, opts, self._stream(stream), "attend")
         return out
 
@@ -700,26 +522,24 @@ class Cache(_Owner):
             opts.mode = ATTEND_DENSE
         elif coverage is not None or budget is not None:
             opts.mode = ATTEND_SPARSE
-            cov = _real(coverage, "attend: coverage") if coverage is not None else 0.0  # one of the two (qgen.h)
+            cov = real(coverage, "attend: coverage") if coverage is not None else 0.0  # one of the two (qgen.h)
             if coverage is not None and not 0.0 < cov <= 1.0:
                 raise invalid(f"attend: coverage = {cov:g} must be in (0, 1]")
             opts.coverage = cov
-            opts.budget = _tokens(budget, "attend: budget", 1) if budget is not None else 0
+            opts.budget = token_count(budget, "attend: budget", 1) if budget is not None else 0
         if sink is not None:
-            opts.sink = _tokens(sink, "attend: sink", 0)
+            opts.sink = token_count(sink, "attend: sink", 0)
         if recent is not None:
-            opts.recent = _tokens(recent, "attend: recent", 0)
+            opts.recent = token_count(recent, "attend: recent", 0)
         return opts
 
     def set_scales(self, k_scale=1.0, v_scale=1.0):
         """The per-tensor scales of an fp8 cache (vLLM's per-layer k_scale / v_scale; floats or
         one-element tensors): appends store fp8(x / scale), attend reads fp8 * scale. Other
         cache types take only 1."""
-        ks = _real(k_scale, "set_scales: k_scale", c_float=True)
-        vs = _real(v_scale, "set_scales: v_scale", c_float=True)
-        h = self._h
-        with h.lock:
-            h.check(lib().qgen_cache_set_scales(h.live("set_scales"), ks, vs))
+        ks = real(k_scale, "set_scales: k_scale", c_float=True)
+        vs = real(v_scale, "set_scales: v_scale", c_float=True)
+        self._call("set_scales", lib().qgen_cache_set_scales, ks, vs)
 
     def reset(self, seqs):
         """Forget the tokens of sequence seqs: an id, or a list of ids (each is reset; an
@@ -735,7 +555,7 @@ class Cache(_Owner):
     def seq_len(self, seqs):
         """Tokens held by sequence seqs (an int), or by each of a list of them (a list)."""
         one = not isinstance(seqs, (list, tuple, range)) and not (
-            (_is_ndarray(seqs) or _is_torch(seqs)) and len(seqs.shape) > 0)
+            (is_ndarray(seqs) or is_torch(seqs)) and len(seqs.shape) > 0)
         seqs = self._seqs(seqs, None, "seq_len", nonempty=True)
         h = self._h
         lens = []
@@ -756,7 +576,7 @@ class Cache(_Owner):
         the pages. A sequence with no sparse attend since it was created or reset raises."""
         import numpy as np
 
-        if isinstance(seq, (list, tuple, range)) or ((_is_ndarray(seq) or _is_torch(seq)) and len(seq.shape) > 0):
+        if isinstance(seq, (list, tuple, range)) or ((is_ndarray(seq) or is_torch(seq)) and len(seq.shape) > 0):
             raise wrong_type(f"selection: takes one sequence id, got a {type(seq).__name__}; call it once per sequence")
         s = self._seqs(seq, None, "selection")[0]
         lists = np.zeros((self._kv_shape[0], self.pages_per_seq), dtype=np.int32)
@@ -819,3 +639,42 @@ class Cache(_Owner):
         where = "cpu" if self.ctx.backend == "cpu" else f"gpu:{self.ctx.device}"
         return (f"<qgen.{type(self).__name__} of {i.get('name', '?')!r} on {where}: {self._describe()}{held}, "
                 f"{i.get('n_head_kv')} KV heads x {i.get('head_dim')}; {'open' if h.ptr else 'closed'}>")
+
+
+class Step:
+    """One decode step of a cache, planned ahead: the internal interface DecodeWrapper is
+    built on (not part of qgen's public API). Making it does on the host what attend()
+    checks before its launch: the sequences (seqs: ids of the cache), the budget (attend's
+    keywords, reuse included) and the output buffer out (allocated when not given: a torch
+    CUDA tensor on the GPU backend, a NumPy array on the CPU one; a given out must not
+    overlap the memory the step reads). run(q) then checks q and launches into out,
+    allocating nothing and never waiting for the device, so it can be captured in a CUDA
+    graph. fn names the caller in error messages."""
+
+    def __init__(self, cache, seqs, out=None, coverage=None, budget=None, dense=False, sink=None, recent=None,
+                 reuse=False, fn="plan"):
+        cache._live(fn)
+        self.cache = cache
+        self.seqs = cache._seqs(seqs, None, fn)
+        self.opts = cache._opts(coverage, budget, dense, sink, recent, reuse)
+        n = len(self.seqs)
+        self.shape = (n,) + cache._q_shape
+        ctx = cache.ctx
+        out_type = ctx.info["out_type"]
+        if out is None:
+            out = new_out(self.shape, out_type, f"cuda:{ctx.device}" if ctx.backend == "gpu" else None)
+        om = cache._tensor(out, fn, "out", self.shape, out_type, writable=True)
+        disjoint(fn, ("out", om), cache._reads)
+        self.c_seqs = (ctypes.c_int * n)(*self.seqs)
+        self.out = out
+
+    def run(self, q, stream=None, fn="run"):
+        """The step over q ([n, n_head, head_dim], not overlapping out) into out, which it
+        returns."""
+        c = self.cache
+        info = c.ctx.info
+        qm = c._tensor(q, fn, "q", self.shape, info["in_type"])
+        om = c._tensor(self.out, fn, "out", self.shape, info["out_type"], writable=True)
+        disjoint(fn, ("out", om), [("q", qm)])
+        c._attend(self.seqs, qm.ptr, om.ptr, self.opts, c._stream(stream), fn, self.c_seqs)
+        return self.out

@@ -13,7 +13,8 @@ as it does.
 """
 import ctypes
 
-from ._api import _NUMPY_DTYPES, _TORCH_DTYPES, Cache, _addr, _disjoint, _fits, _int, _is_ndarray, _is_torch, _mem
+from ._api import Cache, Context, Step
+from ._args import NUMPY_DTYPES, TORCH_DTYPES, addr, as_int, fits, is_ndarray, is_torch, mem_of
 from ._lib import ViewDesc, invalid, lib, wrong_type
 
 # fp8 pools come as uint8 (vLLM's storage) or as torch's fp8 dtype of the same bytes
@@ -22,7 +23,7 @@ _FP8_TORCH = {"e4m3": "float8_e4m3fn", "e5m2": "float8_e5m2"}
 
 def _desc_of(x, what, backend, device):
     """The _Mem of tensor or array x (address, shape, byte strides, dtype), on the right device."""
-    m = _mem(x, "View", what)
+    m = mem_of(x, "View", what)
     if m.torch:
         if backend == "gpu" and (m.device != "cuda" or m.index != device):
             raise invalid(f"View: {what} is on {m.device}{'' if m.index is None else f':{m.index}'}; "
@@ -45,8 +46,6 @@ class View(Cache):
 
     def __init__(self, ctx, k, v, block_table, seq_lens):
         self._h = None
-        from ._api import Context
-
         if not isinstance(ctx, Context):
             raise wrong_type(f"View: ctx must be a qgen.Context, got {type(ctx).__name__}")
         self.ctx = ctx
@@ -56,8 +55,8 @@ class View(Cache):
         for name, x, tname, row in (("k", k, i["k_type"], i["k_row_bytes"]), ("v", v, i["v_type"], i["v_row_bytes"])):
             m = _desc_of(x, name, ctx.backend, ctx.device)
             shape, strides, dtype = m.shape, m.strides, m.dtype
-            quant = tname not in _TORCH_DTYPES
-            want = "uint8" if quant else (_TORCH_DTYPES if m.torch else _NUMPY_DTYPES)[tname]
+            quant = tname not in TORCH_DTYPES
+            want = "uint8" if quant else (TORCH_DTYPES if m.torch else NUMPY_DTYPES)[tname]
             also = _FP8_TORCH.get(tname) if m.torch else None  # an fp8 pool as its own dtype too
             last = row if quant else hd
             if len(shape) != 4 or shape[2] != hkv or shape[3] != last:
@@ -82,17 +81,17 @@ class View(Cache):
         if len(ls) != 1 or ldt != "int32" or (ls[0] > 1 and lst[0] != 4) or ls[0] != bs[0]:
             raise invalid(f"View: seq_lens must be a contiguous int32 [{bs[0]}], got {ldt} {list(ls)}")
         # every field as its C type: a broadcast array can have sizes and strides ctypes would wrap
-        ll = lambda x, what: _fits(x, f"View: {what}", 64)  # noqa: E731
-        d = ViewDesc(_addr(kp, "View: k"), _addr(vp, "View: v"), _fits(ks[1], "View: page_size", 32),
+        ll = lambda x, what: fits(x, f"View: {what}", 64)  # noqa: E731
+        d = ViewDesc(addr(kp, "View: k"), addr(vp, "View: v"), fits(ks[1], "View: page_size", 32),
                      ll(ks[0], "n_pages"),
                      ll(kst[0], "k page stride"), ll(kst[1], "k token stride"), ll(kst[2], "k head stride"),
                      ll(vst[0], "v page stride"), ll(vst[1], "v token stride"), ll(vst[2], "v head stride"),
-                     _addr(bm.ptr, "View: block_table"), ll(bst[0] // 4 if bs[0] > 1 else bs[1], "block_table stride"),
-                     _addr(lm.ptr, "View: seq_lens"), _fits(bs[0], "View: max_seqs", 32), ll(bs[1], "max_blocks"))
+                     addr(bm.ptr, "View: block_table"), ll(bst[0] // 4 if bs[0] > 1 else bs[1], "block_table stride"),
+                     addr(lm.ptr, "View: seq_lens"), fits(bs[0], "View: max_seqs", 32), ll(bs[1], "max_blocks"))
         self.page_size = ks[1]
         self.max_seqs, self.max_tokens = bs[0], bs[1] * ks[1]
         self._keep = (k, v, block_table, seq_lens)  # before the view exists: it reads them
-        self._setup(ctx._open_kv(lambda c, out: lib().qgen_view_open(c, ctypes.byref(d), out), self._kind))
+        self._open_handle(lambda c, out: lib().qgen_view_open(c, ctypes.byref(d), out))
         # what a step reads of the caller's memory, which an attend's out must not overlap
         self._reads = tuple((name, m.extent()) for name, m in (("the view's k pool", km), ("the view's v pool", vm),
                                                                 ("the view's block_table", bm),
@@ -109,11 +108,8 @@ class View(Cache):
         shape, dtype = m.shape, m.dtype
         if dtype not in ("int32", "int64") or len(shape) != 1 or (shape[0] > 1 and m.strides[0] != int(dtype[3:]) // 8):
             raise invalid(f"View.update: slot_mapping must be a contiguous int32 or int64 [n], got {dtype} {list(shape)}")
-        n = _fits(shape[0], "View.update: slots", 64)
-        stream = self._stream(stream)
-        h = self._h
-        with h.lock:
-            h.check(lib().qgen_view_update(h.live("View.update"), m.ptr, n, int(dtype[3:]) // 8, stream))
+        n = fits(shape[0], "View.update: slots", 64)
+        self._call("View.update", lib().qgen_view_update, m.ptr, n, int(dtype[3:]) // 8, self._stream(stream))
 
     def seq_len(self, seq):
         """Refused: a view's lengths are the caller's seq_lens."""
@@ -137,31 +133,32 @@ class View(Cache):
         """SGLang's per-layer buffers [slots, H, D] in pages of page_size slots;
         block_table[s, i] is the page of sequence s's tokens [i*page_size, (i+1)*page_size)
         (sglang_block_table() makes it from req_to_token)."""
-        return cls(ctx, _paged(k_buffer, page_size), _paged(v_buffer, page_size), block_table, seq_lens)
+        return cls(ctx, as_pages(k_buffer, page_size), as_pages(v_buffer, page_size), block_table, seq_lens)
 
     @classmethod
     def transformers(cls, ctx, k_cache, v_cache, block_size, block_table, seq_lens):
         """transformers' paged cache of one layer, [num_blocks * block_size + 2, H, D] (the
         two extra rows, padding targets, are not pages)."""
-        block_size = _int(block_size, "block_size")
+        block_size = as_int(block_size, "block_size")
         if block_size <= 0:
             raise invalid(f"View.transformers: block_size = {block_size} must be > 0")
         n = (_shape(k_cache, "k_cache")[0] // block_size) * block_size
-        return cls(ctx, _paged(k_cache[:n], block_size), _paged(v_cache[:n], block_size), block_table, seq_lens)
+        return cls(ctx, as_pages(k_cache[:n], block_size), as_pages(v_cache[:n], block_size), block_table, seq_lens)
 
 
 def _shape(buf, what):
     """The shape of a [slots, H, D] buffer, which must be an array or tensor."""
-    if not (_is_torch(buf) or _is_ndarray(buf)):
+    if not (is_torch(buf) or is_ndarray(buf)):
         raise wrong_type(f"View: {what} must be a [slots, H, D] torch tensor or NumPy array, got {type(buf).__name__}")
     if len(buf.shape) != 3:
         raise invalid(f"View: {what} must be a [slots, H, D] torch tensor or NumPy array, got shape {list(buf.shape)}")
     return buf.shape
 
 
-def _paged(buf, page_size):
-    """[slots, H, D] as [slots // page_size, page_size, H, D] (the same memory)."""
-    page_size = _int(page_size, "page_size")
+def as_pages(buf, page_size):
+    """[slots, H, D] as [slots // page_size, page_size, H, D] (the same memory); also what
+    transformers_paged views its cache's layers as."""
+    page_size = as_int(page_size, "page_size")
     if page_size <= 0 or _shape(buf, "the buffer")[0] % page_size:
         raise invalid(f"View: {buf.shape[0]} slots are not whole pages of {page_size}")
     return buf.reshape((buf.shape[0] // page_size, page_size) + tuple(buf.shape[1:]))
@@ -171,7 +168,7 @@ def sglang_block_table(req_to_token, page_size):
     """SGLang's req_to_token [reqs, positions] (slot of each position) as page indices
     [reqs, positions // page_size] (int32): the page of every page_size-th position."""
     bt = req_to_token[:, ::page_size] // page_size
-    return bt.int().contiguous() if _is_torch(bt) else bt.astype("int32")
+    return bt.int().contiguous() if is_torch(bt) else bt.astype("int32")
 
 
 class DecodeWrapper:
@@ -188,44 +185,19 @@ class DecodeWrapper:
         if not isinstance(view, Cache):
             raise wrong_type(f"DecodeWrapper: {type(view).__name__} is not a qgen View or Cache")
         self.view = view
-        self._plan = None
+        self._step = None  # the planned Step
 
     def plan(self, seqs, out=None, coverage=None, budget=None, dense=False, sink=None, recent=None, reuse=False):
         """Fix the batch (seqs: the view's sequence ids, one query row each), the budget (as
         attend's keywords, reuse included) and the output buffer out (allocated here when not
         given: a torch CUDA tensor on the GPU backend, a NumPy array on the CPU one; a given
         out must not overlap the view's pool, block table or lengths)."""
-        v = self.view
-        v._live("plan")
-        seqs = v._seqs(seqs, None, "plan")
-        opts = v._opts(coverage, budget, dense, sink, recent, reuse)
-        n = len(seqs)
-        shape = (n,) + v._q_shape
-        out_type = v.ctx.info["out_type"]
-        if out is None:
-            if v.ctx.backend == "gpu":
-                import torch
-
-                out = torch.empty(shape, dtype=getattr(torch, _TORCH_DTYPES[out_type]), device=f"cuda:{v.ctx.device}")
-            else:
-                import numpy as np
-
-                out = np.empty(shape, dtype=_NUMPY_DTYPES[out_type])
-        om = v._tensor(out, "plan", "out", shape, out_type, writable=True)
-        _disjoint("plan", ("out", om), v._reads)
-        self._plan = (seqs, (ctypes.c_int * n)(*seqs), opts, out)
-        return out
+        self._step = Step(self.view, seqs, out, coverage, budget, dense, sink, recent, reuse, fn="plan")
+        return self._step.out
 
     def run(self, q, stream=None):
         """One decode step of the planned batch (q [n, n_head, head_dim], not overlapping
         out) into the planned out, which it returns."""
-        if self._plan is None:
+        if self._step is None:
             raise invalid("DecodeWrapper.run: call plan() first")
-        seqs, c_seqs, opts, out = self._plan
-        v = self.view
-        shape = (len(seqs),) + v._q_shape
-        qm = v._tensor(q, "run", "q", shape, v.ctx.info["in_type"])
-        om = v._tensor(out, "run", "out", shape, v.ctx.info["out_type"], writable=True)
-        _disjoint("run", ("out", om), [("q", qm)])
-        v._attend(seqs, qm.ptr, om.ptr, opts, v._stream(stream), "run", c_seqs)
-        return out
+        return self._step.run(q, stream, fn="run")

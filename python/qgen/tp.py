@@ -13,9 +13,15 @@ communicates and knows nothing else about the split.
     QgenCache(model.config, max_tokens, tp_size=world)    # qgen.transformers does the same
 
 split_model() is a plain column/row split of a Llama/Qwen3-style transformers model with an
-all-reduce after the two row-split projections: the engine's part, kept here for the tests,
-the example and the benchmark (engines bring their own).
+all-reduce after the two row-split projections, and init_ranks() starts torchrun's process
+group: the engine's part, kept here for the tests, the example and the benchmark (engines
+bring their own).
 """
+import os
+
+# NVLink multicast is kept off by default: NCCL's NVLS, torch's symmetric memory and
+# NVSHMEM each read one of these when they start.
+MULTICAST_OFF = (("NCCL_NVLS_ENABLE", "0"), ("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1"), ("NVSHMEM_DISABLE_NVLS", "1"))
 
 
 def _count(value, what):
@@ -108,3 +114,41 @@ def _all_reduce(dist, out, group):
         return out.copy_(wide)
     dist.all_reduce(out, group=group)
     return out
+
+
+def multicast_off():
+    """Keep NVLink multicast off in this process (MULTICAST_OFF), each variable only where the
+    caller has not set it. Call it before torch starts NCCL: a script that wants it settled
+    before anything else calls it before importing torch; init_ranks() calls it too."""
+    for name, value in MULTICAST_OFF:
+        os.environ.setdefault(name, value)
+
+
+def init_ranks(device, backend="auto", timeout_s=1800):
+    """(rank, world, torch.device) of this process under torchrun (WORLD_SIZE, RANK,
+    LOCAL_RANK; one rank without them), starting the process group when there is more than
+    one rank, multicast off. device "cuda": GPU local_rank modulo the GPUs there are, so
+    ranks may share one (then gloo, which backend "auto" picks: NCCL refuses that); "cpu":
+    gloo. backend: "auto", "nccl" or "gloo"."""
+    import datetime
+
+    multicast_off()
+    import torch
+    import torch.distributed as dist
+
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    rank = int(os.environ.get("RANK", "0"))
+    local = int(os.environ.get("LOCAL_RANK", str(rank)))
+    if device == "cuda":
+        if not torch.cuda.is_available():
+            raise RuntimeError("qgen.tp.init_ranks: device cuda needs a CUDA device")
+        n_gpu = torch.cuda.device_count()
+        dev = torch.device("cuda", local % n_gpu)
+        torch.cuda.set_device(dev)
+        auto = "nccl" if n_gpu >= int(os.environ.get("LOCAL_WORLD_SIZE", str(world))) else "gloo"
+    else:
+        dev, auto = torch.device("cpu"), "gloo"
+    if world > 1:
+        dist.init_process_group(backend=auto if backend == "auto" else backend, rank=rank, world_size=world,
+                                timeout=datetime.timedelta(seconds=timeout_s))
+    return rank, world, dev

@@ -45,7 +45,7 @@ except ImportError as e:  # spec_fields and check_config still work without them
 
 NAME = "qgen"  # the attn_implementation name
 
-_IO_TYPES = {"torch.bfloat16": "bf16", "torch.float16": "f16", "torch.float32": "f32",
+IO_TYPES = {"torch.bfloat16": "bf16", "torch.float16": "f16", "torch.float32": "f32",
              "bf16": "bf16", "f16": "f16", "f32": "f32"}
 
 
@@ -89,7 +89,7 @@ def spec_fields(config, dtype, *, k_type="f16", v_type=None, coverage=None, budg
     n_head = int(cfg.num_attention_heads)
     n_head_kv = int(getattr(cfg, "num_key_value_heads", None) or n_head)
     head_dim = int(getattr(cfg, "head_dim", None) or cfg.hidden_size // n_head)
-    io = _IO_TYPES.get(str(dtype))
+    io = IO_TYPES.get(str(dtype))
     if io is None:
         raise ValueError(f"qgen: model dtype {dtype} is not supported; allowed: bfloat16, float16, float32")
     if coverage is not None and budget is not None:
@@ -395,7 +395,7 @@ class QgenCache(Cache):
         self.ctx = None
 
 
-_UNSUPPORTED_KWARGS = ("sliding_window", "softcap", "s_aux", "sinks")
+UNSUPPORTED_KWARGS = ("sliding_window", "softcap", "s_aux", "sinks")
 
 
 def qgen_attention(module, query, key, value, attention_mask, dropout=0.0, scaling=None, **kwargs):
@@ -408,7 +408,7 @@ def qgen_attention(module, query, key, value, attention_mask, dropout=0.0, scali
                              "past_key_values=qgen.transformers.QgenCache(model.config, max_tokens=...)")
         return ALL_ATTENTION_FUNCTIONS["sdpa"](module, query, key, value, attention_mask, dropout=dropout,
                                                scaling=scaling, **kwargs)
-    for name in _UNSUPPORTED_KWARGS:
+    for name in UNSUPPORTED_KWARGS:
         if kwargs.get(name) is not None:
             raise NotImplementedError(f"qgen: attention with {name}={kwargs[name]!r} is not supported")
     if dropout and module.training:

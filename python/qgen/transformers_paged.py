@@ -35,8 +35,8 @@ training mode.
 import math
 import os
 
-from ._views import _paged
-from .transformers import _IO_TYPES, _UNSUPPORTED_KWARGS, check_config, register_functions, spec_fields
+from ._views import as_pages
+from .transformers import IO_TYPES, UNSUPPORTED_KWARGS, check_config, register_functions, spec_fields
 
 try:
     import torch
@@ -162,7 +162,7 @@ def _layer_pools(cache, layer_idx):
     bs = int(cache.block_size)
     k, v = cache.key_cache[j], cache.value_cache[j]
     n = (k.shape[0] // bs) * bs
-    return group, _paged(k[:n], bs), _paged(v[:n], bs)
+    return group, as_pages(k[:n], bs), as_pages(v[:n], bs)
 
 
 class _Step:
@@ -188,7 +188,7 @@ class _State:
         cfg = module.config
         check_config(cfg)
         dtype = str(query.dtype)
-        io = _IO_TYPES.get(dtype)
+        io = IO_TYPES.get(dtype)
         if io is None:
             raise ValueError(f"qgen: model dtype {query.dtype} is not supported; allowed: bfloat16, float16, float32")
         fields = spec_fields(cfg, dtype, k_type=io, **settings)  # the cache holds K/V in the model dtype
@@ -296,7 +296,7 @@ def paged_qgen_attention(module, query, key, value, attention_mask, dropout=0.0,
     if torch.cuda.is_available() and torch.cuda.is_current_stream_capturing():
         raise NotImplementedError("qgen: paged|qgen does not run under CUDA-graph capture; turn the continuous "
                                   "batching CUDA graphs off (ContinuousBatchingConfig(use_cuda_graph=False))")
-    for name in _UNSUPPORTED_KWARGS:
+    for name in UNSUPPORTED_KWARGS:
         if kwargs.get(name) is not None:
             raise NotImplementedError(f"qgen: attention with {name}={kwargs[name]!r} is not supported")
     if dropout and module.training:

@@ -1,5 +1,5 @@
 /* workload.h — seeded, streamable, synthetic long-context attention workloads for one
- * attention layer (one sequence): the inputs of `qgen eval` (tools/eval.c) and of
+ * attention layer (one sequence): the inputs of `qgen eval` (harness/eval.c) and of
  * tests/test_quality.c.
  *
  * No model weights are reachable here, so the workloads are synthetic but shaped like

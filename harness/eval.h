@@ -2,9 +2,9 @@
  * workloads of workload.h, for either backend (GPU, or the CPU reference executor).
  *
  * qgen_eval_run() is the evaluation as a library call (tests/test_quality.c uses it);
- * qgen_eval_main() (tools/commands.h) is the command line around it (table on stdout, JSON
+ * qgen_eval_main() (tools/cmd_eval.c) is the command line around it (table on stdout, JSON
  * with --json).
- * tools/eval.c explains the method.
+ * harness/eval.c explains the method.
  */
 #ifndef QGEN_EVAL_H
 #define QGEN_EVAL_H
@@ -13,7 +13,7 @@
 #include <stdio.h>
 
 #include "runtime/qgen.h"
-#include "tools/workload.h"
+#include "harness/workload.h"
 
 /* The selectors. The first QGEN_SEL_DEFAULTS run by default; the others are the host-side
    previews of the 8-bit page bounds (quest-i8) and of two-stage selection
@@ -128,7 +128,7 @@ typedef struct qgen_eval_result {
 int qgen_eval_run(const qgen_eval_cfg *c, qgen_eval_result *r, char *err, size_t errn);
 void qgen_eval_result_free(qgen_eval_result *r);
 
-/* Print the table, and write the JSON document: 0, or QGEN_EXIT_WRITE (tools/opts.h)
+/* Print the table, and write the JSON document: 0, or QGEN_EXIT_WRITE (harness/common.h)
    after saying why it could not be written. */
 void qgen_eval_print(const qgen_eval_result *r, FILE *f);
 int qgen_eval_write_json(const qgen_eval_cfg *c, const qgen_eval_result *r, const char *path);

@@ -1,4 +1,4 @@
-/* gpucheck.h — `qgen check`: the GPU decode path of a spec against the CPU reference.
+/* check.h — `qgen check`: the GPU decode path of a spec against the CPU reference.
  *
  * For each variant of the spec it opens a GPU and a CPU-reference context and checks, on
  * fresh random data with outputs poisoned (NaN bytes) before every GPU call:

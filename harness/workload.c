@@ -7,7 +7,7 @@
  * fixed chunks of pages and merges them in order, so its result does not depend on the
  * number of threads either.
  */
-#include "tools/workload.h"
+#include "harness/workload.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -144,7 +144,7 @@ int qgen_wl_params_set(qgen_wl_params *p, const char *a, char *why, size_t n) {
       *(double *)((char *)p + k->off) = x;
     return 0;
   }
-  snprintf(why, n, "no workload knob '%.*s' (the names of qgen_wl_params in tools/workload.h)", (int)(len < 64 ? len : 64), a);
+  snprintf(why, n, "no workload knob '%.*s' (the names of qgen_wl_params in harness/workload.h)", (int)(len < 64 ? len : 64), a);
   return -1;
 }
 
@@ -519,27 +519,12 @@ static void draw_query(const qgen_wl *w, uint64_t seed, float *qout, float *mean
   free(x);
 }
 
-int qgen_wl_trial_init(qgen_wl_trial *T, const qgen_wl *w, uint64_t trial_seed, const qgen_wl_source *src,
-                       int threads) {
-  memset(T, 0, sizeof *T);
-  const int D = w->s.head_dim, Hkv = w->s.n_head_kv, G = w->group, Hq = w->s.n_head;
-  const qgen_wl_params *p = &w->p;
+/* 1. The trial's query, each group's unit direction u_h, and qu = scale · q_g·u_h. */
+static void trial_query(qgen_wl_trial *T) {
+  const qgen_wl *w = T->w;
+  const int D = w->s.head_dim, Hkv = w->s.n_head_kv, G = w->group;
   const double scale = w->s.scale;
-  if (Hq > 1024) return -1;
-  T->w = w;
-  T->seed = trial_seed;
-  T->q = xcalloc((size_t)Hq * D, sizeof *T->q);
-  T->u = xcalloc((size_t)Hkv * D, sizeof *T->u);
-  T->qu = xcalloc((size_t)Hq, sizeof *T->qu);
-  T->S = xcalloc((size_t)Hq, sizeof *T->S);
-  T->pmax = xcalloc((size_t)w->n_pages * Hq, sizeof *T->pmax);
-  T->plse = xcalloc((size_t)w->n_pages * Hq, sizeof *T->plse);
-  T->dmax0 = xcalloc((size_t)Hq, sizeof *T->dmax0);
-  T->beta = xcalloc((size_t)(w->window > 0 ? w->window : 1) * Hkv, sizeof *T->beta);
-  T->alpha0 = xcalloc((size_t)Hkv, sizeof *T->alpha0);
-
-  /* 1. the query */
-  draw_query(w, trial_seed, T->q, NULL);
+  draw_query(w, T->seed, T->q, NULL);
   double *c = xcalloc((size_t)D, sizeof *c);
   for (int h = 0; h < Hkv; h++) {
     /* the group's direction */
@@ -555,8 +540,14 @@ int qgen_wl_trial_init(qgen_wl_trial *T, const qgen_wl *w, uint64_t trial_seed, 
     for (int g = 0; g < G; g++) T->qu[h * G + g] = scale * dot(T->q + (size_t)(h * G + g) * D, u, D);
   }
   free(c);
+}
 
-  /* 2. the statistics pass over the base haystack */
+/* 2. The statistics pass over the base haystack (read from src): the per-page max and
+   log-sum-exp of every query head, and S_g from the body logits' moments, merged in chunk
+   order so the thread count does not change them. */
+static void trial_stats(qgen_wl_trial *T, const qgen_wl_source *src, int threads) {
+  const qgen_wl *w = T->w;
+  const int Hq = w->s.n_head;
   const int64_t chunks = (w->n_pages + CHUNK_PAGES - 1) / CHUNK_PAGES;
   pass_ctx pc = {T, src, xcalloc((size_t)chunks * Hq * 3, sizeof(double))};
   qgen_wl_parallel(chunks, threads, pass_chunk, &pc);
@@ -571,8 +562,14 @@ int qgen_wl_trial_init(qgen_wl_trial *T, const qgen_wl *w, uint64_t trial_seed, 
     T->S[g] = var > 0 ? sqrt(var) : 1.0;
   }
   free(pc.moments);
+}
 
-  /* 3. the recency window: raise the group's mean logit by boost·S·exp(-distance/tau) */
+/* 3. The recency window: raise the group's mean logit by boost·S·exp(-distance/tau), and
+   the statistics of the pages it touches again. */
+static void trial_recency(qgen_wl_trial *T) {
+  const qgen_wl *w = T->w;
+  const qgen_wl_params *p = &w->p;
+  const int Hkv = w->s.n_head_kv, G = w->group, Hq = w->s.n_head;
   const int64_t N = w->s.n_tokens, B = w->s.block;
   for (int64_t i = 0; i < w->window; i++) {
     const int64_t t = N - w->window + i;
@@ -586,8 +583,14 @@ int qgen_wl_trial_init(qgen_wl_trial *T, const qgen_wl *w, uint64_t trial_seed, 
   if (w->window > 0)
     for (int64_t pg = (N - w->window) / B; pg < w->n_pages; pg++)
       page_stat(T, NULL, pg, NULL, 0, T->pmax + (size_t)pg * Hq, T->plse + (size_t)pg * Hq);
+}
 
-  /* 4. the sink: token 0 takes sink_mass of the mass of the rest of the context */
+/* 4. The sink: token 0 takes sink_mass of the mass of the rest of the context (alpha0, the
+   shift along u_h, averaged over the group's heads); dmax0 and page 0's statistics. */
+static void trial_sink(qgen_wl_trial *T) {
+  const qgen_wl *w = T->w;
+  const qgen_wl_params *p = &w->p;
+  const int D = w->s.head_dim, Hkv = w->s.n_head_kv, G = w->group, Hq = w->s.n_head;
   double *l0 = xcalloc((size_t)Hq, sizeof *l0), *lse0 = xcalloc((size_t)Hq, sizeof *lse0);
   const int64_t zero = 0;
   page_stat(T, NULL, 0, &zero, 1, T->dmax0, lse0);
@@ -614,6 +617,28 @@ int qgen_wl_trial_init(qgen_wl_trial *T, const qgen_wl *w, uint64_t trial_seed, 
   page_stat(T, NULL, 0, NULL, 0, T->pmax, T->plse);
   free(l0);
   free(lse0);
+}
+
+int qgen_wl_trial_init(qgen_wl_trial *T, const qgen_wl *w, uint64_t trial_seed, const qgen_wl_source *src,
+                       int threads) {
+  memset(T, 0, sizeof *T);
+  const int D = w->s.head_dim, Hkv = w->s.n_head_kv, Hq = w->s.n_head;
+  if (Hq > 1024) return -1;
+  T->w = w;
+  T->seed = trial_seed;
+  T->q = xcalloc((size_t)Hq * D, sizeof *T->q);
+  T->u = xcalloc((size_t)Hkv * D, sizeof *T->u);
+  T->qu = xcalloc((size_t)Hq, sizeof *T->qu);
+  T->S = xcalloc((size_t)Hq, sizeof *T->S);
+  T->pmax = xcalloc((size_t)w->n_pages * Hq, sizeof *T->pmax);
+  T->plse = xcalloc((size_t)w->n_pages * Hq, sizeof *T->plse);
+  T->dmax0 = xcalloc((size_t)Hq, sizeof *T->dmax0);
+  T->beta = xcalloc((size_t)(w->window > 0 ? w->window : 1) * Hkv, sizeof *T->beta);
+  T->alpha0 = xcalloc((size_t)Hkv, sizeof *T->alpha0);
+  trial_query(T);
+  trial_stats(T, src, threads);
+  trial_recency(T);
+  trial_sink(T);
   return 0;
 }
 
@@ -726,29 +751,13 @@ void qgen_wl_page_stats(const qgen_wl_trial *T, const qgen_wl_plan *P, double *p
 
 /* ---- planting ---------------------------------------------------------------------------------- */
 
-int qgen_wl_plant(qgen_wl_plan *P, const qgen_wl_trial *T, qgen_wl_task task, double margin, char *err, size_t errn) {
-  memset(P, 0, sizeof *P);
+/* Positions and owners of the n planted tokens of task, drawn from (trial seed, task) only:
+   distinct body pages in [first, end); a boundary needle at a page's first or last slot;
+   multikey distractors in the needle's KV heads. */
+static void plant_positions(qgen_wl_plan *P, const qgen_wl_trial *T, qgen_wl_task task, int n, int owners, int64_t first,
+                            int64_t end) {
   const qgen_wl *w = T->w;
-  const qgen_wl_params *p = &w->p;
-  const int D = w->s.head_dim, Hkv = w->s.n_head_kv, G = w->group, Hq = w->s.n_head, B = w->s.block;
-  const size_t row = (size_t)Hkv * D;
-  P->task = task;
-  P->margin = margin;
-  int n = task == QGEN_WL_NIAH_MULTIKEY ? p->multikey : task == QGEN_WL_NIAH_MULTIVALUE ? p->multivalue : 1;
-  if (n < 1) n = 1;
-  if (n > QGEN_WL_MAX_PLANTED) n = QGEN_WL_MAX_PLANTED;
-  const int64_t first = 1, end = w->body_end / B; /* body pages [first, end) */
-  if (end - first < n) {
-    snprintf(err, errn, "workload: %lld tokens leave %lld body pages (outside the sink page and the last %lld tokens); "
-             "%s needs %d", (long long)w->s.n_tokens, (long long)(end - first > 0 ? end - first : 0),
-             (long long)w->window, qgen_wl_task_name(task), n);
-    return -1;
-  }
-  int owners = p->owners > 0 ? p->owners : Hkv / 4;
-  if (owners < 1) owners = 1;
-  if (owners > Hkv) owners = Hkv;
-
-  /* positions and owners: draws from (trial seed, task) only */
+  const int Hkv = w->s.n_head_kv, B = w->s.block;
   const uint64_t key = stream_key(T->seed, ST_PLANT + (uint64_t)task);
   uint64_t ctr = 0;
   for (int j = 0; j < n; j++) {
@@ -781,8 +790,13 @@ int qgen_wl_plant(qgen_wl_plan *P, const qgen_wl_trial *T, qgen_wl_task task, do
     }
   }
   P->n = n;
+}
 
-  /* the strongest distractor: every token but the sink and the planted ones */
+/* P->M: per query head the strongest distractor, the largest logit over every token but the
+   sink and the planted ones. */
+static void strongest_distractor(qgen_wl_plan *P, const qgen_wl_trial *T) {
+  const qgen_wl *w = T->w;
+  const int Hq = w->s.n_head, B = w->s.block, n = P->n;
   P->M = xcalloc((size_t)Hq, sizeof *P->M);
   int64_t skip[QGEN_WL_MAX_PLANTED];
   for (int j = 0; j < n; j++) skip[j] = P->at[j].pos;
@@ -799,8 +813,18 @@ int qgen_wl_plant(qgen_wl_plan *P, const qgen_wl_trial *T, qgen_wl_task task, do
     for (int g = 0; g < Hq; g++)
       if (mx[g] > P->M[g]) P->M[g] = mx[g];
   }
+  free(planted_page);
+  free(mx);
+  free(ls);
+}
 
-  /* the planted keys: needles first (the distractors are placed relative to the needle) */
+/* The planted keys into P->rows: each is its base row moved along u_h in its owner heads,
+   needles first, up to margin S_g over the strongest distractor for every query head of the
+   group; then the multikey distractors, down to margin S_g below the needle. */
+static void plant_keys(qgen_wl_plan *P, const qgen_wl_trial *T, double margin) {
+  const qgen_wl *w = T->w;
+  const int D = w->s.head_dim, Hkv = w->s.n_head_kv, G = w->group, Hq = w->s.n_head, n = P->n;
+  const size_t row = (size_t)Hkv * D;
   P->rows = xcalloc((size_t)n * row, sizeof *P->rows);
   double *l = xcalloc((size_t)Hq, sizeof *l), *ln = xcalloc((size_t)Hq, sizeof *ln);
   for (int pass = 0; pass < 2; pass++)
@@ -829,8 +853,11 @@ int qgen_wl_plant(qgen_wl_plan *P, const qgen_wl_trial *T, qgen_wl_task task, do
     }
   free(l);
   free(ln);
+}
 
-  /* ascending positions (rows move with their tokens) */
+/* The planted tokens in ascending positions (their rows move with them). */
+static void sort_planted(qgen_wl_plan *P, size_t row) {
+  const int n = P->n;
   qgen_wl_planted tmp[QGEN_WL_MAX_PLANTED];
   int order[QGEN_WL_MAX_PLANTED];
   memcpy(tmp, P->at, sizeof tmp);
@@ -848,7 +875,32 @@ int qgen_wl_plant(qgen_wl_plan *P, const qgen_wl_trial *T, qgen_wl_task task, do
   }
   free(P->rows);
   P->rows = sorted;
+}
 
+int qgen_wl_plant(qgen_wl_plan *P, const qgen_wl_trial *T, qgen_wl_task task, double margin, char *err, size_t errn) {
+  memset(P, 0, sizeof *P);
+  const qgen_wl *w = T->w;
+  const qgen_wl_params *p = &w->p;
+  const int Hkv = w->s.n_head_kv, Hq = w->s.n_head, B = w->s.block;
+  P->task = task;
+  P->margin = margin;
+  int n = task == QGEN_WL_NIAH_MULTIKEY ? p->multikey : task == QGEN_WL_NIAH_MULTIVALUE ? p->multivalue : 1;
+  if (n < 1) n = 1;
+  if (n > QGEN_WL_MAX_PLANTED) n = QGEN_WL_MAX_PLANTED;
+  const int64_t first = 1, end = w->body_end / B; /* body pages [first, end) */
+  if (end - first < n) {
+    snprintf(err, errn, "workload: %lld tokens leave %lld body pages (outside the sink page and the last %lld tokens); "
+             "%s needs %d", (long long)w->s.n_tokens, (long long)(end - first > 0 ? end - first : 0),
+             (long long)w->window, qgen_wl_task_name(task), n);
+    return -1;
+  }
+  int owners = p->owners > 0 ? p->owners : Hkv / 4;
+  if (owners < 1) owners = 1;
+  if (owners > Hkv) owners = Hkv;
+  plant_positions(P, T, task, n, owners, first, end);
+  strongest_distractor(P, T);
+  plant_keys(P, T, margin);
+  sort_planted(P, (size_t)Hkv * w->s.head_dim);
   /* the final statistics of the planted pages (distinct pages, so one page per token) */
   P->n_pages = n;
   P->pmax = xcalloc((size_t)n * Hq, sizeof *P->pmax);
@@ -857,9 +909,6 @@ int qgen_wl_plant(qgen_wl_plan *P, const qgen_wl_trial *T, qgen_wl_task task, do
     P->page[j] = P->at[j].pos / B;
     page_stat(T, P, P->page[j], NULL, 0, P->pmax + (size_t)j * Hq, P->plse + (size_t)j * Hq);
   }
-  free(planted_page);
-  free(mx);
-  free(ls);
   return 0;
 }
 
