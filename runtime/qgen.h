@@ -253,8 +253,8 @@ QGEN_API qgen_status qgen_attend(qgen_kv *kv, const int *seq, int n_seq, qgen_pt
  * none, e.g. q8_0 or q5_0 at head_dim 96, is QGEN_ERR_UNSUPPORTED; k and v aligned to it),
  * rows that do not overlap, a pool spanning less than 2^63 bytes;
  * qgen_view_update needs a 16-bit k_type (f16, bf16); fp8 caches take their scales by
- * qgen_cache_set_scales. Refused (QGEN_ERR_UNSUPPORTED): specs with sparse.bounds = "i8"
- * or sparse.rescore > 1, whose 8-bit bounds or sketch a view does not keep.
+ * qgen_cache_set_scales. Refused (QGEN_ERR_UNSUPPORTED): specs with sparse.rescore > 1,
+ * whose sketch a view does not keep (8-bit bounds it keeps, for its whole-block pages).
  * Tensor parallelism is the engine's: a rank opens a context with its per-rank spec
  * (n_head / tp, n_head_kv / tp) and a view over its slice of the KV heads. */
 typedef struct qgen_view_desc {

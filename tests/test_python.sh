@@ -2,8 +2,9 @@
 # test_python.sh — the Python package (python/): its pytest suite against the built
 # libqgen.so ($QGEN_LIBRARY), then `pip install` offline (no index, no build isolation:
 # Debian's setuptools) into a scratch directory and the suite again against that copy,
-# which carries its own libqgen.so; the README's "Use from Python" example pasted as is
-# (tests/readme_python.py; the transformers examples need a GPU: experiments/gpu-logs). Skips (77) without numpy and pytest for $QGEN_PYTHON
+# which carries its own libqgen.so; the CPU Python examples of the README ("Try it without a
+# GPU") and of docs/accuracy.md pasted as is (tests/readme_python.py; the GPU examples need a
+# GPU: experiments/gpu-logs). Skips (77) without numpy and pytest for $QGEN_PYTHON
 # (default /usr/bin/python3); the pip step is skipped without pip.
 # qgen.models' tests (python/tests/test_models.py) also need the gguf package: a folder
 # $QGEN_PYLIB (default $QGEN_BINARY_DIR/pylib, where .ci/run installs gguf) goes on
@@ -18,8 +19,11 @@ pylib=${QGEN_PYLIB:-${QGEN_BINARY_DIR:-build}/pylib}
 [ -d "$pylib" ] && export PYTHONPATH="$pylib${PYTHONPATH:+:$PYTHONPATH}"
 "$py" -c "import numpy, pytest" 2> /dev/null || { echo "$py has no numpy or pytest"; exit 77; }
 "$py" -m pytest -q -p no:cacheprovider python/tests; ok $? "pytest python/tests with QGEN_LIBRARY=$QGEN_LIBRARY"
-PYTHONPATH=python "$py" tests/readme_python.py README.md "Use from Python" > "$tmp/readme.log" 2>&1; r=$?
-ok $r "the README's Python example runs as pasted"; [ $r = 0 ] || cat "$tmp/readme.log"
+PYTHONPATH=python "$py" tests/readme_python.py README.md "Try it without a GPU" > "$tmp/readme.log" 2>&1; r=$?
+ok $r "the README's CPU Python example runs as pasted"; [ $r = 0 ] || cat "$tmp/readme.log"
+PYTHONPATH=python "$py" tests/readme_python.py docs/accuracy.md "Random data is the worst case" > "$tmp/accuracy.log" 2>&1; r=$?
+ok $([ $r = 0 ] && grep -q "coverage 0.25: relative error vs dense 1.73" "$tmp/accuracy.log"; echo $?) \
+  "docs/accuracy.md's random-data example runs as pasted and prints what the page says"; [ $r = 0 ] || cat "$tmp/accuracy.log"
 if "$py" -m pip --version > /dev/null 2>&1; then
   "$py" -m pip install -q --no-build-isolation --no-index --no-deps --target "$tmp/site" ./python > "$tmp/pip.log" 2>&1
   ok $? "pip install --no-build-isolation --no-index --target (offline)"
