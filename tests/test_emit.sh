@@ -10,10 +10,20 @@ set -u
 
 "$QGEN" emit --spec specs/qwen3-4b.lua -o "$tmp/out" > "$tmp/first.txt" 2>&1
 ok $? "emit specs/qwen3-4b.lua -o DIR exits 0"
-n_cu=$(ls "$tmp/out"/*.cu 2>/dev/null | wc -l)
+n_cu=$(ls "$tmp/out"/*.cu 2>/dev/null | grep -vc '_sm[0-9]*\.cu$')
 n_cubin=$(ls "$tmp/out"/*_sm80.cubin "$tmp/out"/*_sm90.cubin 2>/dev/null | wc -l)
 n_ptx=$(ls "$tmp/out"/*.ptx 2>/dev/null | wc -l)
 ok $([ "$n_cu" = 4 ] && [ "$n_cubin" = 8 ] && [ "$n_ptx" = 4 ]; echo $?) "writes 4 units, 8 cubins (sm_80, sm_90), 4 PTX files for the 4 variants (got $n_cu/$n_cubin/$n_ptx)"
+# an arch whose limits give another plan gets its own unit (NAME_smNN.cu), announced, and it
+# differs from the first arch's; an arch whose plan is the same gets none
+n_arch_cu=$(ls "$tmp/out"/*_sm[0-9]*.cu 2>/dev/null | wc -l)
+n_said=$(grep -c "'s plan differs)$" "$tmp/first.txt")
+same=0
+for f in "$tmp/out"/*_sm[0-9]*.cu; do
+  [ -e "$f" ] || continue
+  cmp -s "$f" "${f%_sm[0-9]*.cu}.cu" && same=$((same + 1))
+done
+ok $([ "$n_arch_cu" = "$n_said" ] && [ "$same" = 0 ]; echo $?) "a unit per arch whose plan differs, each announced and different ($n_arch_cu files, $n_said announced, $same identical)"
 n=$(grep -cE "sm_(80|90) +module +cubin [0-9]+ B .* ms +miss$" "$tmp/first.txt")
 ok $([ "$n" = 8 ] && echo 0 || echo 1) "one module compiled per variant and arch, its cubin size and time on its own line ($n of 8)"
 for k in qg_append qg_estimate qg_select qg_attend; do
