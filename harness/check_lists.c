@@ -268,7 +268,7 @@ static int compare_lists(const qgen_layout *L, const qgen_kvmem *m, int seq, int
 /* The sparse step kv just took (GPU) against the reference over the host cache m of the same
    tokens: each sequence's lists by compare_lists (ranked by the 8-bit bounds when i8), and
    in ref the reference attention over the GPU's lists, for the caller's rel_err. Returns
-   whether every list matched; near, total, cut and why describe them. */
+   whether every list matched; near, total and cut describe them, why the first that did not. */
 int check_sparse_vs_ref(qgen_ctx *gc, const qgen_layout *L, qgen_kv *kv, const qgen_kvmem *m, int nb, const int64_t *lens,
                          const uint8_t *q, const qgen_budget *bs, const qgen_ref_order *ord, int i8, double *ref, int *near,
                          int *total, int *cut, char *why, size_t wn) {
@@ -277,9 +277,11 @@ int check_sparse_vs_ref(qgen_ctx *gc, const qgen_layout *L, qgen_kv *kv, const q
   const int32_t **lp = malloc(sizeof(int32_t *) * L->n_head_kv);
   int64_t *cn = malloc(sizeof(int64_t) * L->n_head_kv);
   int bad = 0;
-  for (int i = 0; i < nb && !bad; i++) {
+  char later[512]; /* after the first mismatch, which why keeps, every sequence is still compared so that ref is whole */
+  for (int i = 0; i < nb; i++) {
     API(qgen_kv_selection(kv, i, lists, counts));
-    int r = compare_lists(L, m, i, lens[i], q + i * L->q_bytes, bs, i8, lists, counts, pps, cut, why, wn);
+    int r = compare_lists(L, m, i, lens[i], q + i * L->q_bytes, bs, i8, lists, counts, pps, cut, bad ? later : why,
+                          bad ? sizeof later : wn);
     if (r < 0) bad = 1;
     else *near += r;
     *total += L->n_head_kv;
