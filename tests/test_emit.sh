@@ -59,7 +59,9 @@ for s in specs/*.lua tests/gpu/*.lua; do
   ok $? "emit --plan $s"
   for v in $(awk -v f="($s):" '$2 == f { n++; if (n == 1) print $1; last = $1 } END { if (n > 1) print last }' "$tmp/plan.txt"); do
     "$QGEN" emit --spec "$s" --variant "$v" > "$tmp/all.txt" 2>&1
-    ok $? "emit $s --variant $v"
+    rc=$?
+    ok $rc "emit $s --variant $v (exit $rc)"
+    [ $rc = 0 ] || tail -n 20 "$tmp/all.txt" # what went wrong, in the test's own log
   done
 done
 
