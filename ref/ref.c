@@ -342,6 +342,49 @@ void qgen_ref_append(const qgen_layout *L, qgen_kvmem *m, int seq, int64_t n_new
   qgen_ref_scratch_free(w);
 }
 
+/* ---- rollback ------------------------------------------------------------------------ */
+
+void qgen_ref_page_keep(const qgen_layout *L, float k_scale, int r, uint8_t *k_page, uint8_t *v_page,
+                        uint8_t *sketch_page, uint16_t *bnd_page, float *x) {
+  const int D = L->head_dim, B = L->block;
+  const int fp8_scale = traits(L->k_type)->tensor_scale && k_scale != 1.0f;
+  for (int h = 0; h < L->n_head_kv; h++) {
+    const size_t row0 = (size_t)h * (size_t)B + (size_t)r, rows = (size_t)(B - r);
+    memset(k_page + row0 * L->k_row_bytes, 0, rows * L->k_row_bytes);
+    memset(v_page + row0 * L->v_row_bytes, 0, rows * L->v_row_bytes);
+    if (sketch_page) memset(sketch_page + row0 * L->sketch_row_bytes, 0, rows * L->sketch_row_bytes);
+    if (!bnd_page) continue;
+    uint16_t *bnd = bnd_page + (size_t)h * 2 * (size_t)D;
+    if (r == 0) { /* a page no token reached: zero, as the cache was made */
+      memset(bnd, 0, 2 * (size_t)D * sizeof *bnd);
+      continue;
+    }
+    for (int d = 0; d < D; d++) bnd[d] = 0x7c00, bnd[D + d] = 0xfc00; /* empty: +inf, -inf */
+    for (int t = 0; t < r; t++) {
+      traits(L->k_type)->to_f32(k_page + ((size_t)h * (size_t)B + (size_t)t) * L->k_row_bytes, x, D);
+      for (int d = 0; d < D; d++) {
+        const float kd = fp8_scale ? x[d] * k_scale : x[d];
+        if (isnan(kd)) continue;
+        bnd[d] = merge_bound(bnd[d], qgen_f32_to_f16_rd(kd), 0);
+        bnd[D + d] = merge_bound(bnd[D + d], qgen_f32_to_f16_ru(kd), 1);
+      }
+    }
+  }
+}
+
+void qgen_ref_rollback_in(qgen_ref_scratch *w, const qgen_layout *L, qgen_kvmem *m, int seq, int64_t n) {
+  const int64_t len = m->seq_len[seq], keep = len - n, B = L->block;
+  if (n <= 0) return;
+  for (int64_t lp = keep / B; lp <= (len - 1) / B; lp++) {
+    const int64_t page = phys_page(m, seq, lp), r = keep - lp * B;
+    qgen_ref_page_keep(L, m->k_scale, r > 0 ? (int)r : 0, m->k + (size_t)page * L->k_page_bytes,
+                       m->v + (size_t)page * L->v_page_bytes,
+                       m->sketch ? m->sketch + (size_t)page * L->sketch_page_bytes : NULL,
+                       m->bounds ? m->bounds + (size_t)page * L->bounds_page_bytes / sizeof *m->bounds : NULL, w->x);
+  }
+  m->seq_len[seq] = (int32_t)keep;
+}
+
 /* ---- estimate ----------------------------------------------------------------------- */
 
 /* The bounds of selection page p of a view's sequence, KV head h: min of the kmins and max

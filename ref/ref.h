@@ -36,6 +36,25 @@ void qgen_ref_append_in(qgen_ref_scratch *w, const qgen_layout *L, qgen_kvmem *m
 void qgen_ref_view_update_in(qgen_ref_scratch *w, const qgen_layout *L, qgen_kvmem *m,
                              const void *slots, int slot_bytes, int64_t n);
 
+/* One physical page of an owned cache cut back to its first r tokens (0 <= r <= block; a
+   rollback, qgen_rollback): the rows of slots [r, block) of every KV head are zeroed in
+   k_page, v_page and sketch_page (NULL: no sketch pool), as in a cache that never held them,
+   and bnd_page (NULL: a dense layout), the page's [n_head_kv][2][head_dim] f16 bounds, is
+   made again from the stored keys of slots [0, r): decoded (times k_scale for an fp8 K),
+   rounded outward to f16, NaN keys ignored; all zero when r = 0. Append's bounds come from
+   the input keys, so these are the same bytes when K holds its inputs exactly (an f16 K
+   fed f16 keys, a bf16 K fed bf16 keys); otherwise they are the tightest f16 bounds of the
+   keys attention reads (which input-key bounds of a lossy K need not contain), and never
+   the bounds of a removed key.
+   x: head_dim floats of scratch. The 8-bit rows are a function of these bounds
+   (qgen_ref_bounds_i8_row). */
+void qgen_ref_page_keep(const qgen_layout *L, float k_scale, int r, uint8_t *k_page, uint8_t *v_page,
+                        uint8_t *sketch_page, uint16_t *bnd_page, float *x);
+
+/* Remove the last n tokens of seq (0 <= n <= its length; the caller checked) of an owned
+   cache: qgen_ref_page_keep on every page that held one of them, then seq_len -= n. */
+void qgen_ref_rollback_in(qgen_ref_scratch *w, const qgen_layout *L, qgen_kvmem *m, int seq, int64_t n);
+
 /* Quest scores of every page of seq for every KV head: scores[h * n + p], n = pages of
    seq. q is [n_head][head_dim] (in_type). Sparse layouts only. */
 void qgen_ref_estimate(const qgen_layout *L, const qgen_kvmem *m, int seq, const void *q,

@@ -37,6 +37,9 @@ struct qgen_backend_ops {
   qgen_status (*attend)(qgen_kv *kv, const int *seq, int n_seq, qgen_ptr q, qgen_ptr out, const qgen_budget *b,
                         qgen_stream s);
   qgen_status (*reset)(qgen_kv *kv, int seq);
+  /* Remove the last n tokens of seq (0 < n <= kv->len[seq], the length before): the pages
+     they were on cut back with qgen_ref_page_keep's rule, the length lowered. Synchronous. */
+  qgen_status (*rollback)(qgen_kv *kv, int seq, int64_t n);
   /* A sparse view's bounds from the caller's K rows at slots (qgen_view_update). cache_create
      also takes views (kv->is_view): only the side memory, the pools are kv->view's. */
   qgen_status (*view_update)(qgen_kv *kv, qgen_ptr slots, int64_t n, int slot_bytes, qgen_stream s);

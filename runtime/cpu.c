@@ -167,6 +167,11 @@ static qgen_status cpu_reset(qgen_kv *kv, int seq) {
   return QGEN_OK;
 }
 
+static qgen_status cpu_rollback(qgen_kv *kv, int seq, int64_t n) {
+  qgen_ref_rollback_in(((cpu_kv *)kv->impl)->w, &kv->ctx->L, &kv->host, seq, n);
+  return QGEN_OK;
+}
+
 static qgen_status cpu_sync(qgen_kv *kv, int32_t *len, int32_t *dropped) {
   cpu_kv *ck = kv->impl;
   const size_t n = (size_t)kv->max_seqs * sizeof(int32_t);
@@ -222,6 +227,7 @@ const qgen_backend_ops qgen_cpu_backend = {
     .append_decode = cpu_append_decode,
     .attend = cpu_attend,
     .reset = cpu_reset,
+    .rollback = cpu_rollback,
     .view_update = cpu_view_update,
     .sync = cpu_sync,
     .read = cpu_read,

@@ -31,6 +31,7 @@
 #include "jit/nvrtc.h"
 #include "base/util.h"
 #include "base/cudrv.h"
+#include "ref/ref.h"
 #include "runtime/backend.h"
 #include "base/kargs.h"
 
@@ -656,6 +657,57 @@ static qgen_status reset_in(qgen_kv *kv, int seq) {
 
 static qgen_status reset(qgen_kv *kv, int seq) { IN_CTX(kv->ctx, reset_in(kv, seq)); }
 
+/* Pages all of whose tokens go are zeroed on the device; the one page that keeps some (if
+   any) comes to the host, is cut back there by the reference (qgen_ref_page_keep, so both
+   backends share one rule) and goes back with its 8-bit rows made from its new bounds. */
+static qgen_status rollback_in(qgen_kv *kv, int seq, int64_t n) {
+  qgen_ctx *c = kv->ctx;
+  const qgen_layout *L = &c->L;
+  const qgen_cudrv *cu = gctx(c)->cu;
+  const gpu_kv *m = gkv(kv);
+  const int64_t len = kv->len[seq], keep = len - n, B = L->block;
+  const int32_t *row = kv->host.page_table + (int64_t)seq * kv->pps;
+  const size_t i8_bytes = qgen_kv_has_i8(kv) ? L->bounds_i8_page_bytes : 0;
+  CU(cu->cuCtxSynchronize());
+  for (int64_t lp = (keep + B - 1) / B; lp <= (len - 1) / B; lp++) {
+    const CUdeviceptr p = (CUdeviceptr)row[lp];
+    CU(cu->cuMemsetD8(m->k + p * L->k_page_bytes, 0, L->k_page_bytes));
+    CU(cu->cuMemsetD8(m->v + p * L->v_page_bytes, 0, L->v_page_bytes));
+    if (L->sketch_page_bytes) CU(cu->cuMemsetD8(m->sketch + p * L->sketch_page_bytes, 0, L->sketch_page_bytes));
+    if (L->sparse) CU(cu->cuMemsetD8(m->bounds + p * L->bounds_page_bytes, 0, L->bounds_page_bytes));
+    if (i8_bytes) CU(cu->cuMemsetD8(m->bounds_i8 + p * i8_bytes, 0, i8_bytes));
+  }
+  if (keep % B) {
+    const CUdeviceptr p = (CUdeviceptr)row[keep / B];
+    const size_t kb = L->k_page_bytes, vb = L->v_page_bytes, sb = L->sketch_page_bytes, bb = L->bounds_page_bytes;
+    const size_t xb = (size_t)L->head_dim * sizeof(float), all = xb + kb + vb + sb + bb + i8_bytes;
+    float *x = malloc(all); /* the floats, then the f16 bounds: each aligned; then bytes */
+    if (!x) return qgen_fail(c, QGEN_ERR_OUT_OF_MEMORY, "qgen_rollback: out of host memory for one page (%zu bytes)", all);
+    uint8_t *hb = (uint8_t *)x + xb, *hk = hb + bb, *hv = hk + kb, *hs = hv + vb, *hi = hs + sb;
+    CUresult r = cu->cuMemcpyDtoH(hk, m->k + p * kb, kb);
+    if (r == CUDA_SUCCESS) r = cu->cuMemcpyDtoH(hv, m->v + p * vb, vb);
+    if (r == CUDA_SUCCESS && sb) r = cu->cuMemcpyDtoH(hs, m->sketch + p * sb, sb);
+    if (r == CUDA_SUCCESS) {
+      qgen_ref_page_keep(L, kv->host.k_scale, (int)(keep % B), hk, hv, sb ? hs : NULL, bb ? (uint16_t *)hb : NULL, x);
+      for (int hh = 0; i8_bytes && hh < L->n_head_kv; hh++)
+        qgen_ref_bounds_i8_row((const uint16_t *)hb + (size_t)hh * 2 * (size_t)L->head_dim, L->head_dim,
+                               hi + (size_t)hh * L->bounds_i8_row_bytes);
+      r = cu->cuMemcpyHtoD(m->k + p * kb, hk, kb);
+    }
+    if (r == CUDA_SUCCESS) r = cu->cuMemcpyHtoD(m->v + p * vb, hv, vb);
+    if (r == CUDA_SUCCESS && sb) r = cu->cuMemcpyHtoD(m->sketch + p * sb, hs, sb);
+    if (r == CUDA_SUCCESS && bb) r = cu->cuMemcpyHtoD(m->bounds + p * bb, hb, bb);
+    if (r == CUDA_SUCCESS && i8_bytes) r = cu->cuMemcpyHtoD(m->bounds_i8 + p * i8_bytes, hi, i8_bytes);
+    free(x);
+    if (r != CUDA_SUCCESS) return qgen_fail(c, QGEN_ERR_CUDA, "qgen_rollback: a copy of page %llu: %s", (unsigned long long)p, qgen_cu_errstr(r));
+  }
+  const int32_t k32 = (int32_t)keep;
+  CU(cu->cuMemcpyHtoD(m->seq_len + (CUdeviceptr)seq * 4, &k32, 4));
+  return QGEN_OK;
+}
+
+static qgen_status rollback(qgen_kv *kv, int seq, int64_t n) { IN_CTX(kv->ctx, rollback_in(kv, seq, n)); }
+
 static qgen_status sync_in(qgen_kv *kv, int32_t *len, int32_t *dropped) {
   qgen_ctx *c = kv->ctx;
   const qgen_cudrv *cu = gctx(c)->cu;
@@ -721,6 +773,7 @@ const qgen_backend_ops qgen_gpu_backend = {
     .append_decode = append_decode,
     .attend = attend,
     .reset = reset,
+    .rollback = rollback,
     .view_update = view_update,
     .sync = sync_lengths,
     .read = read_array,

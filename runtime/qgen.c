@@ -622,6 +622,20 @@ qgen_status qgen_reset(qgen_kv *kv, int seq) {
   return st;
 }
 
+qgen_status qgen_rollback(qgen_kv *kv, int seq, long long n) {
+  if (!kv) return QGEN_ERR_INVALID_ARG;
+  if (kv->released) return closed(kv, "qgen_rollback");
+  qgen_status st = no_view(kv, "qgen_rollback");
+  if (st != QGEN_OK || (st = check_seqs(kv, "qgen_rollback", &seq, 1, 0)) != QGEN_OK || (st = refresh(kv)) != QGEN_OK) return st;
+  if (n < 0 || n > kv->len[seq])
+    return qgen_fail(kv->ctx, QGEN_ERR_INVALID_ARG, "qgen_rollback: n = %lld is outside [0, %lld], the tokens sequence %d holds",
+                     n, (long long)kv->len[seq], seq);
+  if (n == 0) return QGEN_OK;
+  st = kv->ctx->be->rollback(kv, seq, (int64_t)n);
+  if (st == QGEN_OK && (kv->len[seq] -= n) == 0) unclaim(kv, seq);
+  return st;
+}
+
 long long qgen_seq_len(const qgen_kv *kv, int seq) {
   if (!kv || seq < 0 || seq >= kv->max_seqs) return -1;
   if (kv->released) return closed(kv, "qgen_seq_len"), -1;

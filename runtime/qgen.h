@@ -185,6 +185,21 @@ QGEN_API qgen_status qgen_sync(qgen_kv *kv);
 /* Forget the tokens of sequence seq (its pages are reused by later appends) and its last
    selection (qgen_kv_selection then gives counts of 0). Waits for the device. */
 QGEN_API qgen_status qgen_reset(qgen_kv *kv, int seq);
+/* Remove the last n tokens of sequence seq (0 <= n <= its length), e.g. the draft tokens a
+   speculative verify step rejected. Afterwards the cache holds exactly what a cache fed only
+   the tokens kept would: the rows of the removed tokens are zeroed (the pages left with no
+   token wholly: their bounds and 8-bit rows too, as at creation), and the bounds of the page
+   that keeps some tokens are made again from its stored keys (never loose: no removed key
+   widens them). The same bytes as a cache that never held the removed tokens when K stores
+   its input keys exactly (f16 keys into an f16 K, bf16 into bf16); for a lossy K (q8_0, q4_0,
+   q5_0, fp8, or f32 keys into f16) that page's bounds are the tightest f16 bounds of the keys
+   as stored, the keys attention reads, where append's come from the keys as given. A
+   sequence rolled back to no tokens is no longer live (qgen_kv_map). The last sparse
+   selection stays: QGEN_ATTEND_REUSE drops its entries past the new length. Waits for the
+   device; not while a stream is being captured; a view refuses it (its lengths are the
+   caller's: lower seq_lens and run qgen_view_update over the kept slots of the last page,
+   which restarts its bounds from slot 0). */
+QGEN_API qgen_status qgen_rollback(qgen_kv *kv, int seq, long long n);
 /* Tokens held by sequence seq, or -1 for a bad id (or when the device lengths cannot be
    read: see qgen_append_decode; qgen_error says why). */
 QGEN_API long long qgen_seq_len(const qgen_kv *kv, int seq);

@@ -464,6 +464,15 @@ static void bad_introspection(fixture *f) {
   EXPECT(f, "qgen_reset: seq -1", qgen_reset(f->kv, -1), QGEN_ERR_INVALID_ARG, "qgen_reset");
   EXPECT(f, "qgen_reset: seq max_seqs", qgen_reset(f->kv, MAX_SEQS), QGEN_ERR_INVALID_ARG, "qgen_reset");
   check(qgen_reset(NULL, 0) == QGEN_ERR_INVALID_ARG, "qgen_reset: kv NULL");
+  /* setup gave sequence 0 150 tokens and left 3 empty */
+  EXPECT(f, "qgen_rollback: n = -1", qgen_rollback(f->kv, 0, -1), QGEN_ERR_INVALID_ARG, "qgen_rollback");
+  EXPECT(f, "qgen_rollback: n = its length + 1", qgen_rollback(f->kv, 0, 151), QGEN_ERR_INVALID_ARG, "qgen_rollback");
+  EXPECT(f, "qgen_rollback: n = LLONG_MIN", qgen_rollback(f->kv, 0, LLONG_MIN), QGEN_ERR_INVALID_ARG, "qgen_rollback");
+  EXPECT(f, "qgen_rollback: one token of an empty sequence", qgen_rollback(f->kv, 3, 1), QGEN_ERR_INVALID_ARG, "qgen_rollback");
+  EXPECT(f, "qgen_rollback: seq -1", qgen_rollback(f->kv, -1, 1), QGEN_ERR_INVALID_ARG, "qgen_rollback");
+  EXPECT(f, "qgen_rollback: seq max_seqs", qgen_rollback(f->kv, MAX_SEQS, 1), QGEN_ERR_INVALID_ARG, "qgen_rollback");
+  EXPECT(f, "qgen_rollback: n = 0 changes nothing", qgen_rollback(f->kv, 0, 0), QGEN_OK, NULL);
+  check(qgen_rollback(NULL, 0, 1) == QGEN_ERR_INVALID_ARG, "qgen_rollback: kv NULL");
   check(qgen_seq_len(f->kv, -1) == -1 && qgen_seq_len(f->kv, MAX_SEQS) == -1 && qgen_seq_len(NULL, 0) == -1,
         "qgen_seq_len: a bad id or NULL kv is -1");
   check(qgen_kv_pages_per_seq(NULL) == -1 && qgen_kv_n_pages(NULL) == -1, "qgen_kv_pages_per_seq/n_pages: NULL kv is -1");
@@ -659,6 +668,228 @@ static void decode_steps(const char *path, const char *tag) {
   tfree(kd), tfree(vd), tfree(q), tfree(oa), tfree(ob);
   qgen_cache_destroy(a);
   qgen_cache_destroy(b);
+  qgen_close(ctx);
+}
+
+/* ---- rollback ----------------------------------------------------------------------- */
+
+enum { RB_SEQS = 3, RB_CAP = 300 };
+
+/* The tokens each sequence of the rolled-back cache holds, as fed (in_type rows of all KV
+   heads): a fresh cache fed exactly these must hold the same bytes. */
+typedef struct {
+  const qgen_info *in;
+  qgen_type in_t, k_t;
+  size_t tok_bytes;                      /* one token's row of all KV heads, in_type */
+  uint8_t *k[RB_SEQS], *v[RB_SEQS];     /* [RB_CAP] tokens each */
+  long long len[RB_SEQS];
+  float k_scale;
+} rb_stream;
+
+/* n new random tokens of seq at its current length, in s and in mirrored buffers k, v. */
+static void rb_new(rb_stream *s, int seq, int n, uint8_t *k, uint8_t *v) {
+  const size_t e = s->tok_bytes / qgen_type_row_bytes(s->in_t, 1) ;
+  float *x = malloc(e * sizeof *x);
+  if (!x) abort();
+  for (int t = 0; t < n; t++)
+    for (int w = 0; w < 2; w++) {
+      for (size_t i = 0; i < e; i++) x[i] = 3.0f * frand();
+      uint8_t *dst = (w ? s->v : s->k)[seq] + (size_t)(s->len[seq] + t) * s->tok_bytes;
+      qgen_type_traits_of(s->in_t)->from_f32(x, dst, (int64_t)e);
+      memcpy((w ? v : k) + (size_t)t * s->tok_bytes, dst, s->tok_bytes);
+    }
+  free(x);
+  s->len[seq] += n;
+}
+
+/* A new cache of ctx fed every sequence's tokens of s in one append. */
+static qgen_kv *rb_fresh(qgen_ctx *ctx, const rb_stream *s) {
+  qgen_kv *kv = NULL;
+  if (qgen_cache_create(ctx, &kv, RB_SEQS, RB_CAP) != QGEN_OK) return NULL;
+  if (s->k_scale != 1.0f && qgen_cache_set_scales(kv, s->k_scale, 1.0f) != QGEN_OK) abort();
+  int seq[RB_SEQS], n[RB_SEQS];
+  long long total = 0;
+  for (int i = 0; i < RB_SEQS; i++) seq[i] = i, n[i] = (int)s->len[i], total += s->len[i];
+  uint8_t *k = tmalloc((size_t)total * s->tok_bytes + 1), *v = tmalloc((size_t)total * s->tok_bytes + 1);
+  size_t off = 0;
+  for (int i = 0; i < RB_SEQS; i++) {
+    memcpy(k + off, s->k[i], (size_t)s->len[i] * s->tok_bytes);
+    memcpy(v + off, s->v[i], (size_t)s->len[i] * s->tok_bytes);
+    off += (size_t)s->len[i] * s->tok_bytes;
+  }
+  if (qgen_append(kv, seq, RB_SEQS, n, P(k), P(v), NULL) != QGEN_OK) abort();
+  tfree(k), tfree(v);
+  return kv;
+}
+
+/* The rolled-back cache a equals the fresh cache b: every array byte for byte, except, for a
+   K that does not hold its inputs exactly (exact = 0), the bounds (and 8-bit rows) of the
+   partly kept last page of each sequence in cut (a bit mask: those a rollback cut last),
+   which must be the tightest f16 bounds of its stored keys (decoded here from a's K rows,
+   an oracle apart from the library's). */
+static int rb_same(qgen_kv *a, qgen_kv *b, const rb_stream *s, int exact, unsigned cut, char *why, size_t why_n) {
+  const qgen_info *in = s->in;
+  const int D = in->head_dim, B = in->block, H = in->n_head_kv;
+  uint8_t *x[N_ARRAYS][2];
+  size_t n[N_ARRAYS];
+  for (int w = 0; w < N_ARRAYS; w++) {
+    n[w] = qgen_kv_size(a, w);
+    for (int c = 0; c < 2; c++) {
+      x[w][c] = malloc(n[w] + 1);
+      if (!x[w][c] || (n[w] && qgen_kv_read(c ? b : a, w, x[w][c], n[w]) != QGEN_OK)) abort();
+    }
+  }
+  int ok = 1;
+  *why = 0;
+  unsigned char *loose = calloc((size_t)qgen_kv_n_pages(a) + 1, 1); /* pages whose bounds follow the lossy rule */
+  const int32_t *pt = (const int32_t *)x[QGEN_KV_PAGE_TABLE][0];
+  const long long pps = qgen_kv_pages_per_seq(a);
+  const size_t krow = qgen_type_row_bytes(s->k_t, D), kpage = (size_t)H * B * krow;
+  const size_t bpage = (size_t)H * 2 * D * 2, ipage = in->sparse ? qgen_kv_size(a, QGEN_KV_BOUNDS_I8) / (size_t)qgen_kv_n_pages(a) : 0;
+  float *key = malloc((size_t)D * sizeof *key);
+  for (int q = 0; q < RB_SEQS && !exact && in->sparse; q++) {
+    if (s->len[q] % B == 0 || !(cut >> q & 1)) continue;
+    const int32_t page = pt[q * pps + s->len[q] / B];
+    const int r = (int)(s->len[q] % B);
+    loose[page] = 1;
+    const uint16_t *bnd = (const uint16_t *)(x[QGEN_KV_BOUNDS][0] + (size_t)page * bpage);
+    for (int h = 0; h < H && ok; h++)
+      for (int d = 0; d < D && ok; d++) {
+        float lo = INFINITY, hi = -INFINITY;
+        for (int t = 0; t < r; t++) {
+          qgen_type_traits_of(s->k_t)->to_f32(x[QGEN_KV_K][0] + (size_t)page * kpage + ((size_t)h * B + t) * krow, key, D);
+          const float kd = key[d] * (qgen_type_traits_of(s->k_t)->tensor_scale ? s->k_scale : 1.0f);
+          if (kd < lo) lo = kd;
+          if (kd > hi) hi = kd;
+        }
+        const uint16_t *bh = bnd + (size_t)h * 2 * D;
+        if (bh[d] != qgen_f32_to_f16_rd(lo) || bh[D + d] != qgen_f32_to_f16_ru(hi)) {
+          snprintf(why, why_n, "sequence %d, page %d, KV head %d, channel %d: bounds %g %g, its %d stored keys span %g %g", q,
+                   page, h, d, qgen_f16_to_f32(bh[d]), qgen_f16_to_f32(bh[D + d]), r, lo, hi);
+          ok = 0;
+        }
+      }
+    uint8_t *row = malloc((size_t)2 * D + 16);
+    for (int h = 0; h < H && ok && ipage; h++) {
+      qgen_ref_bounds_i8_row(bnd + (size_t)h * 2 * D, D, row);
+      if (memcmp(row, x[QGEN_KV_BOUNDS_I8][0] + (size_t)page * ipage + (size_t)h * (2 * D + 16), (size_t)2 * D + 16)) {
+        snprintf(why, why_n, "sequence %d, page %d, KV head %d: the 8-bit row is not that of the f16 bounds", q, page, h);
+        ok = 0;
+      }
+    }
+    free(row);
+  }
+  for (int w = 0; w < N_ARRAYS && ok; w++) {
+    const size_t unit = w == QGEN_KV_BOUNDS ? bpage : w == QGEN_KV_BOUNDS_I8 ? ipage : n[w];
+    for (size_t off = 0; unit && off < n[w] && ok; off += unit)
+      if ((w != QGEN_KV_BOUNDS && w != QGEN_KV_BOUNDS_I8) || !loose[off / unit])
+        if (memcmp(x[w][0] + off, x[w][1] + off, unit)) {
+          snprintf(why, why_n, "array %d differs (at byte %zu of %zu)", w, off, n[w]);
+          ok = 0;
+        }
+  }
+  free(key), free(loose);
+  for (int w = 0; w < N_ARRAYS; w++) free(x[w][0]), free(x[w][1]);
+  return ok;
+}
+
+/* qgen_rollback against caches that never held the removed tokens, through a verify-like
+   loop: a prompt, a sparse attend (a selection to outlive the rollback), draft tokens by
+   qgen_append_decode (on the GPU the lengths then live on the device), rollbacks into a
+   page, to a page boundary and to nothing, appends after them, a rollback across pages,
+   and attends (dense and sparse, and a reuse of the old selection) against the fresh
+   cache's. */
+static void rollback_steps(const char *path, const char *variant, int exact) {
+  char tag[160], why[320];
+  snprintf(tag, sizeof tag, "rollback %s", variant ? variant : "dense");
+  qgen_ctx *ctx = NULL;
+  qgen_kv *a = NULL;
+  qgen_open_opts o = {backend, 0, variant, NULL};
+  if (qgen_open(&ctx, path, &o) != QGEN_OK || qgen_cache_create(ctx, &a, RB_SEQS, RB_CAP) != QGEN_OK) {
+    check(0, "%s: setup: %s", tag, qgen_error(ctx));
+    qgen_close(ctx);
+    return;
+  }
+  qgen_info in;
+  qgen_get_info(ctx, &in);
+  rb_stream s = {.in = &in, .k_scale = 1.0f};
+  if (qgen_type_from_name(in.in_type, &s.in_t) || qgen_type_from_name(in.k_type, &s.k_t)) abort();
+  s.tok_bytes = (size_t)in.n_head_kv * qgen_type_row_bytes(s.in_t, in.head_dim);
+  if (qgen_type_traits_of(s.k_t)->tensor_scale) s.k_scale = 0.5f; /* decoded keys times a scale */
+  if (s.k_scale != 1.0f && qgen_cache_set_scales(a, s.k_scale, 1.0f) != QGEN_OK) abort();
+  for (int q = 0; q < RB_SEQS; q++)
+    if (!(s.k[q] = malloc(RB_CAP * s.tok_bytes)) || !(s.v[q] = malloc(RB_CAP * s.tok_bytes))) abort();
+  uint8_t *k = tmalloc(RB_CAP * s.tok_bytes), *v = tmalloc(RB_CAP * s.tok_bytes);
+  const size_t qb = (size_t)in.n_head * in.head_dim * 4, ob = qb; /* room for f32 rows */
+  uint8_t *qv = tmalloc(RB_SEQS * qb), *oa = tmalloc(RB_SEQS * ob), *of = tmalloc(RB_SEQS * ob);
+  qgen_type qt;
+  if (qgen_type_from_name(in.in_type, &qt)) abort();
+  {
+    float x[1];
+    for (size_t i = 0; i < RB_SEQS * qb / 4; i++) x[0] = frand(), qgen_type_traits_of(qt)->from_f32(x, qv + i * qgen_type_row_bytes(qt, 1), 1);
+  }
+  int seqs[RB_SEQS] = {0, 1, 2};
+  const int prompt[RB_SEQS] = {130, 64, 10};
+  qgen_status st = QGEN_OK;
+  for (int q = 0; q < RB_SEQS && st == QGEN_OK; q++) {
+    rb_new(&s, q, prompt[q], k, v);
+    st = qgen_append(a, &q, 1, &prompt[q], P(k), P(v), NULL);
+  }
+  qgen_attend_opts sparse = qgen_attend_defaults(ctx), dense = sparse, reuse = sparse;
+  dense.mode = QGEN_ATTEND_DENSE;
+  reuse.mode = QGEN_ATTEND_REUSE;
+  if (st == QGEN_OK && in.sparse) st = qgen_attend(a, seqs, RB_SEQS, P(qv), P(oa), &sparse, NULL);
+  for (int t = 0; t < 8 && st == QGEN_OK; t++) { /* draft tokens, one step at a time */
+    uint8_t *kt = tmalloc(RB_SEQS * s.tok_bytes), *vt = tmalloc(RB_SEQS * s.tok_bytes);
+    for (int q = 0; q < RB_SEQS; q++) rb_new(&s, q, 1, kt + q * s.tok_bytes, vt + q * s.tok_bytes);
+    st = qgen_append_decode(a, seqs, RB_SEQS, P(kt), P(vt), NULL);
+    tfree(kt), tfree(vt);
+  }
+  /* 138, 72, 18 tokens: keep 133 (5 on page 2), 64 (a page boundary), 0 */
+  const long long cut[RB_SEQS] = {5, 8, 18};
+  for (int q = 0; q < RB_SEQS && st == QGEN_OK; q++)
+    if ((st = qgen_rollback(a, q, cut[q])) == QGEN_OK) s.len[q] -= cut[q];
+  qgen_kv *b = st == QGEN_OK ? rb_fresh(ctx, &s) : NULL;
+  int same = b && rb_same(a, b, &s, exact, 7, why, sizeof why);
+  check(st == QGEN_OK && same && qgen_seq_len(a, 0) == 133 && qgen_seq_len(a, 1) == 64 && qgen_seq_len(a, 2) == 0,
+        "%s: rolled back into a page, to a page boundary and to nothing, the cache is one that never held those tokens%s%s%s",
+        tag, *why ? ": " : "", why, st == QGEN_OK ? "" : qgen_error(ctx));
+  qgen_cache_destroy(b);
+  /* 3 more tokens each (written over the removed ones), then 70 off sequence 0 (136 -> 66) */
+  for (int q = 0; q < RB_SEQS && st == QGEN_OK; q++) {
+    rb_new(&s, q, 3, k, v);
+    st = qgen_append(a, &q, 1, (int[]){3}, P(k), P(v), NULL);
+  }
+  b = st == QGEN_OK ? rb_fresh(ctx, &s) : NULL;
+  same = b && (exact || !in.sparse ? rb_same(a, b, &s, 1, 0, why, sizeof why) : 1);
+  check(st == QGEN_OK && same, "%s: appends after it give the fresh cache's bytes%s%s%s", tag, exact || !in.sparse ? "" : " (not compared: a lossy K's bounds are of its stored keys)",
+        *why ? ": " : "", why);
+  qgen_cache_destroy(b);
+  if (st == QGEN_OK && (st = qgen_rollback(a, 0, 70)) == QGEN_OK) s.len[0] -= 70;
+  b = st == QGEN_OK ? rb_fresh(ctx, &s) : NULL;
+  same = b && rb_same(a, b, &s, exact, 1, why, sizeof why);
+  check(st == QGEN_OK && same && qgen_seq_len(a, 0) == 66, "%s: 70 tokens off across pages%s%s", tag, *why ? ": " : "", why);
+  /* attends read the same tokens; a reused selection drops its pages past the new length */
+  const int nm = in.sparse ? (exact ? 2 : 1) : 1;
+  qgen_attend_opts *modes[2] = {&dense, &sparse};
+  int out_same = 1;
+  for (int m = 0; m < nm && st == QGEN_OK && b; m++) {
+    memset(oa, 0xA5, RB_SEQS * ob), memset(of, 0x5A, RB_SEQS * ob);
+    st = qgen_attend(a, seqs, RB_SEQS, P(qv), P(oa), modes[m], NULL);
+    if (st == QGEN_OK) st = qgen_attend(b, seqs, RB_SEQS, P(qv), P(of), modes[m], NULL);
+    pull(oa), pull(of);
+    out_same &= !memcmp(oa, of, RB_SEQS * (size_t)in.n_head * in.head_dim * 2);
+  }
+  check(st == QGEN_OK && out_same, "%s: attend (%s) over it gives the fresh cache's outputs", tag, nm == 2 ? "dense and sparse" : "dense");
+  if (in.sparse && st == QGEN_OK) {
+    int s1 = 1;
+    st = qgen_attend(a, &s1, 1, P(qv), P(oa), &reuse, NULL);
+    check(st == QGEN_OK, "%s: a reuse of the selection made before the rollback runs%s", tag, st == QGEN_OK ? "" : qgen_error(ctx));
+  }
+  qgen_cache_destroy(b);
+  tfree(k), tfree(v), tfree(qv), tfree(oa), tfree(of);
+  for (int q = 0; q < RB_SEQS; q++) free(s.k[q]), free(s.v[q]);
+  qgen_cache_destroy(a);
   qgen_close(ctx);
 }
 
@@ -1439,6 +1670,13 @@ int main(void) {
   bounds_i8_step();
   printf("---- selection reuse\n");
   reuse_steps();
+  printf("---- rollback\n");
+  rollback_steps(QGEN_SOURCE_DIR "/specs/qwen3-4b.lua", "qwen3-4b", 1);
+  rollback_steps(QGEN_SOURCE_DIR "/specs/qwen3-4b.lua", "qwen3-4b-q8_0", 0);
+  rollback_steps(QGEN_SOURCE_DIR "/tests/gpu/rescore.lua", "qwen3-4b-f16-r4", 1);
+  rollback_steps(QGEN_SOURCE_DIR "/tests/gpu/bounds-i8.lua", "qwen3-4b-f16-bounds-i8", 1);
+  rollback_steps(QGEN_SOURCE_DIR "/tests/gpu/fp8.lua", "fp8-e4m3-f16-sparse", 0);
+  rollback_steps(dense, NULL, 1);
   run_fixture(QGEN_SOURCE_DIR "/specs/qwen3-4b.lua", "sparse");
   run_fixture(dense, "dense");
   if (backend == QGEN_BACKEND_GPU) {

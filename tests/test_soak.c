@@ -1,6 +1,7 @@
 /* test_soak.c — a long decode: one token per sequence per step across 8 ragged sequences
  * (appends + attends, dense and sparse steps alternating, pages filling and crossing; a
- * sequence that reaches its capacity is reset and starts again), with spot checks every
+ * sequence that reaches its capacity is reset and starts again; every 7th step one sequence
+ * rolls back 1 to 3 tokens, as a rejected draft would), with spot checks every
  * few thousand steps and at the end, and no growth in host or device memory.
  *
  *   test_soak [STEPS]    default 20000 (2000 with QGEN_TEST_QUICK); CPU backend
@@ -146,6 +147,12 @@ int main(int argc, char **argv) {
         bad |= qgen_reset(main_side.kv, i) != QGEN_OK || (gpu && qgen_reset(cpu.kv, i) != QGEN_OK);
         resets++;
       }
+    if (step % 7 == 0) { /* a verify step's rejected tokens */
+      const int s = (int)(step / 7 % NSEQ);
+      const long long n = 1 + step % 3;
+      if (qgen_seq_len(main_side.kv, s) >= n)
+        bad |= qgen_rollback(main_side.kv, s, n) != QGEN_OK || (gpu && qgen_rollback(cpu.kv, s, n) != QGEN_OK);
+    }
     for (size_t j = 0; j < NSEQ * row; j++) ((uint16_t *)k.h)[j] = qgen_f32_to_f16(frand()), ((uint16_t *)v.h)[j] = qgen_f32_to_f16(frand());
     for (size_t j = 0; j < NSEQ * qn; j++) ((uint16_t *)q.h)[j] = qgen_f32_to_f16(frand());
     if (gpu) cu->cuMemcpyHtoD(k.d, k.h, k.n), cu->cuMemcpyHtoD(v.d, v.h, v.n), cu->cuMemcpyHtoD(q.d, q.h, q.n);

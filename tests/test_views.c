@@ -105,10 +105,11 @@ static void run_layout(qgen_ctx *ctx, qgen_kv *own, const uint16_t *k, const uin
   check(qgen_append(view, seq, 1, &one, (qgen_ptr)(uintptr_t)k, (qgen_ptr)(uintptr_t)v, NULL) == QGEN_ERR_INVALID_ARG &&
             strstr(qgen_error(ctx), "view") != NULL,
         "qgen_append on a view is refused: %s", qgen_error(ctx));
-  check(qgen_reset(view, 0) == QGEN_ERR_INVALID_ARG && qgen_seq_len(view, 0) == -1 &&
+  check(qgen_reset(view, 0) == QGEN_ERR_INVALID_ARG && qgen_rollback(view, 0, 1) == QGEN_ERR_INVALID_ARG &&
+            strstr(qgen_error(ctx), "qgen_rollback: this is a view") && qgen_seq_len(view, 0) == -1 &&
             qgen_kv_size(view, QGEN_KV_K) == 0 && qgen_kv_size(view, QGEN_KV_BOUNDS) > 0 &&
             (qgen_kv_size(view, QGEN_KV_BOUNDS_I8) > 0) == (i8 && page == BLOCK),
-        "a view: no reset, no host length, only its bounds to read (8-bit rows: %zu bytes)", qgen_kv_size(view, QGEN_KV_BOUNDS_I8));
+        "a view: no reset, no rollback, no host length, only its bounds to read (8-bit rows: %zu bytes)", qgen_kv_size(view, QGEN_KV_BOUNDS_I8));
   qgen_cache_destroy(view);
   /* bad descriptions */
   qgen_view_desc bad = d;

@@ -552,6 +552,19 @@ class Cache(_Owner):
                 h.check(lib().qgen_reset(kv, s))
                 self._selected.discard(s)
 
+    def rollback(self, seq, n):
+        """Remove the last n tokens (an int, 0 .. its length) of sequence seq (one id), e.g.
+        the draft tokens a verify step rejected: the cache then holds what it would had it
+        been fed only the tokens kept (qgen.h, qgen_rollback, says when the bytes are the
+        same and what the bounds are otherwise)."""
+        if isinstance(seq, (list, tuple, range)) or ((is_ndarray(seq) or is_torch(seq)) and len(seq.shape) > 0):
+            raise wrong_type(f"rollback: takes one sequence id, got a {type(seq).__name__}; call it once per sequence")
+        s = self._seqs(seq, None, "rollback")[0]
+        n = token_count(n, "rollback: n", 0)
+        h = self._h
+        with h.lock:
+            h.check(lib().qgen_rollback(h.live("rollback"), s, n))
+
     def seq_len(self, seqs):
         """Tokens held by sequence seqs (an int), or by each of a list of them (a list)."""
         one = not isinstance(seqs, (list, tuple, range)) and not (

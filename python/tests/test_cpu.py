@@ -196,6 +196,35 @@ def test_budget_in_tokens_and_reset(ctx):
     assert not kv.attend(q).any()  # an empty sequence gives zeros
 
 
+def test_rollback_leaves_the_cache_of_the_tokens_kept():
+    """Draft tokens removed: the bytes of a cache fed only the tokens kept (f16 keys into an
+    f16 K: the bounds of the page cut back are the same bytes too)."""
+    with qgen.Context(backend="cpu", in_type="f16", out_type="f16", **FIELDS) as c:
+        rng = np.random.default_rng(7)
+        i = c.info
+        k = rand(rng, (90, i["n_head_kv"], i["head_dim"]), np.float16)
+        v = rand(rng, k.shape, np.float16)
+        kv = c.cache(3, 256)
+        kv.append(k, v, seqs=[0, 1, 2], n_new=[45, 32, 13])  # 45 = a page and 13 tokens
+        kv.rollback(0, 6)
+        kv.rollback(1, 32)
+        kv.rollback(2, 0)
+        fresh = c.cache(3, 256)
+        fresh.append(np.concatenate([k[:39], k[77:]]), np.concatenate([v[:39], v[77:]]), seqs=[0, 2], n_new=[39, 13])
+        assert kv.seq_len([0, 1, 2]) == [39, 0, 13]
+        assert snapshot(kv) == snapshot(fresh)
+        before = snapshot(kv)
+        for call, words, err in [(lambda: kv.rollback(0, 40), "n = 40 is outside [0, 39]", ValueError),
+                                 (lambda: kv.rollback(0, -1), "must be >= 0 tokens", ValueError),
+                                 (lambda: kv.rollback(3, 1), "seqs[0] = 3 is outside [0, 3)", ValueError),
+                                 (lambda: kv.rollback([0, 1], 1), "takes one sequence id", TypeError),
+                                 (lambda: kv.rollback(0, 1.5), "is not an integer", TypeError)]:
+            with pytest.raises(err) as e:
+                call()
+            assert isinstance(e.value, qgen.Error) and words in str(e.value), str(e.value)
+        assert snapshot(kv) == before
+
+
 def snapshot(kv):
     return {w: kv.read(w).tobytes() for w in ("k", "v", "bounds", "page_table", "seq_len")} | \
         {"len": [kv.seq_len(s) for s in range(kv.max_seqs)]}
