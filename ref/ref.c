@@ -155,7 +155,7 @@ typedef struct {
    the forced pages of step and the chosen pages of select. */
 struct qgen_ref_scratch {
   int64_t tokens, pages;
-  double *kmin, *kmax, *res, *mx, *sum, *s, *scores; /* s: [group][tokens] attend scores */
+  double *kmin, *kmax, *res, *mx, *sum, *s, *scores, *best; /* s: [group][tokens] attend scores; best: a step's max */
   int64_t *counts;
   const int32_t **ptrs;
   ranked *cand;
@@ -188,6 +188,7 @@ static size_t scratch_layout(qgen_ref_scratch *w, const qgen_layout *L, uint8_t 
   CARVE(sum, G);
   CARVE(s, G * T);
   CARVE(scores, Hkv * N);
+  CARVE(best, Hkv * N);
   CARVE(counts, Hkv);
   CARVE(ptrs, Hkv);
   CARVE(cand, N);
@@ -518,11 +519,14 @@ static int rank_cmp(const void *pa, const void *pb) {
 
 /* Where the exact scores of two-stage selection come from: computed page by page from the
    compact K of KV head h (qf: the group's query rows as f32; row, blk: a row's room). */
+/* The exact scores of KV head h: the group's query rows of nq tokens (q: [nq][n_head][D],
+   in_type), a page's score the max over all of them. */
 typedef struct {
   const qgen_layout *L;
   const qgen_kvmem *m;
-  int seq, h;
-  const float *qf;
+  int seq, h, nq;
+  const uint8_t *q;
+  float *qf; /* G * D */
   float *row;
   uint8_t *blk;
 } sketch_src;
@@ -534,17 +538,21 @@ static double sketch_page(const sketch_src *z, int64_t p) {
   const int64_t len = z->m->seq_len[z->seq];
   const qgen_type_traits *kt = traits(L->k_type), *q4 = traits(QGEN_TYPE_Q4_0);
   double best = -INFINITY;
-  for (int64_t t = p * B; t < len && t < (p + 1) * B; t++) {
-    read_row(L, z->m, 0, z->seq, t, z->h, z->row);
-    if (!kt->is_quant) { /* the q4_0 sketch of an unquantized cache */
-      q4->from_f32(z->row, z->blk, D);
-      q4->to_f32(z->blk, z->row, D);
-    }
-    for (int g = 0; g < G; g++) {
-      const float *qg = z->qf + (size_t)g * (size_t)D;
-      double dot = 0.0;
-      for (int d = 0; d < D; d++) dot += (double)qg[d] * (double)z->row[d];
-      if (isnan(dot) || dot > best) best = dot; /* once NaN, stays NaN */
+  for (int j = 0; j < z->nq; j++) {
+    traits(L->in_type)->to_f32(z->q + ((size_t)j * (size_t)L->n_head + (size_t)z->h * (size_t)G) * L->in_row_bytes, z->qf,
+                               (int64_t)G * D);
+    for (int64_t t = p * B; t < len && t < (p + 1) * B; t++) {
+      read_row(L, z->m, 0, z->seq, t, z->h, z->row);
+      if (!kt->is_quant) { /* the q4_0 sketch of an unquantized cache */
+        q4->from_f32(z->row, z->blk, D);
+        q4->to_f32(z->blk, z->row, D);
+      }
+      for (int g = 0; g < G; g++) {
+        const float *qg = z->qf + (size_t)g * (size_t)D;
+        double dot = 0.0;
+        for (int d = 0; d < D; d++) dot += (double)qg[d] * (double)z->row[d];
+        if (isnan(dot) || dot > best) best = dot; /* once NaN, stays NaN */
+      }
     }
   }
   return best;
@@ -645,8 +653,7 @@ void qgen_ref_sketch_scores(const qgen_layout *L, const qgen_kvmem *m, int seq, 
   const int64_t n = qgen_pages_of(m->seq_len[seq], L->block);
   float *qf = xmalloc((size_t)G * (size_t)D * sizeof *qf), *row = xmalloc((size_t)D * sizeof *row);
   uint8_t *blk = xmalloc(qgen_type_row_bytes(QGEN_TYPE_Q4_0, D));
-  traits(L->in_type)->to_f32((const uint8_t *)q + (size_t)h * (size_t)G * L->in_row_bytes, qf, (int64_t)G * D);
-  const sketch_src z = {L, m, seq, h, qf, row, blk};
+  const sketch_src z = {L, m, seq, h, 1, q, qf, row, blk};
   for (int64_t p = 0; p < n; p++)
     if (!want || want[p]) scores[p] = sketch_page(&z, p);
   free(qf);
@@ -704,13 +711,15 @@ static void mark_dropped(qgen_ref_scratch *w, const qgen_layout *L, const qgen_r
   }
 }
 
-static void attend(qgen_ref_scratch *w, const qgen_layout *L, const qgen_kvmem *m, int seq, const void *q,
-                   const int32_t *const *lists, const int64_t *counts, const qgen_ref_order *ord, void *out,
-                   double *out_f64) {
+/* One query (q: [n_head][D]) over the first len tokens of seq (fewer than it holds for the
+   earlier tokens of a multi-token step: causal), restricted to the lists' pages. */
+static void attend(qgen_ref_scratch *w, const qgen_layout *L, const qgen_kvmem *m, int seq, int64_t len,
+                   const void *q, const int32_t *const *lists, const int64_t *counts, const qgen_ref_order *ord,
+                   void *out, double *out_f64) {
   static const qgen_ref_order plain = {1, 1, 1};
   if (!ord) ord = &plain;
   const int D = L->head_dim, G = L->group, B = L->block;
-  const int64_t len = m->seq_len[seq], n = qgen_pages_of(len, B);
+  const int64_t n = qgen_pages_of(len, B);
   double *res = out_f64 ? out_f64 : w->res;
   float *qf = w->qf;
   float *row = w->x;
@@ -794,7 +803,7 @@ void qgen_ref_attend_order(const qgen_layout *L, const qgen_kvmem *m, int seq, c
     if (t > tokens) tokens = t;
   }
   qgen_ref_scratch *w = scratch_or_die(L, tokens);
-  attend(w, L, m, seq, q, lists, counts, ord, out, out_f64);
+  attend(w, L, m, seq, len, q, lists, counts, ord, out, out_f64);
   qgen_ref_scratch_free(w);
 }
 
@@ -814,12 +823,13 @@ int64_t qgen_ref_extend_list(int32_t *list, int64_t count, int64_t len, int bloc
   return count;
 }
 
-void qgen_ref_step_in(qgen_ref_scratch *w, const qgen_layout *L, const qgen_kvmem *m, int seq,
-                      const void *q, const qgen_budget *b, void *out, double *out_f64,
-                      int32_t *lists_out, int64_t *counts_out) {
+void qgen_ref_step_tokens_in(qgen_ref_scratch *w, const qgen_layout *L, const qgen_kvmem *m, int seq, int nq,
+                             const void *q, const qgen_budget *b, void *out, double *out_f64, int32_t *lists_out,
+                             int64_t *counts_out) {
   const int Hkv = L->n_head_kv;
   const int64_t len = m->seq_len[seq], n = qgen_pages_of(len, L->block);
-  const size_t room = (size_t)(n > 0 ? n : 1);
+  const size_t room = (size_t)(n > 0 ? n : 1), q_bytes = (size_t)L->n_head * L->in_row_bytes;
+  const size_t out_bytes = qgen_type_row_bytes(L->out_type, L->head_dim) * (size_t)L->n_head;
   int32_t *lists = w->lists;
   int64_t *counts = w->counts;
   const int32_t **ptrs = w->ptrs;
@@ -830,42 +840,55 @@ void qgen_ref_step_in(qgen_ref_scratch *w, const qgen_layout *L, const qgen_kvme
       counts_out[h] = counts[h] = qgen_ref_extend_list(l, counts_out[h], len, L->block, m->pages_per_seq);
       ptrs[h] = l;
     }
-    attend(w, L, m, seq, q, ptrs, counts, NULL, out, out_f64);
-    return;
-  }
-
-  /* Dense when asked, when the layout keeps no bounds, or when K_eff covers every page. */
-  int dense = !b || b->mode == QGEN_BUDGET_DENSE || !L->sparse || n == 0;
-  if (!dense) {
-    const int64_t nf = qgen_forced_pages(b, len, L->block, w->flags);
-    dense = qgen_budget_pages(b, n, nf, L->block) >= n;
-  }
-
-  if (dense) {
-    for (int h = 0; h < Hkv; h++) {
-      for (int64_t p = 0; p < n; p++) lists[(size_t)h * room + (size_t)p] = (int32_t)p;
-      counts[h] = n;
-    }
   } else {
-    double *scores = w->scores;
-    estimate(w, L, m, seq, q, L->bounds_i8, scores);
-    for (int h = 0; h < Hkv; h++) { /* two-stage (rescore > 1): exact scores of the candidates */
-      const sketch_src z = {L, m, seq, h, w->qf + (size_t)h * (size_t)L->group * (size_t)L->head_dim, w->x, w->sk};
-      counts[h] = select_pages(b, len, L->block, scores + (size_t)h * (size_t)n, L->rescore,
-                               NULL, L->rescore > 1 ? &z : NULL, L->top_p, L->scale, lists + (size_t)h * room, w->flags,
-                               w->cand);
+    /* Dense when asked, when the layout keeps no bounds, or when K_eff covers every page. */
+    int dense = !b || b->mode == QGEN_BUDGET_DENSE || !L->sparse || n == 0;
+    if (!dense) {
+      const int64_t nf = qgen_forced_pages(b, len, L->block, w->flags);
+      dense = qgen_budget_pages(b, n, nf, L->block) >= n;
     }
+    if (dense) {
+      for (int h = 0; h < Hkv; h++) {
+        for (int64_t p = 0; p < n; p++) lists[(size_t)h * room + (size_t)p] = (int32_t)p;
+        counts[h] = n;
+      }
+    } else { /* one selection for the step's tokens: a page's score is the max over them */
+      double *scores = w->scores, *best = w->best;
+      for (int j = 0; j < nq; j++) {
+        estimate(w, L, m, seq, (const uint8_t *)q + (size_t)j * q_bytes, L->bounds_i8, j ? scores : best);
+        for (size_t i = 0; j && i < (size_t)Hkv * (size_t)n; i++)
+          if (isnan(scores[i]) || scores[i] > best[i]) best[i] = scores[i]; /* once NaN, stays NaN */
+      }
+      for (int h = 0; h < Hkv; h++) { /* two-stage (rescore > 1): exact scores of the candidates */
+        const sketch_src z = {L, m, seq, h, nq, q, w->qf, w->x, w->sk};
+        counts[h] = select_pages(b, len, L->block, best + (size_t)h * (size_t)n, L->rescore, NULL,
+                                 L->rescore > 1 ? &z : NULL, L->top_p, L->scale, lists + (size_t)h * room, w->flags,
+                                 w->cand);
+      }
+    }
+    for (int h = 0; h < Hkv; h++) ptrs[h] = lists + (size_t)h * room;
   }
-  for (int h = 0; h < Hkv; h++) ptrs[h] = lists + (size_t)h * room;
 
-  attend(w, L, m, seq, q, ptrs, counts, NULL, out, out_f64);
+  /* token j of the step sees the tokens before it and itself: all but the last nq - 1 - j */
+  for (int j = 0; j < nq; j++) {
+    const int64_t vis = len - (nq - 1 - j) > 0 ? len - (nq - 1 - j) : 0;
+    attend(w, L, m, seq, vis, (const uint8_t *)q + (size_t)j * q_bytes, ptrs, counts, NULL,
+           out ? (uint8_t *)out + (size_t)j * out_bytes : NULL,
+           out_f64 ? out_f64 + (size_t)j * (size_t)L->n_head * (size_t)L->head_dim : NULL);
+  }
 
-  for (int h = 0; h < Hkv; h++) {
+  for (int h = 0; h < Hkv && !(b && b->mode == QGEN_BUDGET_REUSE); h++) {
     if (lists_out)
       memcpy(lists_out + (size_t)h * (size_t)m->pages_per_seq, ptrs[h],
              (size_t)counts[h] * sizeof *lists_out);
     if (counts_out) counts_out[h] = counts[h];
   }
+}
+
+void qgen_ref_step_in(qgen_ref_scratch *w, const qgen_layout *L, const qgen_kvmem *m, int seq,
+                      const void *q, const qgen_budget *b, void *out, double *out_f64,
+                      int32_t *lists_out, int64_t *counts_out) {
+  qgen_ref_step_tokens_in(w, L, m, seq, 1, q, b, out, out_f64, lists_out, counts_out);
 }
 
 void qgen_ref_step(const qgen_layout *L, const qgen_kvmem *m, int seq, const void *q,

@@ -613,8 +613,9 @@ static qgen_status attend_in(qgen_kv *kv, const int *seq, int n_seq, qgen_ptr q,
   return QGEN_OK;
 }
 
-static qgen_status attend(qgen_kv *kv, const int *seq, int n_seq, qgen_ptr q, qgen_ptr out, const qgen_budget *b,
-                          qgen_stream stream) {
+/* n_q: one each (qgen.c refuses more: max_step_tokens is 1 here). */
+static qgen_status attend(qgen_kv *kv, const int *seq, int n_seq, const int *n_q, qgen_ptr q, qgen_ptr out,
+                          const qgen_budget *b, qgen_stream stream) {
   IN_CTX(kv->ctx, attend_in(kv, seq, n_seq, q, out, b, stream));
 }
 
@@ -765,6 +766,7 @@ static int splits(const qgen_ctx *c, int nb) { return max_splits(gctx(c), &c->L,
 const qgen_backend_ops qgen_gpu_backend = {
     .name = "gpu",
     .runs_kernels = 1,
+    .max_step_tokens = 1, /* the kernels take one query token per sequence */
     .open = open_gpu,
     .close = close_gpu,
     .cache_create = cache_create,

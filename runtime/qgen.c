@@ -644,28 +644,38 @@ long long qgen_seq_len(const qgen_kv *kv, int seq) {
   return refresh((qgen_kv *)kv) == QGEN_OK ? (long long)kv->len[seq] : -1;
 }
 
-qgen_status qgen_attend(qgen_kv *kv, const int *seq, int n_seq, qgen_ptr q, qgen_ptr out,
-                        const qgen_attend_opts *opts, qgen_stream stream) {
+/* qgen_attend and qgen_attend_multi (fn): n_q NULL is one query token a sequence. */
+static qgen_status attend_step(qgen_kv *kv, const char *fn, const int *seq, int n_seq, const int *n_q, qgen_ptr q,
+                               qgen_ptr out, const qgen_attend_opts *opts, qgen_stream stream) {
   if (!kv) return QGEN_ERR_INVALID_ARG;
-  if (kv->released) return closed(kv, "qgen_attend");
+  if (kv->released) return closed(kv, fn);
   qgen_ctx *c = kv->ctx;
-  qgen_status st = check_seqs(kv, "qgen_attend", seq, n_seq, 1);
+  qgen_status st = check_seqs(kv, fn, seq, n_seq, 1);
   if (st != QGEN_OK) return st;
   if (n_seq == 0) return QGEN_OK;
-  if (!q || !out) return qgen_fail(c, QGEN_ERR_INVALID_ARG, "qgen_attend: q or out is NULL");
+  if (!q || !out) return qgen_fail(c, QGEN_ERR_INVALID_ARG, "%s: q or out is NULL", fn);
+  for (int i = 0; n_q && i < n_seq; i++) {
+    if (n_q[i] < 1 || n_q[i] > QGEN_MAX_STEP_TOKENS)
+      return qgen_fail(c, QGEN_ERR_INVALID_ARG, "%s: n_q[%d] = %d is outside [1, QGEN_MAX_STEP_TOKENS = %d]", fn, i, n_q[i],
+                       QGEN_MAX_STEP_TOKENS);
+    if (n_q[i] > c->be->max_step_tokens)
+      return qgen_fail(c, QGEN_ERR_UNSUPPORTED, "%s: n_q[%d] = %d query tokens for sequence %d; the %s backend attends "
+                       "%d a sequence in one call (the CPU backend %d)", fn, i, n_q[i], seq[i], c->be->name,
+                       c->be->max_step_tokens, QGEN_MAX_STEP_TOKENS);
+  }
   const qgen_attend_opts o = opts ? *opts : qgen_attend_defaults(c);
   qgen_budget b = {QGEN_BUDGET_DENSE, 0, 0, 0, 0};
   if (o.mode == QGEN_ATTEND_SPARSE) {
     if (!c->spec.sparse)
-      return qgen_fail(c, QGEN_ERR_UNSUPPORTED, "qgen_attend: spec %s is dense (no bounds are kept); sparse attention needs a sparse spec", c->spec.name);
-    if (kv->is_view && (st = view_bounds_ok(kv, "qgen_attend")) != QGEN_OK) return st;
+      return qgen_fail(c, QGEN_ERR_UNSUPPORTED, "%s: spec %s is dense (no bounds are kept); sparse attention needs a sparse spec", fn, c->spec.name);
+    if (kv->is_view && (st = view_bounds_ok(kv, fn)) != QGEN_OK) return st;
     if (o.budget < 0 || o.sink < 0 || o.recent < 0)
-      return qgen_fail(c, QGEN_ERR_INVALID_ARG, "qgen_attend: budget %lld, sink %lld, recent %lld must be >= 0", o.budget, o.sink, o.recent);
+      return qgen_fail(c, QGEN_ERR_INVALID_ARG, "%s: budget %lld, sink %lld, recent %lld must be >= 0", fn, o.budget, o.sink, o.recent);
     if (o.budget > 0 && o.coverage != 0.0)
-      return qgen_fail(c, QGEN_ERR_INVALID_ARG, "qgen_attend: both coverage = %g and budget = %lld tokens are set; give one (the other 0)",
-                       o.coverage, o.budget);
+      return qgen_fail(c, QGEN_ERR_INVALID_ARG, "%s: both coverage = %g and budget = %lld tokens are set; give one (the other 0)",
+                       fn, o.coverage, o.budget);
     if (o.budget == 0 && !(o.coverage > 0.0 && o.coverage <= 1.0))
-      return qgen_fail(c, QGEN_ERR_INVALID_ARG, "qgen_attend: coverage = %g must be in (0, 1] (or give budget > 0 tokens)", o.coverage);
+      return qgen_fail(c, QGEN_ERR_INVALID_ARG, "%s: coverage = %g must be in (0, 1] (or give budget > 0 tokens)", fn, o.coverage);
     b.mode = o.budget > 0 ? QGEN_BUDGET_TOKENS : QGEN_BUDGET_COVERAGE;
     b.coverage = o.coverage;
     /* A budget, sink or recent past the capacity means "every token" either way; clamping
@@ -676,21 +686,32 @@ qgen_status qgen_attend(qgen_kv *kv, const int *seq, int n_seq, qgen_ptr q, qgen
     b.recent = o.recent < kv->max_tokens ? o.recent : kv->max_tokens;
   } else if (o.mode == QGEN_ATTEND_REUSE) {
     if (!c->spec.sparse)
-      return qgen_fail(c, QGEN_ERR_UNSUPPORTED, "qgen_attend: spec %s is dense; QGEN_ATTEND_REUSE reuses a sparse selection",
-                       c->spec.name);
+      return qgen_fail(c, QGEN_ERR_UNSUPPORTED, "%s: spec %s is dense; QGEN_ATTEND_REUSE reuses a sparse selection",
+                       fn, c->spec.name);
     for (int i = 0; i < n_seq; i++)
       if (!kv->selected[seq[i]])
-        return qgen_fail(c, QGEN_ERR_INVALID_ARG, "qgen_attend: QGEN_ATTEND_REUSE: sequence %d has no sparse selection "
-                         "since it was created or reset; attend it with QGEN_ATTEND_SPARSE first", seq[i]);
+        return qgen_fail(c, QGEN_ERR_INVALID_ARG, "%s: QGEN_ATTEND_REUSE: sequence %d has no sparse selection "
+                         "since it was created or reset; attend it with QGEN_ATTEND_SPARSE first", fn, seq[i]);
     b.mode = QGEN_BUDGET_REUSE;
   } else if (o.mode != QGEN_ATTEND_DENSE) {
-    return qgen_fail(c, QGEN_ERR_INVALID_ARG, "qgen_attend: mode = %d (QGEN_ATTEND_DENSE, QGEN_ATTEND_SPARSE or "
-                     "QGEN_ATTEND_REUSE)", o.mode);
+    return qgen_fail(c, QGEN_ERR_INVALID_ARG, "%s: mode = %d (QGEN_ATTEND_DENSE, QGEN_ATTEND_SPARSE or "
+                     "QGEN_ATTEND_REUSE)", fn, o.mode);
   }
-  st = c->be->attend(kv, seq, n_seq, q, out, &b, stream);
+  st = c->be->attend(kv, seq, n_seq, n_q, q, out, &b, stream);
   if (st == QGEN_OK && o.mode == QGEN_ATTEND_SPARSE)
     for (int i = 0; i < n_seq; i++) kv->selected[seq[i]] = 1;
   return st;
+}
+
+qgen_status qgen_attend(qgen_kv *kv, const int *seq, int n_seq, qgen_ptr q, qgen_ptr out,
+                        const qgen_attend_opts *opts, qgen_stream stream) {
+  return attend_step(kv, "qgen_attend", seq, n_seq, NULL, q, out, opts, stream);
+}
+
+qgen_status qgen_attend_multi(qgen_kv *kv, const int *seq, int n_seq, const int *n_q, qgen_ptr q, qgen_ptr out,
+                              const qgen_attend_opts *opts, qgen_stream stream) {
+  if (kv && !kv->released && n_seq > 0 && !n_q) return qgen_fail(kv->ctx, QGEN_ERR_INVALID_ARG, "qgen_attend_multi: n_q is NULL");
+  return attend_step(kv, "qgen_attend_multi", seq, n_seq, n_q, q, out, opts, stream);
 }
 
 /* ---- introspection ------------------------------------------------------------------ */

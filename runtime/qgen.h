@@ -233,6 +233,22 @@ QGEN_API qgen_attend_opts qgen_attend_defaults(const qgen_ctx *ctx);
 QGEN_API qgen_status qgen_attend(qgen_kv *kv, const int *seq, int n_seq, qgen_ptr q, qgen_ptr out,
                                  const qgen_attend_opts *opts, qgen_stream stream);
 
+/* The most query tokens of one sequence in one qgen_attend_multi. */
+enum { QGEN_MAX_STEP_TOKENS = 16 };
+/* A step of several query tokens per sequence (a speculative verify step, multi-token
+   prediction): n_q[i] in [1, QGEN_MAX_STEP_TOKENS] query rows for seq[i], which are its last
+   n_q[i] tokens (append them first); q and out hold the rows of seq[0]'s tokens first, then
+   seq[1]'s ..., each row [n_head][head_dim]. Query j of seq[i] attends causally: every token
+   of the sequence but the last n_q[i] - 1 - j. Sparse: one selection per sequence and KV
+   head for the whole step, a page scored by the max over the step's tokens as over a
+   group's heads (the exact score of two-stage selection too) and the forced pages those of
+   the whole length, so a verify step reads each selected page once for all its tokens;
+   qgen_kv_selection gives it. Dense is exact. All n_q 1 is qgen_attend. The GPU backend
+   attends one token a sequence so far: more is QGEN_ERR_UNSUPPORTED there (the CPU
+   backend, the reference, takes up to QGEN_MAX_STEP_TOKENS). */
+QGEN_API qgen_status qgen_attend_multi(qgen_kv *kv, const int *seq, int n_seq, const int *n_q, qgen_ptr q,
+                                       qgen_ptr out, const qgen_attend_opts *opts, qgen_stream stream);
+
 /* ---- views: attend over a KV pool the caller owns ---------------------------------------
  *
  * A serving engine (vLLM, SGLang, transformers' paged cache ...) keeps its own paged pool

@@ -366,6 +366,16 @@ static void bad_attends(fixture *f) {
   EXPECT(f, "qgen_attend: q NULL", qgen_attend(f->kv, &s0, 1, 0, O, NULL, NULL), QGEN_ERR_INVALID_ARG, "qgen_attend");
   EXPECT(f, "qgen_attend: out NULL", qgen_attend(f->kv, &s0, 1, Q, 0, NULL, NULL), QGEN_ERR_INVALID_ARG, "qgen_attend");
   EXPECT(f, "qgen_attend: n_seq = 0 is a no-op", qgen_attend(f->kv, NULL, 0, 0, 0, NULL, NULL), QGEN_OK, NULL);
+  {
+    int n2[2] = {2, 0}, n17 = QGEN_MAX_STEP_TOKENS + 1, nm = INT_MIN, s01[2] = {0, 1};
+    check(qgen_attend_multi(NULL, &s0, 1, n2, Q, O, NULL, NULL) == QGEN_ERR_INVALID_ARG, "qgen_attend_multi: kv NULL");
+    EXPECT(f, "qgen_attend_multi: n_q NULL", qgen_attend_multi(f->kv, &s0, 1, NULL, Q, O, NULL, NULL), QGEN_ERR_INVALID_ARG, "qgen_attend_multi");
+    EXPECT(f, "qgen_attend_multi: n_q[1] = 0", qgen_attend_multi(f->kv, s01, 2, n2, Q, O, NULL, NULL), QGEN_ERR_INVALID_ARG, "n_q[1] = 0");
+    EXPECT(f, "qgen_attend_multi: n_q 17", qgen_attend_multi(f->kv, &s0, 1, &n17, Q, O, NULL, NULL), QGEN_ERR_INVALID_ARG, "QGEN_MAX_STEP_TOKENS");
+    EXPECT(f, "qgen_attend_multi: n_q INT_MIN", qgen_attend_multi(f->kv, &s0, 1, &nm, Q, O, NULL, NULL), QGEN_ERR_INVALID_ARG, "qgen_attend_multi");
+    EXPECT(f, "qgen_attend_multi: seq id -1", qgen_attend_multi(f->kv, (int[]){-1}, 1, n2, Q, O, NULL, NULL), QGEN_ERR_INVALID_ARG, "qgen_attend_multi");
+    EXPECT(f, "qgen_attend_multi: n_seq = 0 is a no-op", qgen_attend_multi(f->kv, NULL, 0, NULL, 0, 0, NULL, NULL), QGEN_OK, NULL);
+  }
 
   o = d, o.mode = 7;
   EXPECT(f, "qgen_attend: mode 7", qgen_attend(f->kv, &s0, 1, Q, O, &o, NULL), QGEN_ERR_INVALID_ARG, "qgen_attend");
@@ -578,6 +588,22 @@ static void good_calls(fixture *f, const char *tag) {
 }
 
 /* Every array of two caches, byte for byte. */
+/* A context of path and two caches of ns sequences of cap tokens, for comparing them;
+   -1 (a failed check, nothing left open) when that fails. */
+static int two_caches(const char *path, int ns, long long cap, const char *tag, qgen_ctx **ctx, qgen_kv **a, qgen_kv **b,
+                      qgen_info *in) {
+  *ctx = NULL, *a = *b = NULL;
+  if (open_cpu(path, NULL, ctx) != 0 || qgen_cache_create(*ctx, a, ns, cap) != QGEN_OK ||
+      qgen_cache_create(*ctx, b, ns, cap) != QGEN_OK) {
+    check(0, "%s: setup: %s", tag, qgen_error(*ctx));
+    qgen_cache_destroy(*a);
+    qgen_close(*ctx);
+    return -1;
+  }
+  qgen_get_info(*ctx, in);
+  return 0;
+}
+
 static int caches_equal(qgen_kv *a, qgen_kv *b) {
   int same = 1;
   for (int w = 0; w < N_ARRAYS; w++) {
@@ -596,17 +622,10 @@ static int caches_equal(qgen_kv *a, qgen_kv *b) {
    it once; later qgen_append, qgen_reset and qgen_append_decode use the device's lengths. */
 static void decode_steps(const char *path, const char *tag) {
   enum { NS = 3, T = 20, CAP = 63 + T + 2 };
-  qgen_ctx *ctx = NULL;
-  qgen_kv *a = NULL, *b = NULL;
-  if (open_cpu(path, NULL, &ctx) != 0 || qgen_cache_create(ctx, &a, NS, CAP) != QGEN_OK ||
-      qgen_cache_create(ctx, &b, NS, CAP) != QGEN_OK) {
-    check(0, "%s: decode setup: %s", tag, qgen_error(ctx));
-    qgen_cache_destroy(a);
-    qgen_close(ctx);
-    return;
-  }
+  qgen_ctx *ctx;
+  qgen_kv *a, *b;
   qgen_info in;
-  qgen_get_info(ctx, &in);
+  if (two_caches(path, NS, CAP, tag, &ctx, &a, &b, &in) != 0) return;
   const size_t row = (size_t)in.n_head_kv * in.head_dim, qe = (size_t)in.n_head * in.head_dim;
   int ps[NS] = {0, 1, 2}, pn[NS] = {63, 0, 5}, order[NS] = {1, 2, 0}, ones[NS] = {1, 1, 1};
   uint16_t *k = f16_rows(68 * row), *v = f16_rows(68 * row);
@@ -890,6 +909,77 @@ static void rollback_steps(const char *path, const char *variant, int exact) {
   tfree(k), tfree(v), tfree(qv), tfree(oa), tfree(of);
   for (int q = 0; q < RB_SEQS; q++) free(s.k[q]), free(s.v[q]);
   qgen_cache_destroy(a);
+  qgen_close(ctx);
+}
+
+/* qgen_attend_multi: all n_q 1 is qgen_attend bit for bit (sparse, then dense); a dense step
+   of 5, 1 and 16 tokens gives, for token j, qgen_attend's output on the cache rolled back to
+   that token; a sparse one runs and leaves one selection per sequence; the GPU backend refuses
+   more than one token a sequence, changing nothing. */
+static void multi_steps(void) {
+  enum { NS = 3 };
+  qgen_ctx *ctx;
+  qgen_kv *a, *b;
+  qgen_info in;
+  if (two_caches(QGEN_SOURCE_DIR "/specs/qwen3-4b.lua", NS, 400, "multi", &ctx, &a, &b, &in) != 0) return;
+  const size_t row = (size_t)in.n_head_kv * in.head_dim, qe = (size_t)in.n_head * in.head_dim;
+  int seqs[NS] = {2, 0, 1}, lens[NS] = {300, 70, 16}, ones[NS] = {1, 1, 1}, nq[NS] = {5, 1, 16};
+  uint16_t *k = f16_rows(386 * row), *v = f16_rows(386 * row), *q = f16_rows(22 * qe);
+  uint16_t *o1 = tmalloc(22 * qe * 2), *o2 = tmalloc(22 * qe * 2);
+  qgen_status st = qgen_append(a, seqs, NS, lens, P(k), P(v), NULL);
+  if (st == QGEN_OK) st = qgen_append(b, seqs, NS, lens, P(k), P(v), NULL);
+  qgen_attend_opts sparse = qgen_attend_defaults(ctx), dense = sparse;
+  dense.mode = QGEN_ATTEND_DENSE;
+  int same = 1;
+  for (int m = 0; m < 2 && st == QGEN_OK; m++) {
+    memset(o1, 0xA5, 22 * qe * 2), memset(o2, 0x5A, 22 * qe * 2);
+    st = qgen_attend_multi(a, seqs, NS, ones, P(q), P(o1), m ? &dense : &sparse, NULL);
+    if (st == QGEN_OK) st = qgen_attend(b, seqs, NS, P(q), P(o2), m ? &dense : &sparse, NULL);
+    pull(o1), pull(o2);
+    same &= !memcmp(o1, o2, NS * qe * 2);
+  }
+  check(st == QGEN_OK && same, "multi: qgen_attend_multi with one token a sequence is qgen_attend bit for bit (sparse, "
+        "dense)%s", st == QGEN_OK ? "" : qgen_error(ctx));
+  if (backend == QGEN_BACKEND_GPU) {
+    snap s0;
+    snap_take(a, 1, &s0);
+    qgen_ext_clear_error(ctx);
+    memset(o1, 0xA5, 22 * qe * 2);
+    st = qgen_attend_multi(a, seqs, NS, nq, P(q), P(o1), &sparse, NULL);
+    pull(o1);
+    int untouched = 1;
+    for (size_t i = 0; i < 22 * qe * 2; i++) untouched &= ((uint8_t *)o1)[i] == 0xA5;
+    check(st == QGEN_ERR_UNSUPPORTED && strstr(qgen_error(ctx), "n_q[0] = 5") && untouched && snap_same(a, 1, &s0),
+          "multi: the GPU backend refuses 5 tokens a sequence, nothing written: %s", qgen_error(ctx));
+    snap_free(&s0);
+  } else {
+    memset(o1, 0xA5, 22 * qe * 2);
+    st = qgen_attend_multi(a, seqs, NS, nq, P(q), P(o1), &dense, NULL);
+    /* token j of sequence i against a one-token attend over the first len - (nq - 1 - j) */
+    int r0 = 0;
+    same = st == QGEN_OK;
+    for (int i = 0; i < NS && st == QGEN_OK; i++) {
+      for (int j = nq[i] - 1; j >= 0 && st == QGEN_OK; j--) {
+        memset(o2, 0x5A, qe * 2);
+        st = qgen_attend(b, &seqs[i], 1, P(q + (size_t)(r0 + j) * qe), P(o2), &dense, NULL);
+        same &= st == QGEN_OK && !memcmp(o1 + (size_t)(r0 + j) * qe, o2, qe * 2);
+        if (st == QGEN_OK && j > 0) st = qgen_rollback(b, seqs[i], 1);
+      }
+      r0 += nq[i];
+    }
+    check(st == QGEN_OK && same, "multi: a dense step of 5, 1 and 16 tokens: token j's output is the one-token attend "
+          "over the cache without the step's later tokens, bit for bit%s", st == QGEN_OK ? "" : qgen_error(ctx));
+    int lists[8 * 8], counts[8] = {0};
+    qgen_attend_opts quarter = sparse;
+    quarter.coverage = 0.25, quarter.budget = 0, quarter.sink = quarter.recent = 0;
+    st = qgen_attend_multi(a, seqs, NS, nq, P(q), P(o1), &quarter, NULL);
+    if (st == QGEN_OK) st = qgen_kv_selection(a, 2, lists, counts);
+    check(st == QGEN_OK && counts[0] == 2 && lists[1] == 4, "multi: a sparse step of 5 tokens over 300 at coverage 0.25 keeps "
+          "one selection, its last page in it (%d of 5 pages for KV head 0)%s", counts[0], st == QGEN_OK ? "" : qgen_error(ctx));
+  }
+  tfree(k), tfree(v), tfree(q), tfree(o1), tfree(o2);
+  qgen_cache_destroy(a);
+  qgen_cache_destroy(b);
   qgen_close(ctx);
 }
 
@@ -1670,6 +1760,8 @@ int main(void) {
   bounds_i8_step();
   printf("---- selection reuse\n");
   reuse_steps();
+  printf("---- several query tokens a step\n");
+  multi_steps();
   printf("---- rollback\n");
   rollback_steps(QGEN_SOURCE_DIR "/specs/qwen3-4b.lua", "qwen3-4b", 1);
   rollback_steps(QGEN_SOURCE_DIR "/specs/qwen3-4b.lua", "qwen3-4b-q8_0", 0);

@@ -32,6 +32,8 @@
  *  10. Two-stage selection: the sketch scores (q4_0 round trip of the keys), r = 1 is
  *      Quest's list, every page a candidate is the exact scores' list, coverage 1 is every
  *      page, and the rules for r = 2..16.
+ *  11. Steps of several query tokens (1, 2, 5, 16): one selection by the max over them,
+ *      each token attending causally (test_multi).
  * Several caches hold several sequences under a shuffled page table with spare pages that
  * must stay untouched.
  *
@@ -1569,6 +1571,106 @@ static void test_rescore(qgen_type kt) {
   free(forced), free(top);
 }
 
+/* Several query tokens a step (qgen_ref_step_tokens_in), nq = 1, 2, 5, 16: one list per KV
+   head for the step, the selection rules over the max across its tokens of each token's
+   Quest scores (and, two-stage, of the exact page logits over the compact K); token j's
+   output the naive attention over that list among the first len - (nq - 1 - j) tokens;
+   the dense step every page, causally. */
+static void test_multi(const shape_t *sh, qgen_type kt, int r) {
+  qgen_layout L;
+  layout_make(&L, sh, kt, F16, F16, F32, 1);
+  if (r > 1) qgen_layout_set_rescore(&L, r);
+  const char *nm = layout_name(&L);
+  const int D = L.head_dim, Hkv = L.n_head_kv, Hq = L.n_head, B = L.block;
+  const int64_t len = 37 * (int64_t)B + 5, n = qgen_pages_of(len, B);
+  cache_t c;
+  cache_init(&c, &L, 1, n, NULL, 3);
+  if (L.sketch_page_bytes) c.m.sketch = xcalloc((size_t)c.m.n_pages, L.sketch_page_bytes);
+  seq_t sq;
+  seq_make(&sq, &L, len, DATA_RANDOM);
+  append_span(&c, 0, &sq, 0, len);
+  const size_t nk = (size_t)len * Hkv * D; /* the compact K of two-stage selection */
+  float *k4 = xmalloc(nk * sizeof *k4);
+  uint8_t *blk = xmalloc(qgen_type_row_bytes(Q4_0, D));
+  for (size_t i = 0; i < (size_t)len * Hkv; i++) {
+    tr(Q4_0)->from_f32(sq.kq + i * D, blk, D);
+    tr(Q4_0)->to_f32(blk, k4 + i * D, D);
+    if (tr(kt)->is_quant) memcpy(k4 + i * D, sq.kq + i * D, (size_t)D * sizeof *k4);
+  }
+  qgen_ref_scratch *w = qgen_ref_scratch_new(&L, len, NULL);
+  enum { NQ = 16 };
+  uint8_t *q = xmalloc(NQ * L.q_bytes), *outb = xmalloc(NQ * (size_t)Hq * D * 4);
+  float *qf = xmalloc((size_t)NQ * Hq * D * sizeof *qf);
+  double *out = xmalloc((size_t)NQ * Hq * D * sizeof *out), *want = xmalloc((size_t)Hq * D * sizeof *want);
+  double *sc = xmalloc((size_t)Hkv * n * sizeof *sc), *best = xmalloc((size_t)Hkv * n * sizeof *best);
+  double *ex = xmalloc((size_t)n * sizeof *ex);
+  int32_t *lists = xmalloc((size_t)Hkv * n * sizeof *lists), *l2 = xmalloc((size_t)n * sizeof *l2);
+  int64_t counts[16];
+  uint8_t *mask = xmalloc((size_t)Hkv * n);
+  const qgen_budget sparse = {QGEN_BUDGET_COVERAGE, 0.2, 0, (int64_t)B, 2 * (int64_t)B}, dense = {QGEN_BUDGET_DENSE, 0, 0, 0, 0};
+  static const int nqs[] = {1, 2, 5, 16};
+  int64_t list_bad = 0, out_bad = 0;
+  double worst = 0;
+  const char *why = "";
+  for (size_t ni = 0; ni < sizeof nqs / sizeof *nqs; ni++)
+    for (int m = 0; m < 2; m++) {
+      const int nq = nqs[ni];
+      const qgen_budget *b = m ? &dense : &sparse;
+      for (int j = 0; j < nq; j++) query_make(&L, j % 4, q + (size_t)j * L.q_bytes, qf + (size_t)j * Hq * D);
+      memset(outb, 0xA5, NQ * (size_t)Hq * D * 4);
+      for (size_t i = 0; i < (size_t)NQ * Hq * D; i++) out[i] = NAN;
+      qgen_ref_step_tokens_in(w, &L, &c.m, 0, nq, q, b, outb, out, lists, counts);
+      /* the list: every page (dense), or the rules over the step's max scores */
+      for (int j = 0; j < nq; j++) {
+        qgen_ref_estimate(&L, &c.m, 0, q + (size_t)j * L.q_bytes, sc);
+        for (int64_t i = 0; i < Hkv * n; i++) best[i] = j == 0 || sc[i] > best[i] ? sc[i] : best[i];
+      }
+      memset(mask, 0, (size_t)Hkv * n);
+      for (int h = 0; h < Hkv; h++) {
+        const int32_t *lh = lists + (size_t)h * n;
+        int ok = 1;
+        if (m) {
+          ok = counts[h] == n;
+          for (int64_t p = 0; ok && p < n; p++) ok = lh[p] == p;
+        } else if (r > 1) {
+          for (int64_t p = 0; p < n; p++) {
+            ex[p] = -INFINITY;
+            for (int j = 0; j < nq; j++) {
+              const double x = page_max_logit(&L, k4, len, qf + (size_t)j * Hq * D, h, p);
+              if (x > ex[p]) ex[p] = x;
+            }
+          }
+          const int64_t c2 = qgen_ref_select_rescore(b, len, B, r, best + (size_t)h * n, ex, l2);
+          ok = c2 == counts[h] && !memcmp(l2, lh, (size_t)c2 * sizeof *l2);
+        } else {
+          ok = list_is_right(b, len, B, best + (size_t)h * n, lh, counts[h], &why);
+        }
+        list_bad += !ok;
+        for (int64_t i = 0; i < counts[h]; i++) mask[(size_t)h * n + lh[i]] = 1;
+      }
+      /* token j: the naive attention over its visible prefix, within the list */
+      for (int j = 0; j < nq; j++) {
+        seq_t vis = sq;
+        vis.len = len - (nq - 1 - j);
+        naive_attend(&L, &vis, qf + (size_t)j * Hq * D, mask, n, want);
+        const double e = rel_err(out + (size_t)j * Hq * D, want, (size_t)Hq * D);
+        if (e > worst) worst = e;
+        out_bad += !(e < 1e-12);
+      }
+    }
+  check(list_bad == 0, "%s r %d: a step of 1, 2, 5, 16 tokens selects once per KV head by the max over its tokens "
+        "(%lld lists wrong%s%s)", nm, r, (long long)list_bad, *why ? ": " : "", why);
+  check(out_bad == 0, "%s r %d: token j of the step attends causally, the first len - (nq - 1 - j) tokens, sparse "
+        "and dense (%lld outputs wrong, worst rel err %.2e)", nm, r, (long long)out_bad, worst);
+  qgen_ref_scratch_free(w);
+  seq_free(&sq);
+  free(c.m.sketch);
+  c.m.sketch = NULL;
+  cache_free(&c);
+  free(k4), free(blk), free(q), free(outb), free(qf), free(out), free(want), free(sc), free(best), free(ex);
+  free(lists), free(l2), free(mask);
+}
+
 /* Sparse-V (v_tau > 0): qgen_ref_attend_order against a token-by-token oracle of the rule
    in ref.h (splits of the list, token groups, a running max per head, the 16-head m-tile's
    verdict over its sub-tile); tau = 0 is the plain attention bit for bit. */
@@ -1726,6 +1828,9 @@ int main(void) {
   test_empty();
   test_rescore(F16);
   test_rescore(Q4_0);
+  test_multi(&SHAPES[1], F16, 1);
+  test_multi(&SHAPES[0], Q8_0, 1);
+  test_multi(&SHAPES[1], F16, 4);
   test_bounds_i8_pages(quick ? 2000 : 20000);
   for (int si = 0; si < n_shapes; si++) {
     test_bounds_i8(&SHAPES[si], F16, DATA_RANDOM);

@@ -472,18 +472,33 @@ class Cache(_Owner):
         self._call("sync", lib().qgen_sync)
 
     def attend(self, q, seqs=None, out=None, coverage=None, budget=None, dense=False, sink=None, recent=None,
-               stream=None, reuse=False):
+               stream=None, reuse=False, n_q=None):
         """One decode step: q [n_seq, n_head, head_dim], one row per sequence of seqs
         (default 0..n_seq-1); returns out (allocated when not given; a given out must not
         overlap q). Sparse with the spec's budget by default (a sparse spec), dense=True
         for dense, or coverage= / budget= (tokens) for another budget; sink= and recent=
         override the spec's. reuse=True attends each sequence over its last sparse
         selection extended to its current length, selecting nothing (QGEN_ATTEND_REUSE: a
-        sparse attend since the sequence's last reset first)."""
+        sparse attend since the sequence's last reset first).
+        n_q (a list: query tokens per sequence, 1 .. 16 each; a speculative verify step):
+        q then has sum(n_q) rows, seqs[0]'s first, each sequence's last n_q[i] tokens
+        (appended first) attending causally, with one selection per sequence for the
+        step (qgen.h, qgen_attend_multi; the CPU backend only, so far)."""
         n = leading_rows(q, "attend", "q", "n_seq", self._q_shape)
-        seqs = self._seqs(seqs, list(range(n)), "attend")
-        if len(seqs) != n:
-            raise invalid(f"attend: q has {n} rows for {len(seqs)} sequences")
+        if n_q is not None:
+            if is_ndarray(n_q) or is_torch(n_q):
+                n_q = n_q.tolist()
+            if not isinstance(n_q, (list, tuple, range)):
+                raise wrong_type(f"attend: n_q must be a list of query-token counts, one per sequence, got {type(n_q).__name__}")
+            n_q = [fits(x, f"attend: n_q[{i}]", 32) for i, x in enumerate(n_q)]
+            seqs = self._seqs(seqs, list(range(len(n_q))), "attend")
+            if len(seqs) != len(n_q) or sum(n_q) != n:
+                raise invalid(f"attend: n_q lists {len(n_q)} counts summing to {sum(n_q)} for {len(seqs)} sequences "
+                              f"and q's {n} rows")
+        else:
+            seqs = self._seqs(seqs, list(range(n)), "attend")
+            if len(seqs) != n:
+                raise invalid(f"attend: q has {n} rows for {len(seqs)} sequences")
         opts = self._opts(coverage, budget, dense, sink, recent, reuse)
         shape = (n,) + self._q_shape
         qm = self._tensor(q, "attend", "q", shape, self.ctx.info["in_type"])
@@ -492,17 +507,22 @@ class Cache(_Owner):
             out = new_out(shape, out_type, q.device if qm.torch else None)
         om = self._tensor(out, "attend", "out", shape, out_type, writable=True)
         disjoint("attend", ("out", om), [("q", qm), *self._reads])
-        self._attend(seqs, qm.ptr, om.ptr, opts, self._stream(stream), "attend")
+        self._attend(seqs, qm.ptr, om.ptr, opts, self._stream(stream), "attend", n_q=n_q)
         return out
 
-    def _attend(self, seqs, qp, op, opts, stream, fn, c_seqs=None):
-        """qgen_attend under the lock, keeping which sequences have a sparse selection."""
+    def _attend(self, seqs, qp, op, opts, stream, fn, c_seqs=None, n_q=None):
+        """qgen_attend (qgen_attend_multi with n_q) under the lock, keeping which sequences
+        have a sparse selection."""
         n = len(seqs)
         if c_seqs is None:
             c_seqs = (ctypes.c_int * n)(*seqs)
         h = self._h
         with h.lock:
-            h.check(lib().qgen_attend(h.live(fn), c_seqs, n, qp, op, ctypes.byref(opts), stream))
+            if n_q is None:
+                h.check(lib().qgen_attend(h.live(fn), c_seqs, n, qp, op, ctypes.byref(opts), stream))
+            else:
+                h.check(lib().qgen_attend_multi(h.live(fn), c_seqs, n, (ctypes.c_int * n)(*n_q), qp, op,
+                                                ctypes.byref(opts), stream))
             if opts.mode == ATTEND_SPARSE:
                 self._selected.update(seqs)
 

@@ -188,6 +188,7 @@ _PROTOTYPES = {
     "qgen_seq_len": (_LL, [_P, _I]),
     "qgen_attend_defaults": (AttendOpts, [_P]),
     "qgen_attend": (_I, [_P, _IP, _I, _U64, _U64, ctypes.POINTER(AttendOpts), _P]),
+    "qgen_attend_multi": (_I, [_P, _IP, _I, _IP, _U64, _U64, ctypes.POINTER(AttendOpts), _P]),
     "qgen_view_open": (_I, [_P, ctypes.POINTER(ViewDesc), ctypes.POINTER(_P)]),
     "qgen_view_update": (_I, [_P, _U64, _LL, _I, _P]),
     "qgen_kv_size": (_SZ, [_P, _I]),

@@ -225,6 +225,32 @@ def test_rollback_leaves_the_cache_of_the_tokens_kept():
         assert snapshot(kv) == before
 
 
+def test_verify_step_of_several_tokens_is_causal(ctx):
+    """attend(n_q=...): a speculative verify step; token j of a sequence sees all but the
+    step's later tokens (against NumPy's fp64 attention), one selection per sequence."""
+    kv, _, k, v = filled(ctx, [200, 37])
+    rng = np.random.default_rng(3)
+    i = ctx.info
+    q = rand(rng, (6, i["n_head"], i["head_dim"]), np.float32)  # 4 tokens of sequence 1, 2 of 0
+    out = kv.attend(q, seqs=[1, 0], n_q=[4, 2], dense=True)
+    k16, v16 = k.astype(np.float16), v.astype(np.float16)
+    for row, (s, j, n) in enumerate([(1, 0, 4), (1, 1, 4), (1, 2, 4), (1, 3, 4), (0, 0, 2), (0, 1, 2)]):
+        start, length = (0, 200) if s == 0 else (200, 37)
+        vis = length - (n - 1 - j)
+        ref = reference(q[row:row + 1], k16[start:start + vis], v16[start:start + vis], i["scale"], [vis])
+        np.testing.assert_allclose(out[row:row + 1], ref, rtol=0, atol=2e-5)
+    kv.attend(q, seqs=[1, 0], n_q=[4, 2], coverage=0.25, sink=0, recent=0)
+    assert list(kv.selection(0)[1]) == [2, 2]  # 7 pages of 32: ceil(0.25 * 7) = 2 for the step's 2 tokens
+    for call, words, err in [(lambda: kv.attend(q, n_q=[4, 1]), "summing to 5", ValueError),
+                             (lambda: kv.attend(q, seqs=[0, 1], n_q=[0, 6]), "n_q[0] = 0 is outside", ValueError),
+                             (lambda: kv.attend(q[:2], n_q=[17, -15]), "n_q[0] = 17 is outside [1, QGEN_MAX_STEP_TOKENS = 16]",
+                              ValueError),
+                             (lambda: kv.attend(q, n_q=6), "n_q must be a list", TypeError)]:
+        with pytest.raises(err) as e:
+            call()
+        assert isinstance(e.value, qgen.Error) and words in str(e.value), str(e.value)
+
+
 def snapshot(kv):
     return {w: kv.read(w).tobytes() for w in ("k", "v", "bounds", "page_table", "seq_len")} | \
         {"len": [kv.seq_len(s) for s in range(kv.max_seqs)]}
