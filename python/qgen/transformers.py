@@ -14,7 +14,11 @@ How it works. QgenCache holds one qgen cache per model layer (a QgenLayer). The 
 (query length > 1, an empty cache) runs through torch SDPA, causal, on its own K/V; its
 K/V rows (post-RoPE, post-norm, as the model computes them) are appended to the qgen
 caches. Every later step has one query token per sequence: its K/V are appended, then
-qgen attends (dense, or sparse with the spec's budget). The spec is derived from the
+qgen attends (dense, or sparse with the spec's budget). A step of several tokens after the
+prompt (the verify step of assisted generation or prompt lookup: up to 16 draft tokens)
+attends them causally in one qgen call with one page selection for the step, and crop
+(the rejected drafts) rolls the qgen caches back; both run on qgen's CPU backend only so
+far (its GPU kernels take one query token a step). The spec is derived from the
 model config (head_dim, heads), the cache types and the budget given here, and the model
 dtype (in_type = out_type). The K tensor that the cache hands back to the model carries
 its QgenLayer (attribute `_qgen_layer`): that is how the attention function, which
@@ -22,11 +26,12 @@ transformers calls without the cache, finds the layer to attend.
 
 Supported: decoder-only models whose attention is plain causal softmax attention with
 RoPE applied before the cache (Llama, Qwen3 and their relatives), batch 1 or a batch of
-equal-length prompts, greedy or sampled decoding. Refused with an error, rather than
-computing something else: padding (an attention_mask with zeros), sliding-window or
-chunked layers, beam search and anything else that reorders, repeats, selects or crops
-the cache (speculative / assisted decoding), a query of more than one token after the
-prompt (chunked prefill), soft-capping and attention sinks, training-mode dropout.
+equal-length prompts, greedy or sampled decoding, assisted generation and prompt lookup
+on the CPU. Refused with an error, rather than computing something else: padding (an
+attention_mask with zeros), sliding-window or chunked layers, beam search and anything else
+that reorders, repeats or selects the cache, a step of more than 16 tokens after the prompt
+(chunked prefill), several tokens a step or crop on a GPU, soft-capping and attention
+sinks, training-mode dropout.
 """
 import abc
 import math
@@ -115,7 +120,11 @@ def _query_len(query):
 
 
 def _refused(what):
-    raise NotImplementedError(f"qgen: {what} is not supported by QgenCache (qgen caches only append tokens)")
+    raise NotImplementedError(f"qgen: {what} is not supported by QgenCache")
+
+
+# The most tokens of one step after the prompt (qgen.h's QGEN_MAX_STEP_TOKENS).
+MAX_STEP_TOKENS = 16
 
 
 class QgenLayer(CacheLayerMixin):
@@ -124,7 +133,7 @@ class QgenLayer(CacheLayerMixin):
 
     is_sliding = False
     is_compileable = False
-    is_croppable = False
+    is_croppable = True  # on the CPU backend (crop says why not on a GPU)
 
     def __init__(self, owner, layer_idx):
         super().__init__()
@@ -133,8 +142,11 @@ class QgenLayer(CacheLayerMixin):
         self.length = 0         # tokens per sequence (all sequences have equal lengths)
         self.seqs = []
         self.prefill = False    # the last update was a prompt: attention goes to SDPA
+        self.n_step = 1         # query tokens of the current step after the prompt
         self.steps = 0          # decode attends since the prompt (QgenCache reselect)
         self.reused = 0         # of them, those over a reused selection
+        self.verify_steps = 0   # of them, steps of several tokens (one qgen call each)
+        self.rolled_back = 0    # tokens removed by crop
 
     def lazy_initialization(self, key_states, *args, **kwargs):
         ctx = self.owner.context(key_states.dtype, key_states.device)
@@ -151,9 +163,13 @@ class QgenLayer(CacheLayerMixin):
         if batch != len(self.seqs):
             raise ValueError(f"qgen: layer {self.layer_idx} holds {len(self.seqs)} sequences, got a batch of {batch}")
         if n_new > 1 and self.length > 0:
-            raise NotImplementedError(f"qgen: {n_new} new tokens after a {self.length}-token prompt; after the prompt "
-                                      "each step must add one token (chunked prefill and speculative decoding are "
-                                      "not supported)")
+            if n_new > MAX_STEP_TOKENS:
+                raise NotImplementedError(f"qgen: {n_new} new tokens after a {self.length}-token prompt; a step after "
+                                          f"the prompt adds at most {MAX_STEP_TOKENS} (chunked prefill is not supported)")
+            if self.device.type != "cpu":
+                raise NotImplementedError(f"qgen: {n_new} new tokens in one step after the prompt (assisted or "
+                                          "speculative decoding) run on qgen's CPU backend only so far; on a GPU each "
+                                          "step adds one token")
         if self.length + n_new > self.owner.max_tokens:
             raise ValueError(f"qgen: layer {self.layer_idx} holds {self.length} tokens per sequence and got {n_new} "
                              f"more; QgenCache(max_tokens={self.owner.max_tokens}) is too small")
@@ -161,21 +177,27 @@ class QgenLayer(CacheLayerMixin):
         k = key_states.transpose(1, 2).reshape(batch * n_new, n_kv, head_dim).contiguous()
         v = value_states.transpose(1, 2).reshape(batch * n_new, n_kv, head_dim).contiguous()
         self.kv.append(k, v, seqs=self.seqs, n_new=[n_new] * batch)
+        self.prefill = n_new > 1 and self.length == 0
+        self.n_step = n_new
         self.length += n_new
-        self.prefill = n_new > 1
         if self.prefill:
             self.steps = 0
         key_states._qgen_layer = self
         return key_states, value_states
 
     def attend(self, query):
-        """query [B, H, 1, D] -> out [B, H, D] over this layer's cached tokens."""
-        batch, n_head, _, head_dim = query.shape
-        q = query.reshape(batch, n_head, head_dim).contiguous()
+        """query [B, H, T, D], the step's T tokens (the last T cached) -> out [B, T, H, D]
+        over this layer's cached tokens, causally."""
+        batch, n_head, n_q, head_dim = query.shape
+        if n_q != self.n_step:
+            raise ValueError(f"qgen: layer {self.layer_idx} got a query of {n_q} tokens for a step of {self.n_step}")
+        q = query.transpose(1, 2).reshape(batch * n_q, n_head, head_dim).contiguous()
         reuse = self.steps % self.owner.reselect != 0  # every sequence selected at the same steps
         self.steps += 1
         self.reused += reuse
-        return self.kv.attend(q, seqs=self.seqs, reuse=reuse)
+        self.verify_steps += n_q > 1
+        n_q_arg = None if n_q == 1 else [n_q] * batch
+        return self.kv.attend(q, seqs=self.seqs, reuse=reuse, n_q=n_q_arg).reshape(batch, n_q, n_head, head_dim)
 
     def get_seq_length(self, *args, **kwargs):
         return self.length
@@ -205,8 +227,16 @@ class QgenLayer(CacheLayerMixin):
     def crop(self, n):
         # 5.15+: crop(-k) removes k tokens; earlier: crop(length) keeps length tokens
         keep = self.length + n if n <= 0 else min(n, self.length)
-        if keep != self.length:
-            _refused("removing tokens (crop: assisted or speculative decoding)")
+        if keep == self.length:
+            return
+        if keep < 0:
+            raise ValueError(f"qgen: crop({n}) of layer {self.layer_idx}, which holds {self.length} tokens")
+        if self.device.type != "cpu":
+            _refused("removing tokens on a GPU (crop: assisted or speculative decoding run on qgen's CPU backend only so far)")
+        for s in self.seqs:
+            self.kv.rollback(s, self.length - keep)
+        self.rolled_back += self.length - keep
+        self.length = keep
 
     def batch_repeat_interleave(self, repeats):
         if repeats != 1:
@@ -415,8 +445,7 @@ def qgen_attention(module, query, key, value, attention_mask, dropout=0.0, scali
         raise NotImplementedError("qgen: attention dropout (training mode) is not supported; call model.eval()")
     if scaling is not None and not math.isclose(scaling, layer.scale, rel_tol=1e-6):
         raise NotImplementedError(f"qgen: the model scales attention by {scaling}, the qgen spec by {layer.scale}")
-    out = layer.attend(query)
-    return out.unsqueeze(1), None
+    return layer.attend(query), None
 
 
 def qgen_mask(*args, **kwargs):

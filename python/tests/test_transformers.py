@@ -118,8 +118,9 @@ def generate(model, ids, attn, cache=None, **kw):
     return out.sequences[:, ids.shape[1]:], torch.stack(out.logits, 1).float()
 
 
-def qgen_cache(model, ids, **kw):
-    return qt.QgenCache(model.config, max_tokens=ids.shape[1] + NEW_TOKENS, **kw)
+def qgen_cache(model, ids, drafts=0, **kw):
+    """Room for the prompt, the new tokens and a verify step's drafts past the last one."""
+    return qt.QgenCache(model.config, max_tokens=ids.shape[1] + NEW_TOKENS + drafts, **kw)
 
 
 def check_against_sdpa(tok_q, log_q, tok_s, log_s):
@@ -187,6 +188,72 @@ def test_reselect_reuses_selections(model):
           f"{float((tok == tok_1).float().mean()):.3f} (smoke number)")
 
 
+# ---- CPU: verify steps of several tokens (assisted generation, prompt lookup) ------------
+
+def tiny_cpu_model(seed, layers=2):
+    """A float32 Llama on the CPU (qgen's CPU backend) with a vocabulary of 32 tokens, so that
+    prompt lookup finds repeated n-grams and a random assistant's drafts are sometimes kept."""
+    config = transformers.LlamaConfig(hidden_size=256, intermediate_size=512, num_hidden_layers=layers,
+                                      num_attention_heads=8, num_key_value_heads=2, head_dim=64, vocab_size=32,
+                                      max_position_embeddings=4096)
+    torch.manual_seed(seed)
+    return transformers.AutoModelForCausalLM.from_config(config, attn_implementation="sdpa").eval()
+
+
+@needs_transformers
+@pytest.mark.parametrize("how", ["prompt lookup", "assistant", "same-weights assistant"])
+def test_verify_steps_match_sdpa_on_cpu(how):
+    """Assisted generation and prompt lookup through QgenCache (dense) give SDPA's plain greedy
+    tokens and logits (check_against_sdpa); their verify steps are single qgen calls of
+    several tokens and their rejected drafts are rolled back (crop), none through SDPA."""
+    model = tiny_cpu_model(0)
+    ids = torch.randint(0, 32, (1, 300), generator=torch.Generator().manual_seed(5))
+    kw = {"prompt lookup": dict(prompt_lookup_num_tokens=4),
+          "assistant": dict(assistant_model=tiny_cpu_model(1, layers=1)),
+          "same-weights assistant": dict(assistant_model=tiny_cpu_model(0))}[how]
+    if "assistant_model" in kw:  # at most 16 tokens a step: 4 drafts and the token before them
+        kw["assistant_model"].generation_config.num_assistant_tokens = 4
+        kw["assistant_model"].generation_config.num_assistant_tokens_schedule = "constant"
+    tok_s, log_s = generate(model, ids, "sdpa")
+    cache = qgen_cache(model, ids, drafts=16, k_type="f16")
+    tok_q, log_q = generate(model, ids, "qgen", cache, **kw)
+    worst = check_against_sdpa(tok_q, log_q, tok_s, log_s)
+    verify = [layer.verify_steps for layer in cache.layers]
+    rolled = [layer.rolled_back for layer in cache.layers]
+    assert min(verify) > 0 and len(set(verify)) == 1, verify
+    assert how == "same-weights assistant" or min(rolled) > 0, rolled
+    print(f"{how}: qgen dense vs SDPA worst logits rel. error {worst:.3g}; {verify[0]} verify steps, "
+          f"{rolled[0]} draft tokens rolled back, {cache.layers[0].steps} qgen steps")
+
+
+@needs_transformers
+def test_sparse_verify_steps_run_on_cpu():
+    model = tiny_cpu_model(0)
+    ids = torch.randint(0, 32, (1, 600), generator=torch.Generator().manual_seed(6))
+    cache = qgen_cache(model, ids, drafts=16, k_type="f16", coverage=0.25, block=32, sink=32, recent=32)
+    tok, log = generate(model, ids, "qgen", cache, prompt_lookup_num_tokens=4)
+    assert tok.shape == (1, NEW_TOKENS) and torch.isfinite(log).all()
+    assert cache.layers[0].verify_steps > 0 and cache.layers[0].rolled_back > 0
+
+
+@needs_transformers
+def test_verify_step_limits_on_cpu():
+    model = tiny_cpu_model(0)
+    ids = torch.randint(0, 32, (1, 40), generator=torch.Generator().manual_seed(7))
+    model.set_attn_implementation("qgen")
+    cache = qgen_cache(model, ids)
+    with torch.no_grad():
+        model(ids, past_key_values=cache, use_cache=True)
+        with pytest.raises(NotImplementedError, match="at most 16"):
+            model(ids[:, :17], past_key_values=cache, use_cache=True)
+        model(ids[:, :16], past_key_values=cache, use_cache=True)
+        cache.crop(-16)
+        assert cache.get_seq_length() == 40 and cache.layers[1].kv.seq_len(0) == 40
+        with pytest.raises(ValueError, match="crop"):
+            cache.crop(-41)
+    model.set_attn_implementation("sdpa")
+
+
 @gpu
 def test_refusals(model):
     ids = prompt(2, 256)
@@ -202,8 +269,12 @@ def test_refusals(model):
     cache = qgen_cache(model, ids[:1])
     with torch.no_grad():
         model(ids[:1], past_key_values=cache, use_cache=True)
-        with pytest.raises(NotImplementedError, match="chunked prefill"):
+        with pytest.raises(NotImplementedError, match="CPU backend only"):
             model(ids[:1, :2], past_key_values=cache, use_cache=True)
+        with pytest.raises(NotImplementedError, match="chunked prefill"):
+            model(ids[:1, :17], past_key_values=cache, use_cache=True)
+        with pytest.raises(NotImplementedError, match="on a GPU"):
+            cache.crop(-1)
     with torch.no_grad(), pytest.raises(ValueError, match="QgenCache"):
         model.generate(ids[:1], attention_mask=torch.ones_like(ids[:1]), max_new_tokens=2, do_sample=False,
                        pad_token_id=0)
