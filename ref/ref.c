@@ -663,14 +663,15 @@ void qgen_ref_sketch_scores(const qgen_layout *L, const qgen_kvmem *m, int seq, 
 
 /* ---- attend ------------------------------------------------------------------------- */
 
-/* Tokens of seq (len tokens, n pages) that a list of cnt pages covers (a list may, in
+/* Tokens [first, len) of seq (n pages) that a list of cnt pages covers (a list may, in
    principle, repeat a page: then so do its tokens; a page outside the sequence is ignored). */
-static int64_t listed_tokens(const int32_t *list, int64_t cnt, int64_t len, int64_t n, int B) {
+static int64_t listed_tokens(const int32_t *list, int64_t cnt, int64_t first, int64_t len, int64_t n, int B) {
   int64_t ntok = 0;
   for (int64_t i = 0; i < cnt; i++) {
     const int64_t p = list[i];
     if (p < 0 || p >= n) continue;
-    ntok += (p + 1) * B < len ? B : len - p * B;
+    const int64_t t0 = p * B > first ? p * B : first, t1 = (p + 1) * B < len ? (p + 1) * B : len;
+    ntok += t1 > t0 ? t1 - t0 : 0;
   }
   return ntok;
 }
@@ -711,11 +712,12 @@ static void mark_dropped(qgen_ref_scratch *w, const qgen_layout *L, const qgen_r
   }
 }
 
-/* One query (q: [n_head][D]) over the first len tokens of seq (fewer than it holds for the
-   earlier tokens of a multi-token step: causal), restricted to the lists' pages. */
-static void attend(qgen_ref_scratch *w, const qgen_layout *L, const qgen_kvmem *m, int seq, int64_t len,
-                   const void *q, const int32_t *const *lists, const int64_t *counts, const qgen_ref_order *ord,
-                   void *out, double *out_f64) {
+/* One query (q: [n_head][D]) over tokens [first, len) of seq (len below its length for the
+   earlier tokens of a multi-token step: causal; first > 0 for a window), restricted to the
+   lists' pages. Sparse-V (v_tau > 0) counts its sub-tiles from each page's start: first 0. */
+static void attend(qgen_ref_scratch *w, const qgen_layout *L, const qgen_kvmem *m, int seq, int64_t first,
+                   int64_t len, const void *q, const int32_t *const *lists, const int64_t *counts,
+                   const qgen_ref_order *ord, void *out, double *out_f64) {
   static const qgen_ref_order plain = {1, 1, 1};
   if (!ord) ord = &plain;
   const int D = L->head_dim, G = L->group, B = L->block;
@@ -735,7 +737,7 @@ static void attend(qgen_ref_scratch *w, const qgen_layout *L, const qgen_kvmem *
     const int64_t cnt = lists ? counts[h] : n;
     double *o = res + (size_t)h * (size_t)G * (size_t)D; /* the group's G output rows */
 
-    const size_t ntok = (size_t)listed_tokens(list, cnt, len, n, B);
+    const size_t ntok = (size_t)listed_tokens(list, cnt, first, len, n, B);
     if (ntok == 0) continue; /* an empty list attends to nothing: zeros */
     double *s = w->s; /* s[g * ntok + token] */
 
@@ -745,7 +747,7 @@ static void attend(qgen_ref_scratch *w, const qgen_layout *L, const qgen_kvmem *
     for (int64_t i = 0; i < cnt; i++) {
       const int64_t p = list[i];
       if (p < 0 || p >= n) continue;
-      for (int64_t t = p * B; t < len && t < (p + 1) * B; t++, nt++) {
+      for (int64_t t = p * B > first ? p * B : first; t < len && t < (p + 1) * B; t++, nt++) {
         read_row(L, m, 0, seq, t, h, row);
         for (int g = 0; g < G; g++) {
           const float *qg = qf + (size_t)(h * G + g) * (size_t)D;
@@ -767,7 +769,7 @@ static void attend(qgen_ref_scratch *w, const qgen_layout *L, const qgen_kvmem *
     for (int64_t i = 0; i < cnt; i++) {
       const int64_t p = list[i];
       if (p < 0 || p >= n) continue;
-      for (int64_t t = p * B; t < len && t < (p + 1) * B; t++, nt++) {
+      for (int64_t t = p * B > first ? p * B : first; t < len && t < (p + 1) * B; t++, nt++) {
         read_row(L, m, 1, seq, t, h, row);
         const uint8_t *drop = L->v_tau > 0 ? w->drop + ((size_t)i * (size_t)spp + (size_t)((t - p * B) / 16)) * (size_t)mt : NULL;
         for (int g = 0; g < G; g++) {
@@ -799,11 +801,11 @@ void qgen_ref_attend_order(const qgen_layout *L, const qgen_kvmem *m, int seq, c
   const int64_t len = m->seq_len[seq], n = qgen_pages_of(len, L->block);
   int64_t tokens = len; /* room for the longest list's tokens */
   for (int h = 0; lists && len > 0 && h < L->n_head_kv; h++) {
-    const int64_t t = listed_tokens(lists[h], counts[h], len, n, L->block);
+    const int64_t t = listed_tokens(lists[h], counts[h], 0, len, n, L->block);
     if (t > tokens) tokens = t;
   }
   qgen_ref_scratch *w = scratch_or_die(L, tokens);
-  attend(w, L, m, seq, len, q, lists, counts, ord, out, out_f64);
+  attend(w, L, m, seq, 0, len, q, lists, counts, ord, out, out_f64);
   qgen_ref_scratch_free(w);
 }
 
@@ -824,8 +826,8 @@ int64_t qgen_ref_extend_list(int32_t *list, int64_t count, int64_t len, int bloc
 }
 
 void qgen_ref_step_tokens_in(qgen_ref_scratch *w, const qgen_layout *L, const qgen_kvmem *m, int seq, int nq,
-                             const void *q, const qgen_budget *b, void *out, double *out_f64, int32_t *lists_out,
-                             int64_t *counts_out) {
+                             int64_t window, const void *q, const qgen_budget *b, void *out, double *out_f64,
+                             int32_t *lists_out, int64_t *counts_out) {
   const int Hkv = L->n_head_kv;
   const int64_t len = m->seq_len[seq], n = qgen_pages_of(len, L->block);
   const size_t room = (size_t)(n > 0 ? n : 1), q_bytes = (size_t)L->n_head * L->in_row_bytes;
@@ -869,10 +871,12 @@ void qgen_ref_step_tokens_in(qgen_ref_scratch *w, const qgen_layout *L, const qg
     for (int h = 0; h < Hkv; h++) ptrs[h] = lists + (size_t)h * room;
   }
 
-  /* token j of the step sees the tokens before it and itself: all but the last nq - 1 - j */
+  /* token j of the step sees the tokens before it and itself (all but the last nq - 1 - j),
+     with a window only the last `window` of them */
   for (int j = 0; j < nq; j++) {
     const int64_t vis = len - (nq - 1 - j) > 0 ? len - (nq - 1 - j) : 0;
-    attend(w, L, m, seq, vis, (const uint8_t *)q + (size_t)j * q_bytes, ptrs, counts, NULL,
+    const int64_t first = window > 0 && vis > window ? vis - window : 0;
+    attend(w, L, m, seq, first, vis, (const uint8_t *)q + (size_t)j * q_bytes, ptrs, counts, NULL,
            out ? (uint8_t *)out + (size_t)j * out_bytes : NULL,
            out_f64 ? out_f64 + (size_t)j * (size_t)L->n_head * (size_t)L->head_dim : NULL);
   }
@@ -888,7 +892,7 @@ void qgen_ref_step_tokens_in(qgen_ref_scratch *w, const qgen_layout *L, const qg
 void qgen_ref_step_in(qgen_ref_scratch *w, const qgen_layout *L, const qgen_kvmem *m, int seq,
                       const void *q, const qgen_budget *b, void *out, double *out_f64,
                       int32_t *lists_out, int64_t *counts_out) {
-  qgen_ref_step_tokens_in(w, L, m, seq, 1, q, b, out, out_f64, lists_out, counts_out);
+  qgen_ref_step_tokens_in(w, L, m, seq, 1, 0, q, b, out, out_f64, lists_out, counts_out);
 }
 
 void qgen_ref_step(const qgen_layout *L, const qgen_kvmem *m, int seq, const void *q,

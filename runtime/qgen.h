@@ -222,6 +222,11 @@ typedef struct qgen_attend_opts {
   long long budget;         /* ... or tokens (> 0), coverage 0: a sparse attend with both set
                                (coverage != 0 and budget > 0) is QGEN_ERR_INVALID_ARG */
   long long sink, recent;   /* tokens always attended at the start / end (>= 0) */
+  long long window;         /* > 0: a sliding-window layer; each query attends only the last
+                               window tokens it sees, itself included, exactly (not whole
+                               pages); dense within it (mode QGEN_ATTEND_DENSE), on the CPU
+                               backend so far (the GPU's is QGEN_ERR_UNSUPPORTED), and not
+                               with a sparse-V spec (sparse.v_tau). 0: every token */
 } qgen_attend_opts;
 /* The spec's defaults (sparse if the spec is), with only the one of coverage and budget
    that the spec gives set, the other 0: to use the other, set it and clear this one.

@@ -376,6 +376,19 @@ static void bad_attends(fixture *f) {
     EXPECT(f, "qgen_attend_multi: seq id -1", qgen_attend_multi(f->kv, (int[]){-1}, 1, n2, Q, O, NULL, NULL), QGEN_ERR_INVALID_ARG, "qgen_attend_multi");
     EXPECT(f, "qgen_attend_multi: n_seq = 0 is a no-op", qgen_attend_multi(f->kv, NULL, 0, NULL, 0, 0, NULL, NULL), QGEN_OK, NULL);
   }
+  o = d, o.mode = QGEN_ATTEND_DENSE, o.window = -1;
+  EXPECT(f, "qgen_attend: window -1", qgen_attend(f->kv, &s0, 1, Q, O, &o, NULL), QGEN_ERR_INVALID_ARG, "window = -1");
+  o = d, o.mode = QGEN_ATTEND_DENSE, o.window = LLONG_MIN;
+  EXPECT(f, "qgen_attend: window LLONG_MIN", qgen_attend(f->kv, &s0, 1, Q, O, &o, NULL), QGEN_ERR_INVALID_ARG, "qgen_attend");
+  if (f->sparse) {
+    o = d, o.window = 64;
+    EXPECT(f, "qgen_attend: a window with a sparse attend", qgen_attend(f->kv, &s0, 1, Q, O, &o, NULL), QGEN_ERR_INVALID_ARG,
+           "a window attends dense");
+  }
+  if (backend == QGEN_BACKEND_GPU) {
+    o = d, o.mode = QGEN_ATTEND_DENSE, o.window = 64;
+    EXPECT(f, "qgen_attend: a window on the GPU", qgen_attend(f->kv, &s0, 1, Q, O, &o, NULL), QGEN_ERR_UNSUPPORTED, "window = 64");
+  }
 
   o = d, o.mode = 7;
   EXPECT(f, "qgen_attend: mode 7", qgen_attend(f->kv, &s0, 1, Q, O, &o, NULL), QGEN_ERR_INVALID_ARG, "qgen_attend");
@@ -976,6 +989,23 @@ static void multi_steps(void) {
     if (st == QGEN_OK) st = qgen_kv_selection(a, 2, lists, counts);
     check(st == QGEN_OK && counts[0] == 2 && lists[1] == 4, "multi: a sparse step of 5 tokens over 300 at coverage 0.25 keeps "
           "one selection, its last page in it (%d of 5 pages for KV head 0)%s", counts[0], st == QGEN_OK ? "" : qgen_error(ctx));
+    /* a window of 37: the outputs of a cache holding only the window's tokens (positions do
+       not enter: the keys are stored after RoPE), for each token of a 5-token step */
+    qgen_attend_opts win = dense;
+    win.window = 37;
+    st = qgen_attend_multi(a, seqs, 1, nq, P(q), P(o1), &win, NULL);
+    same = st == QGEN_OK;
+    for (int j = 0; j < 5 && st == QGEN_OK; j++) {
+      qgen_kv *c = NULL;
+      const int s2 = 2, w = 37, first = 300 - 4 + j - 37; /* sequence 2's rows lead k and v */
+      st = qgen_cache_create(ctx, &c, NS, 400);
+      if (st == QGEN_OK) st = qgen_append(c, &s2, 1, &w, P(k + (size_t)first * row), P(v + (size_t)first * row), NULL);
+      if (st == QGEN_OK) st = qgen_attend(c, &s2, 1, P(q + (size_t)j * qe), P(o2), &dense, NULL);
+      same &= st == QGEN_OK && !memcmp(o1 + (size_t)j * qe, o2, qe * 2);
+      qgen_cache_destroy(c);
+    }
+    check(st == QGEN_OK && same, "multi: window 37: each token of a 5-token step attends its last 37 tokens, bit for bit "
+          "the attend of a cache of only those%s", st == QGEN_OK ? "" : qgen_error(ctx));
   }
   tfree(k), tfree(v), tfree(q), tfree(o1), tfree(o2);
   qgen_cache_destroy(a);

@@ -353,18 +353,18 @@ static void query_make(const qgen_layout *L, int kind, uint8_t *q_in, float *qf)
 
 /* ---- the independent oracles --------------------------------------------------------- */
 
-/* Naive attention: for every query head, every token of the sequence whose page is in the
-   head's KV-head mask (mask == NULL: all), online softmax in double over the dequantized
-   input rows. */
-static void naive_attend(const qgen_layout *L, const seq_t *s, const float *qf,
-                         const uint8_t *mask, int64_t n_pages, double *out) {
+/* Naive attention: for every query head, every token from first on of the sequence whose
+   page is in the head's KV-head mask (mask == NULL: all), online softmax in double over the
+   dequantized input rows. */
+static void naive_attend_from(const qgen_layout *L, const seq_t *s, int64_t first, const float *qf,
+                              const uint8_t *mask, int64_t n_pages, double *out) {
   const int D = L->head_dim, Hkv = L->n_head_kv;
   double *acc = xmalloc((size_t)D * sizeof *acc);
   for (int hq = 0; hq < L->n_head; hq++) {
     const int h = hq / L->group;
     double m = -INFINITY, l = 0.0;
     for (int d = 0; d < D; d++) acc[d] = 0.0;
-    for (int64_t t = 0; t < s->len; t++) {
+    for (int64_t t = first; t < s->len; t++) {
       if (mask && !mask[(size_t)h * n_pages + t / L->block]) continue;
       const float *k = s->kq + ((size_t)t * Hkv + h) * D, *v = s->vq + ((size_t)t * Hkv + h) * D;
       const float *q = qf + (size_t)hq * D;
@@ -384,6 +384,11 @@ static void naive_attend(const qgen_layout *L, const seq_t *s, const float *qf,
     for (int d = 0; d < D; d++) out[(size_t)hq * D + d] = l > 0 ? acc[d] / l : 0.0;
   }
   free(acc);
+}
+
+static void naive_attend(const qgen_layout *L, const seq_t *s, const float *qf, const uint8_t *mask, int64_t n_pages,
+                         double *out) {
+  naive_attend_from(L, s, 0, qf, mask, n_pages, out);
 }
 
 static double rel_err(const double *a, const double *ref, size_t n) {
@@ -1574,8 +1579,9 @@ static void test_rescore(qgen_type kt) {
 /* Several query tokens a step (qgen_ref_step_tokens_in), nq = 1, 2, 5, 16: one list per KV
    head for the step, the selection rules over the max across its tokens of each token's
    Quest scores (and, two-stage, of the exact page logits over the compact K); token j's
-   output the naive attention over that list among the first len - (nq - 1 - j) tokens;
-   the dense step every page, causally. */
+   output the naive attention over that list among the first len - (nq - 1 - j) tokens,
+   with a window (not a whole number of pages) only the last window of them; the dense step
+   every page, causally. */
 static void test_multi(const shape_t *sh, qgen_type kt, int r) {
   qgen_layout L;
   layout_make(&L, sh, kt, F16, F16, F32, 1);
@@ -1612,14 +1618,16 @@ static void test_multi(const shape_t *sh, qgen_type kt, int r) {
   int64_t list_bad = 0, out_bad = 0;
   double worst = 0;
   const char *why = "";
+  const int64_t windows[2] = {0, 3 * (int64_t)B + 7};
   for (size_t ni = 0; ni < sizeof nqs / sizeof *nqs; ni++)
-    for (int m = 0; m < 2; m++) {
+    for (int m = 0; m < 4; m++) {
       const int nq = nqs[ni];
-      const qgen_budget *b = m ? &dense : &sparse;
+      const int64_t window = windows[m / 2];
+      const qgen_budget *b = m % 2 ? &dense : &sparse;
       for (int j = 0; j < nq; j++) query_make(&L, j % 4, q + (size_t)j * L.q_bytes, qf + (size_t)j * Hq * D);
       memset(outb, 0xA5, NQ * (size_t)Hq * D * 4);
       for (size_t i = 0; i < (size_t)NQ * Hq * D; i++) out[i] = NAN;
-      qgen_ref_step_tokens_in(w, &L, &c.m, 0, nq, q, b, outb, out, lists, counts);
+      qgen_ref_step_tokens_in(w, &L, &c.m, 0, nq, window, q, b, outb, out, lists, counts);
       /* the list: every page (dense), or the rules over the step's max scores */
       for (int j = 0; j < nq; j++) {
         qgen_ref_estimate(&L, &c.m, 0, q + (size_t)j * L.q_bytes, sc);
@@ -1629,7 +1637,7 @@ static void test_multi(const shape_t *sh, qgen_type kt, int r) {
       for (int h = 0; h < Hkv; h++) {
         const int32_t *lh = lists + (size_t)h * n;
         int ok = 1;
-        if (m) {
+        if (m % 2) {
           ok = counts[h] == n;
           for (int64_t p = 0; ok && p < n; p++) ok = lh[p] == p;
         } else if (r > 1) {
@@ -1652,7 +1660,8 @@ static void test_multi(const shape_t *sh, qgen_type kt, int r) {
       for (int j = 0; j < nq; j++) {
         seq_t vis = sq;
         vis.len = len - (nq - 1 - j);
-        naive_attend(&L, &vis, qf + (size_t)j * Hq * D, mask, n, want);
+        naive_attend_from(&L, &vis, window && vis.len > window ? vis.len - window : 0, qf + (size_t)j * Hq * D, mask, n,
+                          want);
         const double e = rel_err(out + (size_t)j * Hq * D, want, (size_t)Hq * D);
         if (e > worst) worst = e;
         out_bad += !(e < 1e-12);
@@ -1661,7 +1670,8 @@ static void test_multi(const shape_t *sh, qgen_type kt, int r) {
   check(list_bad == 0, "%s r %d: a step of 1, 2, 5, 16 tokens selects once per KV head by the max over its tokens "
         "(%lld lists wrong%s%s)", nm, r, (long long)list_bad, *why ? ": " : "", why);
   check(out_bad == 0, "%s r %d: token j of the step attends causally, the first len - (nq - 1 - j) tokens, sparse "
-        "and dense (%lld outputs wrong, worst rel err %.2e)", nm, r, (long long)out_bad, worst);
+        "and dense, whole or their last %lld (%lld outputs wrong, worst rel err %.2e)", nm, r, (long long)windows[1],
+        (long long)out_bad, worst);
   qgen_ref_scratch_free(w);
   seq_free(&sq);
   free(c.m.sketch);

@@ -202,7 +202,7 @@ static void hostile(qgen_ctx *ctx) {
   check(qgen_view_update(view, (qgen_ptr)(uintptr_t)&slot, 1LL << 34, 8, NULL) == QGEN_ERR_INVALID_ARG && strstr(qgen_error(ctx), "n = "),
         "qgen_view_update of 2^34 slots refused (the GPU grid would wrap): %s", qgen_error(ctx));
   int seq[2] = {0, 1};
-  const qgen_attend_opts dense = {QGEN_ATTEND_DENSE, 1.0, 0, 0, 0};
+  const qgen_attend_opts dense = {.mode = QGEN_ATTEND_DENSE, .coverage = 1.0};
   check(qgen_attend(view, seq, 2, (qgen_ptr)(uintptr_t)q, (qgen_ptr)(uintptr_t)o, &dense, NULL) == QGEN_OK, "hostile: the good view attends");
   struct { int32_t *at, value; const char *what, *field; } bad[] = {
       {&lens[1], MB * P + 1, "seq_lens past max_blocks * page_size", "seq_lens[1]"},

@@ -120,7 +120,7 @@ int main(int argc, char **argv) {
     return 1;
   }
   /* dense; the spec's default (sparse, its coverage); sparse over every page */
-  qgen_attend_opts dense = {QGEN_ATTEND_DENSE, 1.0, 0, 0, 0}, all = {QGEN_ATTEND_SPARSE, 1.0, 0, 0, 0};
+  qgen_attend_opts dense = {.mode = QGEN_ATTEND_DENSE, .coverage = 1.0}, all = {.mode = QGEN_ATTEND_SPARSE, .coverage = 1.0};
   const qgen_attend_opts *modes[3] = {&dense, NULL, &all};
   for (int m = 0; m < 3; m++) {
     if (m > 0 && !info.sparse) break;

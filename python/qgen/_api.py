@@ -472,7 +472,7 @@ class Cache(_Owner):
         self._call("sync", lib().qgen_sync)
 
     def attend(self, q, seqs=None, out=None, coverage=None, budget=None, dense=False, sink=None, recent=None,
-               stream=None, reuse=False, n_q=None):
+               stream=None, reuse=False, n_q=None, window=None):
         """One decode step: q [n_seq, n_head, head_dim], one row per sequence of seqs
         (default 0..n_seq-1); returns out (allocated when not given; a given out must not
         overlap q). Sparse with the spec's budget by default (a sparse spec), dense=True
@@ -483,7 +483,9 @@ class Cache(_Owner):
         n_q (a list: query tokens per sequence, 1 .. 16 each; a speculative verify step):
         q then has sum(n_q) rows, seqs[0]'s first, each sequence's last n_q[i] tokens
         (appended first) attending causally, with one selection per sequence for the
-        step (qgen.h, qgen_attend_multi; the CPU backend only, so far)."""
+        step (qgen.h, qgen_attend_multi; the CPU backend only, so far).
+        window=W (a sliding-window layer; dense=True): each query attends only the last W
+        tokens it sees, itself included (the CPU backend only, so far)."""
         n = leading_rows(q, "attend", "q", "n_seq", self._q_shape)
         if n_q is not None:
             if is_ndarray(n_q) or is_torch(n_q):
@@ -500,6 +502,8 @@ class Cache(_Owner):
             if len(seqs) != n:
                 raise invalid(f"attend: q has {n} rows for {len(seqs)} sequences")
         opts = self._opts(coverage, budget, dense, sink, recent, reuse)
+        if window is not None:
+            opts.window = token_count(window, "attend: window", 1)
         shape = (n,) + self._q_shape
         qm = self._tensor(q, "attend", "q", shape, self.ctx.info["in_type"])
         out_type = self.ctx.info["out_type"]

@@ -65,15 +65,27 @@ def text_config(config):
         return get()
 
 
+def layer_windows(config):
+    """Each layer's sliding window in tokens (0: full attention), from the config's
+    layer_types; None when the config has no layer_types."""
+    cfg = text_config(config)
+    types = getattr(cfg, "layer_types", None)
+    if types is None:
+        return None
+    return [int(cfg.sliding_window) if t == "sliding_attention" else 0 for t in types]
+
+
 def check_config(config):
     """Raise NotImplementedError when the model has attention qgen does not compute."""
     cfg = text_config(config)
     types = getattr(cfg, "layer_types", None)
     if types is not None:
-        other = sorted({t for t in types if t != "full_attention"})
+        other = sorted({t for t in types if t not in ("full_attention", "sliding_attention")})
         if other:
-            raise NotImplementedError(f"qgen: the model has {', '.join(other)} layers; qgen computes only "
-                                      "full causal attention (sliding-window and chunked layers are not supported)")
+            raise NotImplementedError(f"qgen: the model has {', '.join(other)} layers; qgen computes full and "
+                                      "sliding-window causal attention (chunked and other layers are not supported)")
+        if "sliding_attention" in types and not int(getattr(cfg, "sliding_window", 0) or 0) > 0:
+            raise NotImplementedError("qgen: the model has sliding_attention layers but no sliding_window")
     elif getattr(cfg, "sliding_window", None) and getattr(cfg, "use_sliding_window", True):
         raise NotImplementedError(f"qgen: the model uses a sliding window of {cfg.sliding_window} tokens; "
                                   "sliding-window attention is not supported")
@@ -100,9 +112,11 @@ def spec_fields(config, dtype, *, k_type="f16", v_type=None, coverage=None, budg
     if coverage is not None and budget is not None:
         raise ValueError("qgen: give coverage (a fraction of pages) or budget (tokens), not both")
     name = re.sub(r"[^A-Za-z0-9._-]", "-", str(getattr(cfg, "model_type", None) or "hf"))[:48]
+    # Gemma's attention scale is query_pre_attn_scalar^-1/2, the others' head_dim^-1/2
+    scalar = getattr(cfg, "query_pre_attn_scalar", None) or head_dim
     fields = dict(name=f"{name}-hf", head_dim=head_dim, n_head=n_head, n_head_kv=n_head_kv,
                   k_type=k_type, v_type=v_type or k_type, in_type=io, out_type=io,
-                  scale=1.0 / math.sqrt(head_dim))
+                  scale=1.0 / math.sqrt(scalar))
     if coverage is not None or budget is not None:
         sparse = {"coverage": float(coverage)} if coverage is not None else {"budget": int(budget)}
         for key, val in (("block", block), ("sink", sink), ("recent", recent)):
@@ -144,6 +158,7 @@ class QgenLayer(CacheLayerMixin):
         self.prefill = False    # the last update was a prompt: attention goes to SDPA
         self.n_step = 1         # query tokens of the current step after the prompt
         self.steps = 0          # decode attends since the prompt (QgenCache reselect)
+        self.window = (owner.windows or [0] * (layer_idx + 1))[layer_idx]  # sliding window (0: none)
         self.reused = 0         # of them, those over a reused selection
         self.verify_steps = 0   # of them, steps of several tokens (one qgen call each)
         self.rolled_back = 0    # tokens removed by crop
@@ -192,12 +207,16 @@ class QgenLayer(CacheLayerMixin):
         if n_q != self.n_step:
             raise ValueError(f"qgen: layer {self.layer_idx} got a query of {n_q} tokens for a step of {self.n_step}")
         q = query.transpose(1, 2).reshape(batch * n_q, n_head, head_dim).contiguous()
-        reuse = self.steps % self.owner.reselect != 0  # every sequence selected at the same steps
         self.steps += 1
-        self.reused += reuse
         self.verify_steps += n_q > 1
         n_q_arg = None if n_q == 1 else [n_q] * batch
-        return self.kv.attend(q, seqs=self.seqs, reuse=reuse, n_q=n_q_arg).reshape(batch, n_q, n_head, head_dim)
+        if self.window:  # a sliding-window layer: dense within its window
+            out = self.kv.attend(q, seqs=self.seqs, dense=True, window=self.window, n_q=n_q_arg)
+        else:
+            reuse = (self.steps - 1) % self.owner.reselect != 0  # every sequence selected at the same steps
+            self.reused += reuse
+            out = self.kv.attend(q, seqs=self.seqs, reuse=reuse, n_q=n_q_arg)
+        return out.reshape(batch, n_q, n_head, head_dim)
 
     def get_seq_length(self, *args, **kwargs):
         return self.length
@@ -308,6 +327,7 @@ class QgenCache(Cache):
         self.spec_args = dict(k_type=k_type, v_type=v_type, coverage=coverage, budget=budget, block=block,
                               sink=sink, recent=recent)
         self.tp_size = tp_size
+        self.windows = layer_windows(config)
         self.fields(dtype or "f16")  # bad arguments fail here, not mid-generate
         self.cache_dir = cache_dir
         self.ctx = None
@@ -332,6 +352,9 @@ class QgenCache(Cache):
         if device is not None and device.type == "cpu":
             backend, index = "cpu", 0
         else:
+            if any(self.windows or []):
+                raise NotImplementedError("qgen: the model's sliding-window layers (window "
+                                          f"{max(self.windows)}) run on qgen's CPU backend only so far")
             backend = "gpu"
             index = torch.cuda.current_device() if device is None or device.index is None else device.index
         key = (str(dtype), backend, index)
@@ -425,7 +448,7 @@ class QgenCache(Cache):
         self.ctx = None
 
 
-UNSUPPORTED_KWARGS = ("sliding_window", "softcap", "s_aux", "sinks")
+UNSUPPORTED_KWARGS = ("softcap", "s_aux", "sinks")
 
 
 def qgen_attention(module, query, key, value, attention_mask, dropout=0.0, scaling=None, **kwargs):
@@ -443,6 +466,10 @@ def qgen_attention(module, query, key, value, attention_mask, dropout=0.0, scali
             raise NotImplementedError(f"qgen: attention with {name}={kwargs[name]!r} is not supported")
     if dropout and module.training:
         raise NotImplementedError("qgen: attention dropout (training mode) is not supported; call model.eval()")
+    window = kwargs.get("sliding_window")
+    if (window or 0) != layer.window:
+        raise NotImplementedError(f"qgen: layer {layer.layer_idx} attends with sliding_window={window!r}; its config "
+                                  f"says {layer.window or None}")
     if scaling is not None and not math.isclose(scaling, layer.scale, rel_tol=1e-6):
         raise NotImplementedError(f"qgen: the model scales attention by {scaling}, the qgen spec by {layer.scale}")
     return layer.attend(query), None

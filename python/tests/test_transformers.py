@@ -60,6 +60,7 @@ def test_spec_fields_refuses(kw, err):
     (dict(layer_types=["full_attention", "sliding_attention"]), "sliding_attention"),
     (dict(sliding_window=4096, use_sliding_window=True), "sliding window"),
     (dict(attention_chunk_size=8192), "chunked"),
+    (dict(layer_types=["full_attention", "chunked_attention"]), "chunked"),
     (dict(attn_logit_softcapping=50.0), "soft-capping"),
 ])
 def test_check_config_refuses(extra, err):
@@ -254,6 +255,37 @@ def test_verify_step_limits_on_cpu():
     model.set_attn_implementation("sdpa")
 
 
+@needs_transformers
+@pytest.mark.parametrize("coverage", [None, 0.25])
+def test_gemma3_sliding_layers_on_cpu(coverage):
+    """A Gemma 3-shaped model (random weights: sliding-window layers of 64 tokens between
+    global ones, Gemma's query_pre_attn_scalar scale) decodes every layer through qgen: the
+    sliding layers dense within their window. Dense: SDPA's greedy tokens and logits
+    (check_against_sdpa), also with prompt lookup's verify steps; sparse 25 % on the global
+    layers: it runs."""
+    config = transformers.Gemma3TextConfig(hidden_size=256, intermediate_size=512, num_hidden_layers=4,
+                                           num_attention_heads=4, num_key_value_heads=2, head_dim=64,
+                                           query_pre_attn_scalar=48, vocab_size=32, sliding_window=64,
+                                           layer_types=["sliding_attention", "full_attention"] * 2,
+                                           max_position_embeddings=4096)
+    torch.manual_seed(0)
+    model = transformers.AutoModelForCausalLM.from_config(config, attn_implementation="sdpa").eval()
+    ids = torch.randint(0, 32, (1, 300), generator=torch.Generator().manual_seed(8))
+    sparse = {} if coverage is None else dict(coverage=coverage, block=32, sink=32, recent=32)
+    cache = qgen_cache(model, ids, drafts=16, k_type="f16", **sparse)
+    assert [layer.window for layer in cache.layers] == [64, 0, 64, 0]
+    tok_q, log_q = generate(model, ids, "qgen", cache)
+    assert cache.layers[0].steps == NEW_TOKENS - 1 and torch.isfinite(log_q).all()
+    if coverage is None:
+        tok_s, log_s = generate(model, ids, "sdpa")
+        worst = check_against_sdpa(tok_q, log_q, tok_s, log_s)
+        cache = qgen_cache(model, ids, drafts=16, k_type="f16")
+        tok_v, log_v = generate(model, ids, "qgen", cache, prompt_lookup_num_tokens=4)
+        worst = max(worst, check_against_sdpa(tok_v, log_v, tok_s, log_s))
+        print(f"gemma3 sliding 64: qgen dense vs SDPA worst logits rel. error {worst:.3g} "
+              f"({cache.layers[0].verify_steps} verify steps with prompt lookup)")
+
+
 @gpu
 def test_refusals(model):
     ids = prompt(2, 256)
@@ -282,11 +314,12 @@ def test_refusals(model):
 
 
 @needs_transformers
-def test_sliding_config_refused():
+def test_sliding_layers_refused_on_a_gpu():
     config = transformers.Qwen3Config(num_hidden_layers=2, use_sliding_window=True, sliding_window=128,
                                       max_window_layers=0, layer_types=["sliding_attention"] * 2)
-    with pytest.raises(NotImplementedError, match="sliding"):
-        qt.QgenCache(config, max_tokens=1024)
+    assert qt.layer_windows(config) == [128, 128]
+    with pytest.raises(NotImplementedError, match="sliding-window layers .* CPU backend only"):
+        qt.QgenCache(config, max_tokens=1024, dtype=torch.float32)  # no device given: a GPU
 
 
 @needs_transformers
