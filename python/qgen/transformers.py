@@ -25,13 +25,14 @@ its QgenLayer (attribute `_qgen_layer`): that is how the attention function, whi
 transformers calls without the cache, finds the layer to attend.
 
 Supported: decoder-only models whose attention is plain causal softmax attention with
-RoPE applied before the cache (Llama, Qwen3 and their relatives), batch 1 or a batch of
-equal-length prompts, greedy or sampled decoding, assisted generation and prompt lookup
-on the CPU. Refused with an error, rather than computing something else: padding (an
-attention_mask with zeros), sliding-window or chunked layers, beam search and anything else
-that reorders, repeats or selects the cache, a step of more than 16 tokens after the prompt
-(chunked prefill), several tokens a step or crop on a GPU, soft-capping and attention
-sinks, training-mode dropout.
+RoPE applied before the cache (Llama, Qwen3 and their relatives), a batch of prompts (left
+padded: the pads stay out of the qgen caches), greedy or sampled decoding, and on the CPU
+assisted generation, prompt lookup and sliding-window layers (Gemma 3). Refused with an
+error, rather than computing something else: right padding or holes in the attention_mask,
+chunked layers, beam search and anything else that reorders, repeats or selects the cache,
+a step of more than 16 tokens after the prompt (chunked prefill), several tokens a step,
+crop or sliding-window layers on a GPU, soft-capping and attention sinks, training-mode
+dropout.
 """
 import abc
 import math
@@ -156,6 +157,7 @@ class QgenLayer(CacheLayerMixin):
         self.length = 0         # tokens per sequence (all sequences have equal lengths)
         self.seqs = []
         self.prefill = False    # the last update was a prompt: attention goes to SDPA
+        self.pending = None     # the prompt's K/V until its attention tells its padding
         self.n_step = 1         # query tokens of the current step after the prompt
         self.steps = 0          # decode attends since the prompt (QgenCache reselect)
         self.window = (owner.windows or [0] * (layer_idx + 1))[layer_idx]  # sliding window (0: none)
@@ -188,17 +190,49 @@ class QgenLayer(CacheLayerMixin):
         if self.length + n_new > self.owner.max_tokens:
             raise ValueError(f"qgen: layer {self.layer_idx} holds {self.length} tokens per sequence and got {n_new} "
                              f"more; QgenCache(max_tokens={self.owner.max_tokens}) is too small")
-        # [B, Hkv, T, D] -> rows [B*T, Hkv, D], the rows of sequence 0 first
-        k = key_states.transpose(1, 2).reshape(batch * n_new, n_kv, head_dim).contiguous()
-        v = value_states.transpose(1, 2).reshape(batch * n_new, n_kv, head_dim).contiguous()
-        self.kv.append(k, v, seqs=self.seqs, n_new=[n_new] * batch)
         self.prefill = n_new > 1 and self.length == 0
+        if self.prefill:  # appended by commit_prompt, once the padding is known
+            self.pending = (key_states, value_states)
+            self.steps = 0
+        else:
+            self._append(key_states, value_states, [n_new] * batch)
         self.n_step = n_new
         self.length += n_new
-        if self.prefill:
-            self.steps = 0
         key_states._qgen_layer = self
         return key_states, value_states
+
+    def _append(self, key_states, value_states, counts):
+        """The last counts[b] tokens of row b of key_states, value_states [B, Hkv, T, D]."""
+        batch, n_kv, n_new, head_dim = key_states.shape
+        # [B, Hkv, T, D] -> rows [sum(counts), Hkv, D], the rows of sequence 0 first
+        if all(c == n_new for c in counts):
+            k = key_states.transpose(1, 2).reshape(batch * n_new, n_kv, head_dim).contiguous()
+            v = value_states.transpose(1, 2).reshape(batch * n_new, n_kv, head_dim).contiguous()
+        else:
+            k = torch.cat([key_states[b, :, n_new - c:].transpose(0, 1) for b, c in enumerate(counts)]).contiguous()
+            v = torch.cat([value_states[b, :, n_new - c:].transpose(0, 1) for b, c in enumerate(counts)]).contiguous()
+        self.kv.append(k, v, seqs=self.seqs, n_new=list(counts))
+
+    def commit_prompt(self, position_ids, attention_mask):
+        """Append the prompt's K/V without its left padding. A row's real tokens are its last
+        position id + 1 (generate numbers a left-padded row's tokens from 0 at its first real
+        one); without position ids, the tokens the last query row of a full-attention mask
+        sees; no mask: every token."""
+        key_states, value_states = self.pending
+        self.pending = None
+        batch, _, n_new, _ = key_states.shape
+        if position_ids is not None:
+            last = (position_ids[0] if position_ids.dim() == 3 else position_ids)[:, -1].expand(batch)  # 3: M-RoPE
+            counts = [min(n_new, max(1, int(x) + 1)) for x in last.tolist()]
+        elif attention_mask is None:
+            counts = [n_new] * batch
+        elif not self.window and attention_mask.dim() == 4:
+            seen = attention_mask[:, 0, -1] if attention_mask.dtype == torch.bool else attention_mask[:, 0, -1] == 0
+            counts = [max(1, int(x)) for x in seen.sum(-1).tolist()]
+        else:
+            raise NotImplementedError(f"qgen: layer {self.layer_idx} cannot tell a padded prompt's real tokens "
+                                      "(no position_ids reach its attention)")
+        self._append(key_states, value_states, counts)
 
     def attend(self, query):
         """query [B, H, T, D], the step's T tokens (the last T cached) -> out [B, T, H, D]
@@ -459,6 +493,8 @@ def qgen_attention(module, query, key, value, attention_mask, dropout=0.0, scali
         if query.shape[2] == 1 and layer is None:
             raise ValueError("qgen: attn_implementation='qgen' decodes through a QgenCache; pass "
                              "past_key_values=qgen.transformers.QgenCache(model.config, max_tokens=...)")
+        if layer is not None and layer.pending is not None:
+            layer.commit_prompt(kwargs.get("position_ids"), attention_mask)
         return ALL_ATTENTION_FUNCTIONS["sdpa"](module, query, key, value, attention_mask, dropout=dropout,
                                                scaling=scaling, **kwargs)
     for name in UNSUPPORTED_KWARGS:
@@ -476,13 +512,17 @@ def qgen_attention(module, query, key, value, attention_mask, dropout=0.0, scali
 
 
 def qgen_mask(*args, **kwargs):
-    """The mask function of "qgen": SDPA's (the prompt runs through SDPA), after refusing
-    a padding mask (qgen holds no per-token mask)."""
+    """The mask function of "qgen": SDPA's (the prompt runs through SDPA), after refusing a
+    mask other than left padding (qgen holds no per-token mask: a left-padded prompt's pads
+    are left out of its qgen caches, QgenLayer.commit_prompt)."""
     for name in ("attention_mask", "padding_mask"):
         pad = kwargs.get(name)
         if pad is not None and pad.dim() == 2 and not bool(pad.all()):
-            raise ValueError("qgen: the attention_mask has zeros (padding); QgenCache needs a batch of "
-                             "equal-length prompts without padding")
+            ones = pad.to(torch.bool)
+            # left padding: each row zeros, then ones to its end (at least one)
+            if not (bool(ones[:, -1].all()) and bool((ones[:, 1:] >= ones[:, :-1]).all())):
+                raise ValueError("qgen: the attention_mask has zeros after a one (right padding or holes); "
+                                 "QgenCache takes left padding only")
     return ALL_MASK_ATTENTION_FUNCTIONS["sdpa"](*args, **kwargs)
 
 

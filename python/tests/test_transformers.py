@@ -286,13 +286,71 @@ def test_gemma3_sliding_layers_on_cpu(coverage):
               f"({cache.layers[0].verify_steps} verify steps with prompt lookup)")
 
 
+def left_padded(lengths, vocab, seed):
+    """A batch of prompts of these lengths, left padded with token 0, and its attention mask."""
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.zeros((len(lengths), max(lengths)), dtype=torch.long)
+    mask = torch.zeros_like(ids)
+    for b, n in enumerate(lengths):
+        ids[b, -n:] = torch.randint(1, vocab, (n,), generator=g)
+        mask[b, -n:] = 1
+    return ids, mask
+
+
+def generate_padded(model, ids, mask, attn, cache=None):
+    model.set_attn_implementation(attn)
+    with torch.no_grad():
+        out = model.generate(ids, attention_mask=mask, past_key_values=cache, max_new_tokens=NEW_TOKENS,
+                             min_new_tokens=NEW_TOKENS, do_sample=False, output_logits=True,
+                             return_dict_in_generate=True, pad_token_id=0)
+    return out.sequences[:, ids.shape[1]:], torch.stack(out.logits, 1).float()
+
+
+def check_left_padded(model, ids, mask, **kw):
+    """qgen dense on a left-padded batch against SDPA on the same batch; each qgen cache holds
+    its row's real tokens only."""
+    tok_s, log_s = generate_padded(model, ids, mask, "sdpa")
+    cache = qgen_cache(model, ids, k_type=kw.pop("k_type", "f16"), **kw)
+    tok_q, log_q = generate_padded(model, ids, mask, "qgen", cache)
+    real = mask.sum(1).tolist()
+    full = [layer for layer in cache.layers if not layer.window]
+    assert full[0].kv.seq_len(list(range(len(real)))) == [n + NEW_TOKENS - 1 for n in real]
+    return check_against_sdpa(tok_q, log_q, tok_s, log_s)
+
+
+@needs_transformers
+@pytest.mark.parametrize("arch", ["llama", "gemma3"])
+def test_left_padded_batch_on_cpu(arch):
+    """Prompts of 300, 260 and 171 tokens in one left-padded batch: SDPA's greedy tokens and
+    logits through a dense QgenCache (a Gemma 3-shaped model: its sliding layers too)."""
+    if arch == "llama":
+        model = tiny_cpu_model(0)
+    else:
+        config = transformers.Gemma3TextConfig(hidden_size=256, intermediate_size=512, num_hidden_layers=2,
+                                               num_attention_heads=4, num_key_value_heads=2, head_dim=64,
+                                               vocab_size=32, sliding_window=64,
+                                               layer_types=["sliding_attention", "full_attention"])
+        torch.manual_seed(0)
+        model = transformers.AutoModelForCausalLM.from_config(config, attn_implementation="sdpa").eval()
+    ids, mask = left_padded([300, 260, 171], 32, seed=9)
+    worst = check_left_padded(model, ids, mask)
+    print(f"{arch} left-padded batch of 3: qgen dense vs SDPA worst logits rel. error {worst:.3g}")
+
+
+@gpu
+def test_left_padded_batch(model):
+    ids, mask = left_padded([4096, 3000], 1000, seed=10)
+    worst = check_left_padded(model, ids.cuda(), mask.cuda(), k_type="bf16")
+    print(f"{model.config.model_type} left-padded batch of 2: qgen dense vs SDPA worst logits rel. error {worst:.3g}")
+
+
 @gpu
 def test_refusals(model):
     ids = prompt(2, 256)
     pad = torch.ones_like(ids)
-    pad[1, :8] = 0
+    pad[1, 100:108] = 0  # a hole: only left padding is taken
     model.set_attn_implementation("qgen")
-    with torch.no_grad(), pytest.raises(ValueError, match="padding"):
+    with torch.no_grad(), pytest.raises(ValueError, match="right padding or holes"):
         model.generate(ids, attention_mask=pad, past_key_values=qgen_cache(model, ids), max_new_tokens=4,
                        do_sample=False, pad_token_id=0)
     with torch.no_grad(), pytest.raises(NotImplementedError, match="beam search|selecting|repeating"):
