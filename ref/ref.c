@@ -373,6 +373,16 @@ void qgen_ref_page_keep(const qgen_layout *L, float k_scale, int r, uint8_t *k_p
   }
 }
 
+void qgen_ref_copy_page_in(qgen_ref_scratch *w, const qgen_layout *L, qgen_kvmem *m, int64_t src, int64_t dst, int keep) {
+  memcpy(m->k + dst * L->k_page_bytes, m->k + src * L->k_page_bytes, L->k_page_bytes);
+  memcpy(m->v + dst * L->v_page_bytes, m->v + src * L->v_page_bytes, L->v_page_bytes);
+  if (m->sketch) memcpy(m->sketch + dst * L->sketch_page_bytes, m->sketch + src * L->sketch_page_bytes, L->sketch_page_bytes);
+  uint16_t *bnd = m->bounds ? m->bounds + (size_t)dst * L->bounds_page_bytes / sizeof *bnd : NULL;
+  if (bnd) memcpy(bnd, m->bounds + (size_t)src * L->bounds_page_bytes / sizeof *bnd, L->bounds_page_bytes);
+  qgen_ref_page_keep(L, m->k_scale, keep, m->k + dst * L->k_page_bytes, m->v + dst * L->v_page_bytes,
+                     m->sketch ? m->sketch + dst * L->sketch_page_bytes : NULL, bnd, w->x);
+}
+
 void qgen_ref_rollback_in(qgen_ref_scratch *w, const qgen_layout *L, qgen_kvmem *m, int seq, int64_t n) {
   const int64_t len = m->seq_len[seq], keep = len - n, B = L->block;
   if (n <= 0) return;

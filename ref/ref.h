@@ -51,6 +51,10 @@ void qgen_ref_view_update_in(qgen_ref_scratch *w, const qgen_layout *L, qgen_kvm
 void qgen_ref_page_keep(const qgen_layout *L, float k_scale, int r, uint8_t *k_page, uint8_t *v_page,
                         uint8_t *sketch_page, uint16_t *bnd_page, float *x);
 
+/* Physical page dst of an owned cache becomes a copy of page src cut back to its first keep
+   tokens (qgen_ref_page_keep): a shared prefix's last, partial page (qgen_share_prefix). */
+void qgen_ref_copy_page_in(qgen_ref_scratch *w, const qgen_layout *L, qgen_kvmem *m, int64_t src, int64_t dst, int keep);
+
 /* Remove the last n tokens of seq (0 <= n <= its length; the caller checked) of an owned
    cache: qgen_ref_page_keep on every page that held one of them, then seq_len -= n. */
 void qgen_ref_rollback_in(qgen_ref_scratch *w, const qgen_layout *L, qgen_kvmem *m, int seq, int64_t n);

@@ -46,6 +46,12 @@ struct qgen_backend_ops {
   /* Remove the last n tokens of seq (0 < n <= kv->len[seq], the length before): the pages
      they were on cut back with qgen_ref_page_keep's rule, the length lowered. Synchronous. */
   qgen_status (*rollback)(qgen_kv *kv, int seq, int64_t n);
+  /* Physical page dst becomes a copy of page src cut back to its first keep tokens
+     (0 < keep < block; qgen_ref_page_keep's rule), 8-bit rows included (qgen_share_prefix).
+     Synchronous. */
+  qgen_status (*copy_page)(qgen_kv *kv, int64_t src, int64_t dst, int keep);
+  /* Sequence seq's length where the steps read it becomes len. Synchronous. */
+  qgen_status (*set_len)(qgen_kv *kv, int seq, int64_t len);
   /* A sparse view's bounds from the caller's K rows at slots (qgen_view_update). cache_create
      also takes views (kv->is_view): only the side memory, the pools are kv->view's. */
   qgen_status (*view_update)(qgen_kv *kv, qgen_ptr slots, int64_t n, int slot_bytes, qgen_stream s);

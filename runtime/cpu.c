@@ -174,6 +174,16 @@ static qgen_status cpu_rollback(qgen_kv *kv, int seq, int64_t n) {
   return QGEN_OK;
 }
 
+static qgen_status cpu_copy_page(qgen_kv *kv, int64_t src, int64_t dst, int keep) {
+  qgen_ref_copy_page_in(((cpu_kv *)kv->impl)->w, &kv->ctx->L, &kv->host, src, dst, keep);
+  return QGEN_OK;
+}
+
+static qgen_status cpu_set_len(qgen_kv *kv, int seq, int64_t len) {
+  kv->host.seq_len[seq] = (int32_t)len;
+  return QGEN_OK;
+}
+
 static qgen_status cpu_sync(qgen_kv *kv, int32_t *len, int32_t *dropped) {
   cpu_kv *ck = kv->impl;
   const size_t n = (size_t)kv->max_seqs * sizeof(int32_t);
@@ -232,6 +242,8 @@ const qgen_backend_ops qgen_cpu_backend = {
     .attend = cpu_attend,
     .reset = cpu_reset,
     .rollback = cpu_rollback,
+    .copy_page = cpu_copy_page,
+    .set_len = cpu_set_len,
     .view_update = cpu_view_update,
     .sync = cpu_sync,
     .read = cpu_read,

@@ -658,9 +658,51 @@ static qgen_status reset_in(qgen_kv *kv, int seq) {
 
 static qgen_status reset(qgen_kv *kv, int seq) { IN_CTX(kv->ctx, reset_in(kv, seq)); }
 
-/* Pages all of whose tokens go are zeroed on the device; the one page that keeps some (if
-   any) comes to the host, is cut back there by the reference (qgen_ref_page_keep, so both
-   backends share one rule) and goes back with its 8-bit rows made from its new bounds. */
+/* Physical page dst becomes page src cut back to its first keep tokens: src comes to the
+   host, is cut there by the reference (qgen_ref_page_keep, so both backends share one rule)
+   and goes to dst with its 8-bit rows made from its new bounds (src == dst: in place). */
+static qgen_status page_cut(qgen_kv *kv, const char *fn, CUdeviceptr src, CUdeviceptr dst, int keep) {
+  qgen_ctx *c = kv->ctx;
+  const qgen_layout *L = &c->L;
+  const qgen_cudrv *cu = gctx(c)->cu;
+  const gpu_kv *m = gkv(kv);
+  const size_t kb = L->k_page_bytes, vb = L->v_page_bytes, sb = L->sketch_page_bytes, bb = L->bounds_page_bytes;
+  const size_t ib = qgen_kv_has_i8(kv) ? L->bounds_i8_page_bytes : 0;
+  const size_t xb = (size_t)L->head_dim * sizeof(float), all = xb + kb + vb + sb + bb + ib;
+  float *x = malloc(all); /* the floats, then the f16 bounds: each aligned; then bytes */
+  if (!x) return qgen_fail(c, QGEN_ERR_OUT_OF_MEMORY, "%s: out of host memory for one page (%zu bytes)", fn, all);
+  uint8_t *hb = (uint8_t *)x + xb, *hk = hb + bb, *hv = hk + kb, *hs = hv + vb, *hi = hs + sb;
+  CUresult r = cu->cuMemcpyDtoH(hk, m->k + src * kb, kb);
+  if (r == CUDA_SUCCESS) r = cu->cuMemcpyDtoH(hv, m->v + src * vb, vb);
+  if (r == CUDA_SUCCESS && sb) r = cu->cuMemcpyDtoH(hs, m->sketch + src * sb, sb);
+  if (r == CUDA_SUCCESS) {
+    qgen_ref_page_keep(L, kv->host.k_scale, keep, hk, hv, sb ? hs : NULL, bb ? (uint16_t *)hb : NULL, x);
+    for (int h = 0; ib && h < L->n_head_kv; h++)
+      qgen_ref_bounds_i8_row((const uint16_t *)hb + (size_t)h * 2 * (size_t)L->head_dim, L->head_dim,
+                             hi + (size_t)h * L->bounds_i8_row_bytes);
+    r = cu->cuMemcpyHtoD(m->k + dst * kb, hk, kb);
+  }
+  if (r == CUDA_SUCCESS) r = cu->cuMemcpyHtoD(m->v + dst * vb, hv, vb);
+  if (r == CUDA_SUCCESS && sb) r = cu->cuMemcpyHtoD(m->sketch + dst * sb, hs, sb);
+  if (r == CUDA_SUCCESS && bb) r = cu->cuMemcpyHtoD(m->bounds + dst * bb, hb, bb);
+  if (r == CUDA_SUCCESS && ib) r = cu->cuMemcpyHtoD(m->bounds_i8 + dst * ib, hi, ib);
+  free(x);
+  if (r != CUDA_SUCCESS)
+    return qgen_fail(c, QGEN_ERR_CUDA, "%s: a copy of page %llu: %s", fn, (unsigned long long)src, qgen_cu_errstr(r));
+  return QGEN_OK;
+}
+
+static qgen_status set_len_in(qgen_kv *kv, int seq, int64_t len) {
+  qgen_ctx *c = kv->ctx;
+  const int32_t l32 = (int32_t)len;
+  CU(gctx(c)->cu->cuMemcpyHtoD(gkv(kv)->seq_len + (CUdeviceptr)seq * 4, &l32, 4));
+  return QGEN_OK;
+}
+
+static qgen_status set_len(qgen_kv *kv, int seq, int64_t len) { IN_CTX(kv->ctx, set_len_in(kv, seq, len)); }
+
+/* Pages all of whose tokens go are zeroed on the device; the one that keeps some (if any)
+   is cut in place (page_cut). */
 static qgen_status rollback_in(qgen_kv *kv, int seq, int64_t n) {
   qgen_ctx *c = kv->ctx;
   const qgen_layout *L = &c->L;
@@ -678,34 +720,18 @@ static qgen_status rollback_in(qgen_kv *kv, int seq, int64_t n) {
     if (L->sparse) CU(cu->cuMemsetD8(m->bounds + p * L->bounds_page_bytes, 0, L->bounds_page_bytes));
     if (i8_bytes) CU(cu->cuMemsetD8(m->bounds_i8 + p * i8_bytes, 0, i8_bytes));
   }
-  if (keep % B) {
-    const CUdeviceptr p = (CUdeviceptr)row[keep / B];
-    const size_t kb = L->k_page_bytes, vb = L->v_page_bytes, sb = L->sketch_page_bytes, bb = L->bounds_page_bytes;
-    const size_t xb = (size_t)L->head_dim * sizeof(float), all = xb + kb + vb + sb + bb + i8_bytes;
-    float *x = malloc(all); /* the floats, then the f16 bounds: each aligned; then bytes */
-    if (!x) return qgen_fail(c, QGEN_ERR_OUT_OF_MEMORY, "qgen_rollback: out of host memory for one page (%zu bytes)", all);
-    uint8_t *hb = (uint8_t *)x + xb, *hk = hb + bb, *hv = hk + kb, *hs = hv + vb, *hi = hs + sb;
-    CUresult r = cu->cuMemcpyDtoH(hk, m->k + p * kb, kb);
-    if (r == CUDA_SUCCESS) r = cu->cuMemcpyDtoH(hv, m->v + p * vb, vb);
-    if (r == CUDA_SUCCESS && sb) r = cu->cuMemcpyDtoH(hs, m->sketch + p * sb, sb);
-    if (r == CUDA_SUCCESS) {
-      qgen_ref_page_keep(L, kv->host.k_scale, (int)(keep % B), hk, hv, sb ? hs : NULL, bb ? (uint16_t *)hb : NULL, x);
-      for (int hh = 0; i8_bytes && hh < L->n_head_kv; hh++)
-        qgen_ref_bounds_i8_row((const uint16_t *)hb + (size_t)hh * 2 * (size_t)L->head_dim, L->head_dim,
-                               hi + (size_t)hh * L->bounds_i8_row_bytes);
-      r = cu->cuMemcpyHtoD(m->k + p * kb, hk, kb);
-    }
-    if (r == CUDA_SUCCESS) r = cu->cuMemcpyHtoD(m->v + p * vb, hv, vb);
-    if (r == CUDA_SUCCESS && sb) r = cu->cuMemcpyHtoD(m->sketch + p * sb, hs, sb);
-    if (r == CUDA_SUCCESS && bb) r = cu->cuMemcpyHtoD(m->bounds + p * bb, hb, bb);
-    if (r == CUDA_SUCCESS && i8_bytes) r = cu->cuMemcpyHtoD(m->bounds_i8 + p * i8_bytes, hi, i8_bytes);
-    free(x);
-    if (r != CUDA_SUCCESS) return qgen_fail(c, QGEN_ERR_CUDA, "qgen_rollback: a copy of page %llu: %s", (unsigned long long)p, qgen_cu_errstr(r));
-  }
-  const int32_t k32 = (int32_t)keep;
-  CU(cu->cuMemcpyHtoD(m->seq_len + (CUdeviceptr)seq * 4, &k32, 4));
-  return QGEN_OK;
+  qgen_status st = QGEN_OK;
+  if (keep % B) st = page_cut(kv, "qgen_rollback", (CUdeviceptr)row[keep / B], (CUdeviceptr)row[keep / B], (int)(keep % B));
+  return st == QGEN_OK ? set_len_in(kv, seq, keep) : st;
 }
+
+static qgen_status copy_page_in(qgen_kv *kv, int64_t src, int64_t dst, int keep) {
+  qgen_ctx *c = kv->ctx;
+  CU(gctx(c)->cu->cuCtxSynchronize());
+  return page_cut(kv, "qgen_share_prefix", (CUdeviceptr)src, (CUdeviceptr)dst, keep);
+}
+
+static qgen_status copy_page(qgen_kv *kv, int64_t src, int64_t dst, int keep) { IN_CTX(kv->ctx, copy_page_in(kv, src, dst, keep)); }
 
 static qgen_status rollback(qgen_kv *kv, int seq, int64_t n) { IN_CTX(kv->ctx, rollback_in(kv, seq, n)); }
 
@@ -776,6 +802,8 @@ const qgen_backend_ops qgen_gpu_backend = {
     .attend = attend,
     .reset = reset,
     .rollback = rollback,
+    .copy_page = copy_page,
+    .set_len = set_len,
     .view_update = view_update,
     .sync = sync_lengths,
     .read = read_array,

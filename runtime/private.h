@@ -69,12 +69,16 @@ struct qgen_kv {
   int is_view;          /* qgen_view_open: the pools, page table and lengths are view's */
   qgen_view_desc view;
   void *impl;      /* the backend's state (gpu.c: device memory; cpu.c: selections, scratch) */
-  /* Physical pages may be shared by no two live sequences (appends to one would overwrite
-     the other). A sequence is live from its first append until its reset: live[s], and
-     page_owner[p] = the live sequence whose page table row holds page p, else -1 (owned
-     caches; a view's pages are the caller's). */
+  /* A physical page a live sequence may write is mapped by no other live sequence (appends
+     to one would overwrite the other); the pages of a shared prefix (qgen_share_prefix) are
+     whole pages below every sharer's length, written by none. A sequence is live from its
+     first append (or its share of a prefix) until its reset: live[s], and page_refs[p] = the
+     live sequences whose page table rows hold page p. A sequence that took a shared prefix
+     keeps the entries it gave up, saved[s * pps + i] for i < n_shared[s], and gets them back
+     when it is reset (owned caches; a view's pages are the caller's). */
   unsigned char *live;
-  int32_t *page_owner;
+  int32_t *page_refs, *saved;
+  int64_t *n_shared;
   qgen_kv *prev, *next; /* the context's list of caches (qgen_ctx.kvs) */
   int released;         /* its context was closed: its memory is gone, only qgen_cache_destroy remains */
 };

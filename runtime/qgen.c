@@ -203,10 +203,12 @@ static void kv_release(qgen_kv *kv) {
   free(kv->selected);
   free(kv->sync_buf);
   free(kv->live);
-  free(kv->page_owner);
-  kv->len = kv->dropped = NULL;
+  free(kv->page_refs);
+  free(kv->saved);
+  free(kv->n_shared);
+  kv->len = kv->dropped = kv->n_shared = NULL;
   kv->selected = kv->live = NULL;
-  kv->sync_buf = kv->page_owner = NULL;
+  kv->sync_buf = kv->page_refs = kv->saved = NULL;
   kv->released = 1;
 }
 
@@ -235,7 +237,8 @@ static qgen_status check_sizes(qgen_ctx *c, const char *fn, int64_t max_seqs, in
                  pps = (uint64_t)qgen_pages_of(max_tokens, L->block);
   uint64_t host = 0, pools = 0, kv_pools = 0, sel = 0;
   int bad = add_mul(&host, S, sizeof(int64_t) * 2 + sizeof(int32_t) * 2 + 2) || /* len, dropped, sync_buf, selected, live */
-            add_mul(&host, own * N, sizeof(int32_t) * 2) ||                      /* page table, page owners */
+            add_mul(&host, own * S, sizeof(int64_t)) ||                           /* shared prefix lengths */
+            add_mul(&host, own * N, sizeof(int32_t) * 3) ||                      /* page table, page refs, saved entries */
             add_mul(&kv_pools, own * N, L->k_page_bytes) || add_mul(&kv_pools, own * N, L->v_page_bytes) ||
             add_mul(&sel, S * (uint64_t)L->n_head_kv, L->sparse ? pps : 0) ||  /* the last selection's lists */
             add_mul(&pools, sel, sizeof(int32_t)) || add_mul(&pools, N, L->bounds_page_bytes) ||
@@ -282,11 +285,13 @@ static qgen_kv *kv_new(qgen_ctx *c, int max_seqs, int64_t max_tokens, int64_t n_
   kv->live = calloc((size_t)max_seqs, sizeof *kv->live);
   int ok = kv->len && kv->dropped && kv->selected && kv->sync_buf && kv->live;
   if (ok && !view) { /* sequence s owns pages [s*pps, (s+1)*pps) */
-    int32_t *pt = malloc((size_t)n_pages * sizeof *pt), *own = malloc((size_t)n_pages * sizeof *own);
+    int32_t *pt = malloc((size_t)n_pages * sizeof *pt);
     kv->host.page_table = pt;
-    kv->page_owner = own;
-    ok = pt && own;
-    for (int64_t i = 0; ok && i < n_pages; i++) pt[i] = (int32_t)i, own[i] = -1;
+    kv->page_refs = calloc((size_t)n_pages, sizeof *kv->page_refs);
+    kv->saved = malloc((size_t)n_pages * sizeof *kv->saved);
+    kv->n_shared = calloc((size_t)max_seqs, sizeof *kv->n_shared);
+    ok = pt && kv->page_refs && kv->saved && kv->n_shared;
+    for (int64_t i = 0; ok && i < n_pages; i++) pt[i] = (int32_t)i;
   }
   if (!ok) {
     kv_release(kv);
@@ -462,43 +467,79 @@ void qgen_cache_destroy(qgen_kv *kv) {
 /* Sequence seq's page table row. */
 static int32_t *row_of(const qgen_kv *kv, int seq) { return kv->host.page_table + (int64_t)seq * kv->pps; }
 
-/* Refuse (fn) a row for seq that holds a page of another live sequence; seq's row is
-   pages[0..n) followed by its current entries from n on. */
-static qgen_status check_row(qgen_kv *kv, const char *fn, int seq, const int *pages, int64_t n) {
+/* Refuse (fn) a row for seq, not live, whose logical pages from `from` on hold a page a live
+   sequence maps; seq's row is pages[0..n) followed by its current entries from n on. */
+static qgen_status check_row(qgen_kv *kv, const char *fn, int seq, const int *pages, int64_t n, int64_t from) {
   const int32_t *row = row_of(kv, seq);
-  for (int64_t i = 0; i < kv->pps; i++) {
-    const int32_t p = i < n ? pages[i] : row[i], o = kv->page_owner[p];
-    if (o < 0 || o == seq) continue;
-    const int32_t *other = row_of(kv, o);
+  for (int64_t i = from; i < kv->pps; i++) {
+    const int32_t p = i < n ? pages[i] : row[i];
+    if (kv->page_refs[p] == 0) continue;
+    int o = 0; /* the message names one of the live sequences holding p */
     int64_t j = 0;
-    while (j < kv->pps && other[j] != p) j++;
+    for (; o < kv->max_seqs; o++) {
+      const int32_t *other = row_of(kv, o);
+      for (j = 0; kv->live[o] && j < kv->pps && other[j] != p; j++) {}
+      if (kv->live[o] && j < kv->pps) break;
+    }
     return qgen_fail(kv->ctx, QGEN_ERR_INVALID_ARG, "%s: sequence %d's logical page %lld and sequence %d's logical page "
                      "%lld would be the same physical page %d; sequence %d holds tokens, and appends to one would "
-                     "overwrite the other", fn, seq, (long long)i, (int)o, (long long)j, (int)p, (int)o);
+                     "overwrite the other", fn, seq, (long long)i, o, (long long)j, (int)p, o);
   }
   return QGEN_OK;
 }
 
-/* seq becomes live: its row's pages are its own until its reset. */
+/* seq becomes live: the pages of its row are held until its reset. */
 static void claim(qgen_kv *kv, int seq) {
   const int32_t *row = row_of(kv, seq);
-  for (int64_t i = 0; i < kv->pps; i++) kv->page_owner[row[i]] = seq;
+  for (int64_t i = 0; i < kv->pps; i++) kv->page_refs[row[i]]++;
   kv->live[seq] = 1;
 }
 
 static void unclaim(qgen_kv *kv, int seq) {
   if (!kv->live[seq]) return;
   const int32_t *row = row_of(kv, seq);
-  for (int64_t i = 0; i < kv->pps; i++)
-    if (kv->page_owner[row[i]] == seq) kv->page_owner[row[i]] = -1;
+  for (int64_t i = 0; i < kv->pps; i++) kv->page_refs[row[i]]--;
   kv->live[seq] = 0;
+}
+
+/* seq, no longer live, gets back the entries it gave up for a shared prefix. */
+static qgen_status unshare(qgen_kv *kv, int seq) {
+  const int64_t n = kv->n_shared[seq];
+  if (n == 0) return QGEN_OK;
+  int32_t *row = row_of(kv, seq);
+  memcpy(row, kv->saved + (int64_t)seq * kv->pps, (size_t)n * sizeof *row);
+  kv->n_shared[seq] = 0;
+  return kv->ctx->be->write_pages(kv, seq, row, n);
+}
+
+/* seq stops being live (qgen_reset, or a rollback to nothing): its holds go, its own row
+   comes back, and each page of its row that a live sequence still holds as a shared prefix
+   is handed to that sequence for good, in exchange for the page it gave up at that index,
+   so that seq can append again at once. */
+static qgen_status release(qgen_kv *kv, int seq) {
+  unclaim(kv, seq);
+  qgen_status st = unshare(kv, seq);
+  int32_t *row = row_of(kv, seq);
+  int64_t changed = 0;
+  for (int64_t i = 0; st == QGEN_OK && i < kv->pps; i++) {
+    if (kv->page_refs[row[i]] == 0) continue;
+    for (int d = 0; d < kv->max_seqs; d++)
+      if (kv->live[d] && kv->n_shared[d] > i && row_of(kv, d)[i] == row[i]) {
+        int32_t *gave = kv->saved + (int64_t)d * kv->pps + i, p = row[i];
+        row[i] = *gave;
+        *gave = p;
+        changed = i + 1;
+        break;
+      }
+  }
+  return st == QGEN_OK && changed ? kv->ctx->be->write_pages(kv, seq, row, changed) : st;
 }
 
 /* The sequences of an append that are not live yet must not take a live one's page. */
 static qgen_status check_claims(qgen_kv *kv, const char *fn, const int *seq, int n_seq, const int *n_new) {
   qgen_status st = QGEN_OK;
   for (int i = 0; i < n_seq && st == QGEN_OK; i++)
-    if (!kv->live[seq[i]] && (!n_new || n_new[i] > 0)) st = check_row(kv, fn, seq[i], NULL, 0);
+    if (!kv->live[seq[i]] && (!n_new || n_new[i] > 0)) st = check_row(kv, fn, seq[i], NULL, 0, 0);
   return st;
 }
 
@@ -618,7 +659,7 @@ qgen_status qgen_reset(qgen_kv *kv, int seq) {
   qgen_status st = no_view(kv, "qgen_reset");
   if (st != QGEN_OK || (st = check_seqs(kv, "qgen_reset", &seq, 1, 0)) != QGEN_OK) return st;
   st = kv->ctx->be->reset(kv, seq);
-  if (st == QGEN_OK) kv->len[seq] = 0, kv->selected[seq] = 0, unclaim(kv, seq);
+  if (st == QGEN_OK) kv->len[seq] = 0, kv->selected[seq] = 0, st = release(kv, seq);
   return st;
 }
 
@@ -631,9 +672,52 @@ qgen_status qgen_rollback(qgen_kv *kv, int seq, long long n) {
     return qgen_fail(kv->ctx, QGEN_ERR_INVALID_ARG, "qgen_rollback: n = %lld is outside [0, %lld], the tokens sequence %d holds",
                      n, (long long)kv->len[seq], seq);
   if (n == 0) return QGEN_OK;
+  const int64_t B = kv->ctx->L.block, keep = kv->len[seq] - n;
+  const int32_t *row = row_of(kv, seq);
+  for (int64_t lp = keep / B; lp <= (kv->len[seq] - 1) / B; lp++) /* the pages it writes */
+    if (kv->page_refs[row[lp]] > 1)
+      return qgen_fail(kv->ctx, QGEN_ERR_INVALID_ARG, "qgen_rollback: %lld of sequence %d's %lld tokens would leave it "
+                       "%lld, cutting into its logical page %lld, a page of a prefix it shares with another sequence "
+                       "(qgen_share_prefix)", n, seq, (long long)kv->len[seq], (long long)keep, (long long)lp);
   st = kv->ctx->be->rollback(kv, seq, (int64_t)n);
-  if (st == QGEN_OK && (kv->len[seq] -= n) == 0) unclaim(kv, seq);
+  if (st == QGEN_OK && (kv->len[seq] -= n) == 0) st = release(kv, seq);
   return st;
+}
+
+qgen_status qgen_share_prefix(qgen_kv *kv, int src, int dst, long long n) {
+  if (!kv) return QGEN_ERR_INVALID_ARG;
+  if (kv->released) return closed(kv, "qgen_share_prefix");
+  qgen_ctx *c = kv->ctx;
+  const int both[2] = {src, dst};
+  qgen_status st = no_view(kv, "qgen_share_prefix");
+  if (st != QGEN_OK || (st = check_seqs(kv, "qgen_share_prefix", both, 2, 1)) != QGEN_OK || (st = refresh(kv)) != QGEN_OK)
+    return st;
+  if (n < 1 || n > kv->len[src])
+    return qgen_fail(c, QGEN_ERR_INVALID_ARG, "qgen_share_prefix: n = %lld is outside [1, %lld], the tokens sequence %d holds",
+                     n, (long long)kv->len[src], src);
+  if (kv->len[dst] != 0 || kv->live[dst])
+    return qgen_fail(c, QGEN_ERR_INVALID_ARG, "qgen_share_prefix: sequence %d holds %lld tokens; the prefix goes to an "
+                     "empty sequence (qgen_reset it first)", dst, (long long)kv->len[dst]);
+  const int64_t B = c->L.block, full = n / B, keep = n % B;
+  const int32_t *from = row_of(kv, src);
+  int32_t *row = row_of(kv, dst);
+  /* its own pages from `full` on (the copy of a partial page among them) must be free */
+  if ((st = check_row(kv, "qgen_share_prefix", dst, NULL, 0, full)) != QGEN_OK) return st;
+  memcpy(kv->saved + (int64_t)dst * kv->pps, row, (size_t)full * sizeof *row);
+  if ((st = c->be->write_pages(kv, dst, from, full)) != QGEN_OK) return st;
+  memcpy(row, from, (size_t)full * sizeof *row);
+  kv->n_shared[dst] = full;
+  claim(kv, dst);
+  st = keep ? c->be->copy_page(kv, from[full], row[full], (int)keep) : QGEN_OK;
+  if (st == QGEN_OK) st = c->be->set_len(kv, dst, n);
+  if (st != QGEN_OK) { /* a CUDA failure: give dst its row back */
+    unclaim(kv, dst);
+    unshare(kv, dst);
+    return st;
+  }
+  kv->len[dst] = n;
+  kv->selected[dst] = 0;
+  return QGEN_OK;
 }
 
 long long qgen_seq_len(const qgen_kv *kv, int seq) {
@@ -798,11 +882,13 @@ qgen_status qgen_kv_map(qgen_kv *kv, int seq, const int *pages, long long n) {
   for (long long i = 0; i < n; i++)
     if (pages[i] < 0 || pages[i] >= kv->n_pages)
       return qgen_fail(c, QGEN_ERR_INVALID_ARG, "qgen_kv_map: pages[%lld] = %d is outside [0, %lld)", i, pages[i], (long long)kv->n_pages);
-  if ((st = check_row(kv, "qgen_kv_map", seq, pages, n)) != QGEN_OK || (st = distinct_row(kv, seq, pages, n)) != QGEN_OK ||
-      (st = c->be->write_pages(kv, seq, pages, n)) != QGEN_OK)
+  const int was_live = kv->live[seq]; /* an append_decode not run yet */
+  unclaim(kv, seq); /* its own holds do not count against its new row */
+  if ((st = check_row(kv, "qgen_kv_map", seq, pages, n, 0)) != QGEN_OK || (st = distinct_row(kv, seq, pages, n)) != QGEN_OK ||
+      (st = c->be->write_pages(kv, seq, pages, n)) != QGEN_OK) {
+    if (was_live) claim(kv, seq);
     return st;
-  const int was_live = kv->live[seq]; /* emptied by a drop, or an append_decode not run yet */
-  unclaim(kv, seq);
+  }
   memcpy(row_of(kv, seq), pages, (size_t)n * sizeof *pages);
   if (was_live) claim(kv, seq);
   return QGEN_OK;

@@ -198,8 +198,22 @@ QGEN_API qgen_status qgen_reset(qgen_kv *kv, int seq);
    selection stays: QGEN_ATTEND_REUSE drops its entries past the new length. Waits for the
    device; not while a stream is being captured; a view refuses it (its lengths are the
    caller's: lower seq_lens and run qgen_view_update over the kept slots of the last page,
-   which restarts its bounds from slot 0). */
+   which restarts its bounds from slot 0). A cut into a page of a shared prefix
+   (qgen_share_prefix) is QGEN_ERR_INVALID_ARG. */
 QGEN_API qgen_status qgen_rollback(qgen_kv *kv, int seq, long long n);
+/* Give the empty sequence dst the first n tokens of sequence src (1 <= n <= src's length),
+   a prompt prefix several requests share, without copying its whole pages: dst's page
+   table row maps src's pages of tokens [0, n - n % block) (read-only for both: no sequence
+   writes a page below its length), and when n is not a whole number of pages, dst's own
+   page at that index gets a copy of src's partial page cut back to the prefix's tokens
+   (qgen_rollback's rule for its bounds), so appends to either never touch the other's
+   tokens. Each attends, selects and is bounded as if it held its tokens alone. Until
+   either is reset, qgen_rollback of either into a shared page is QGEN_ERR_INVALID_ARG;
+   resetting dst gives it back its own row; src reset and appended again needs its row
+   remapped (qgen_kv_map) while dst holds the pages, as for any page a live sequence maps.
+   Chains work (a sequence that took a prefix may give one). Waits for the device; a view
+   refuses it (its block table is the caller's: sharing pages there needs no call). */
+QGEN_API qgen_status qgen_share_prefix(qgen_kv *kv, int src, int dst, long long n);
 /* Tokens held by sequence seq, or -1 for a bad id (or when the device lengths cannot be
    read: see qgen_append_decode; qgen_error says why). */
 QGEN_API long long qgen_seq_len(const qgen_kv *kv, int seq);

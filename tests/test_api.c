@@ -1013,6 +1013,105 @@ static void multi_steps(void) {
   qgen_close(ctx);
 }
 
+/* ---- shared prefixes ----------------------------------------------------------------- */
+
+/* Attends (sparse and dense) of sequences seqs in a and b give the same bytes, and the
+   sparse selections are the same lists. */
+static int same_attends(qgen_ctx *ctx, qgen_kv *a, qgen_kv *b, const int *seqs, int n, const uint16_t *q) {
+  qgen_info in;
+  qgen_get_info(ctx, &in);
+  const size_t qe = (size_t)in.n_head * in.head_dim;
+  uint16_t *oa = tmalloc((size_t)n * qe * 2), *ob = tmalloc((size_t)n * qe * 2);
+  qgen_attend_opts sparse = qgen_attend_defaults(ctx), dense = sparse;
+  sparse.sink = sparse.recent = 0, sparse.coverage = 0.5, sparse.budget = 0;
+  dense.mode = QGEN_ATTEND_DENSE;
+  int same = 1;
+  for (int m = 0; m < 2 && same; m++) {
+    memset(oa, 0xA5, (size_t)n * qe * 2), memset(ob, 0x5A, (size_t)n * qe * 2);
+    same = qgen_attend(a, seqs, n, P(q), P(oa), m ? &dense : &sparse, NULL) == QGEN_OK &&
+           qgen_attend(b, seqs, n, P(q), P(ob), m ? &dense : &sparse, NULL) == QGEN_OK;
+    pull(oa), pull(ob);
+    same = same && !memcmp(oa, ob, (size_t)n * qe * 2);
+    const long long pps = qgen_kv_pages_per_seq(a);
+    int *la = calloc((size_t)(in.n_head_kv * pps), sizeof *la), *lb = calloc((size_t)(in.n_head_kv * pps), sizeof *lb);
+    int *ca = calloc((size_t)in.n_head_kv, sizeof *ca), *cb = calloc((size_t)in.n_head_kv, sizeof *cb);
+    for (int i = 0; i < n && same && m == 0; i++) {
+      same = qgen_kv_selection(a, seqs[i], la, ca) == QGEN_OK && qgen_kv_selection(b, seqs[i], lb, cb) == QGEN_OK &&
+             !memcmp(ca, cb, (size_t)in.n_head_kv * sizeof *ca);
+      for (int h = 0; h < in.n_head_kv && same; h++) same = !memcmp(la + h * pps, lb + h * pps, (size_t)ca[h] * sizeof *la);
+    }
+    free(la), free(lb), free(ca), free(cb);
+  }
+  tfree(oa), tfree(ob);
+  return same;
+}
+
+/* qgen_share_prefix against caches fed each sequence's tokens alone: a prefix of 2 whole
+   pages and 2 tokens, appends after it to both sequences, a chain, rollbacks that would cut
+   into the shared pages refused, resets that leave the other sequence intact and let the
+   reset one append at once. */
+static void shared_prefixes(void) {
+  enum { NS = 4, CAP = 320 };
+  qgen_ctx *ctx;
+  qgen_kv *a, *f;
+  qgen_info in;
+  if (two_caches(QGEN_SOURCE_DIR "/specs/qwen3-4b.lua", NS, CAP, "share", &ctx, &a, &f, &in) != 0) return;
+  const size_t row = (size_t)in.n_head_kv * in.head_dim, qe = (size_t)in.n_head * in.head_dim;
+  uint16_t *k = f16_rows(700 * row), *v = f16_rows(700 * row), *q = f16_rows(NS * qe);
+  int s0 = 0, s1 = 1, s2 = 2, n150 = 150, n20 = 20, n30 = 30, n10 = 10, seqs[3] = {0, 1, 2};
+  qgen_status st = qgen_append(a, &s0, 1, &n150, P(k), P(v), NULL);
+  if (st == QGEN_OK) st = qgen_share_prefix(a, 0, 1, 130);
+  if (st == QGEN_OK) st = qgen_append(a, &s0, 1, &n20, P(k + 150 * row), P(v + 150 * row), NULL);
+  if (st == QGEN_OK) st = qgen_append(a, &s1, 1, &n30, P(k + 300 * row), P(v + 300 * row), NULL);
+  /* the fresh cache: 0 holds rows [0, 170); 1 rows [0, 130) then [300, 330) */
+  int n130 = 130;
+  if (st == QGEN_OK) st = qgen_append(f, &s0, 1, (int[]){170}, P(k), P(v), NULL);
+  if (st == QGEN_OK) st = qgen_append(f, &s1, 1, &n130, P(k), P(v), NULL);
+  if (st == QGEN_OK) st = qgen_append(f, &s1, 1, &n30, P(k + 300 * row), P(v + 300 * row), NULL);
+  check(st == QGEN_OK && qgen_seq_len(a, 1) == 160 && same_attends(ctx, a, f, seqs, 2, q),
+        "share: a prefix of 130 tokens (2 pages shared, 2 tokens copied), then 20 and 30 more: attends and selections "
+        "of a cache fed each sequence alone%s", st == QGEN_OK ? "" : qgen_error(ctx));
+  /* a chain: 2 takes 1's first 140 tokens (its shared pages and 12 of its own page) */
+  if (st == QGEN_OK) st = qgen_share_prefix(a, 1, 2, 140);
+  if (st == QGEN_OK) st = qgen_append(a, &s2, 1, &n10, P(k + 450 * row), P(v + 450 * row), NULL);
+  if (st == QGEN_OK) st = qgen_append(f, &s2, 1, &n130, P(k), P(v), NULL);
+  if (st == QGEN_OK) st = qgen_append(f, &s2, 1, &n10, P(k + 300 * row), P(v + 300 * row), NULL);
+  if (st == QGEN_OK) st = qgen_append(f, &s2, 1, &n10, P(k + 450 * row), P(v + 450 * row), NULL);
+  check(st == QGEN_OK && same_attends(ctx, a, f, seqs, 3, q), "share: a chain (1's first 140 to 2, then 10 more)%s",
+        st == QGEN_OK ? "" : qgen_error(ctx));
+  qgen_ext_clear_error(ctx);
+  st = qgen_rollback(a, 1, 40);
+  check(st == QGEN_ERR_INVALID_ARG && strstr(qgen_error(ctx), "shares") && qgen_seq_len(a, 1) == 160,
+        "share: a rollback into a shared page is refused: %s", qgen_error(ctx));
+  st = qgen_rollback(a, 2, 10); /* 150 -> 140, within 2's own page */
+  if (st == QGEN_OK) st = qgen_rollback(f, 2, 10);
+  check(st == QGEN_OK && same_attends(ctx, a, f, seqs, 3, q), "share: a rollback within the sequence's own page%s",
+        st == QGEN_OK ? "" : qgen_error(ctx));
+  qgen_ext_clear_error(ctx);
+  check(qgen_share_prefix(a, 0, 1, 10) == QGEN_ERR_INVALID_ARG && strstr(qgen_error(ctx), "empty sequence") &&
+            qgen_share_prefix(a, 0, 3, 171) == QGEN_ERR_INVALID_ARG && qgen_share_prefix(a, 0, 3, 0) == QGEN_ERR_INVALID_ARG &&
+            qgen_share_prefix(a, 3, 3, 1) == QGEN_ERR_INVALID_ARG && qgen_share_prefix(a, 0, NS, 1) == QGEN_ERR_INVALID_ARG &&
+            qgen_share_prefix(NULL, 0, 3, 1) == QGEN_ERR_INVALID_ARG && qgen_seq_len(a, 3) == 0,
+        "share: into a sequence with tokens, past src's length, 0 tokens, onto itself, a bad id: refused");
+  /* 0 reset and fed anew at once; 1 and 2 still read the pages they share */
+  st = qgen_reset(a, 0);
+  if (st == QGEN_OK) st = qgen_reset(f, 0);
+  if (st == QGEN_OK) st = qgen_append(a, &s0, 1, &n150, P(k + 500 * row), P(v + 500 * row), NULL);
+  if (st == QGEN_OK) st = qgen_append(f, &s0, 1, &n150, P(k + 500 * row), P(v + 500 * row), NULL);
+  check(st == QGEN_OK && same_attends(ctx, a, f, seqs, 3, q), "share: the source reset and fed 150 new tokens at once; "
+        "the sharers unchanged%s", st == QGEN_OK ? "" : qgen_error(ctx));
+  st = qgen_reset(a, 1);
+  if (st == QGEN_OK) st = qgen_reset(f, 1);
+  if (st == QGEN_OK) st = qgen_append(a, &s1, 1, &n150, P(k + 200 * row), P(v + 200 * row), NULL);
+  if (st == QGEN_OK) st = qgen_append(f, &s1, 1, &n150, P(k + 200 * row), P(v + 200 * row), NULL);
+  check(st == QGEN_OK && same_attends(ctx, a, f, seqs, 3, q), "share: a sharer reset and fed anew%s",
+        st == QGEN_OK ? "" : qgen_error(ctx));
+  tfree(k), tfree(v), tfree(q);
+  qgen_cache_destroy(a);
+  qgen_cache_destroy(f);
+  qgen_close(ctx);
+}
+
 static void bad_opens(void) {
   qgen_open_opts cpu = {QGEN_BACKEND_CPU, 0, NULL, NULL};
   qgen_ctx *c = (qgen_ctx *)&c;
@@ -1792,6 +1891,8 @@ int main(void) {
   reuse_steps();
   printf("---- several query tokens a step\n");
   multi_steps();
+  printf("---- shared prefixes\n");
+  shared_prefixes();
   printf("---- rollback\n");
   rollback_steps(QGEN_SOURCE_DIR "/specs/qwen3-4b.lua", "qwen3-4b", 1);
   rollback_steps(QGEN_SOURCE_DIR "/specs/qwen3-4b.lua", "qwen3-4b-q8_0", 0);

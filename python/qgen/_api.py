@@ -589,6 +589,18 @@ class Cache(_Owner):
         with h.lock:
             h.check(lib().qgen_rollback(h.live("rollback"), s, n))
 
+    def share_prefix(self, src, dst, n):
+        """Give the empty sequence dst the first n tokens of sequence src (a shared prompt
+        prefix) without copying their whole pages (qgen.h, qgen_share_prefix)."""
+        for name, x in (("src", src), ("dst", dst)):
+            if isinstance(x, (list, tuple, range)) or ((is_ndarray(x) or is_torch(x)) and len(x.shape) > 0):
+                raise wrong_type(f"share_prefix: {name} is one sequence id, got a {type(x).__name__}")
+        s, d = self._seqs([src, dst], None, "share_prefix")
+        n = token_count(n, "share_prefix: n", 1)
+        h = self._h
+        with h.lock:
+            h.check(lib().qgen_share_prefix(h.live("share_prefix"), s, d, n))
+
     def seq_len(self, seqs):
         """Tokens held by sequence seqs (an int), or by each of a list of them (a list)."""
         one = not isinstance(seqs, (list, tuple, range)) and not (

@@ -185,6 +185,7 @@ _PROTOTYPES = {
     "qgen_sync": (_I, [_P]),
     "qgen_reset": (_I, [_P, _I]),
     "qgen_rollback": (_I, [_P, _I, _LL]),
+    "qgen_share_prefix": (_I, [_P, _I, _I, _LL]),
     "qgen_seq_len": (_LL, [_P, _I]),
     "qgen_attend_defaults": (AttendOpts, [_P]),
     "qgen_attend": (_I, [_P, _IP, _I, _U64, _U64, ctypes.POINTER(AttendOpts), _P]),

@@ -251,6 +251,31 @@ def test_verify_step_of_several_tokens_is_causal(ctx):
         assert isinstance(e.value, qgen.Error) and words in str(e.value), str(e.value)
 
 
+def test_share_prefix(ctx):
+    """Two requests over one prompt: the second takes the first's 70-token prefix, each
+    goes on with its own tokens, and each attends as a cache fed its tokens alone would."""
+    rng = np.random.default_rng(11)
+    i = ctx.info
+    k = rand(rng, (130, i["n_head_kv"], i["head_dim"]), np.float32)
+    v = rand(rng, k.shape, np.float32)
+    q = rand(rng, (2, i["n_head"], i["head_dim"]), np.float32)
+    kv = ctx.cache(2, 256)
+    kv.append(k[:100], v[:100], seqs=[0])
+    kv.share_prefix(0, 1, 70)
+    kv.append(k[100:], v[100:], seqs=[1])
+    alone = ctx.cache(2, 256)
+    alone.append(np.concatenate([k[:100], k[:70], k[100:]]), np.concatenate([v[:100], v[:70], v[100:]]), seqs=[0, 1],
+                 n_new=[100, 100])
+    for kw in (dict(dense=True), dict(coverage=0.5, sink=0, recent=0)):
+        assert np.array_equal(kv.attend(q, **kw), alone.attend(q, **kw))
+    with pytest.raises(ValueError, match="empty sequence"):
+        kv.share_prefix(0, 1, 10)
+    with pytest.raises(ValueError, match="shares"):
+        kv.rollback(1, 40)
+    with pytest.raises(TypeError, match="one sequence id"):
+        kv.share_prefix([0], 1, 10)
+
+
 def snapshot(kv):
     return {w: kv.read(w).tobytes() for w in ("k", "v", "bounds", "page_table", "seq_len")} | \
         {"len": [kv.seq_len(s) for s in range(kv.max_seqs)]}
