@@ -6,8 +6,9 @@
  * then ranks by its f16 bounds, so it equals an f16 spec's owned cache) and one of f16
  * bounds; bad descriptions, writes through a view and the spec a view cannot keep
  * (two-stage selection) are refused, and so are sizes that overflow and (by the CPU
- * backend's attend) lengths and block table entries out of range. Prints one line per
- * check and "N passed, N failed".
+ * backend's attend) lengths and block table entries out of range; two sequences whose block
+ * tables share a prefix's pages select and attend as an owned cache of each alone. Prints
+ * one line per check and "N passed, N failed".
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -226,6 +227,55 @@ static void hostile(qgen_ctx *ctx) {
   free(kp), free(vp);
 }
 
+/* Two sequences of a view whose block tables share the pages of a prefix (an engine's
+   prefix cache: 64 tokens, two pages) attend, select and keep bounds as an owned cache that
+   holds each sequence's tokens alone: sequence 0 the prefix and 26 more, sequence 1 the
+   prefix and 40 of its own, on pages after the shared ones. */
+static void shared_prefix_view(qgen_ctx *ctx) {
+  enum { PAGES = 8, ROWS = PAGES * BLOCK };
+  uint16_t *kp = calloc((size_t)ROWS * HKV * D, 2), *vp = calloc((size_t)ROWS * HKV * D, 2), q[2 * HQ * D];
+  uint16_t *k = malloc(130 * HKV * D * 2), *v = malloc(130 * HKV * D * 2);
+  for (int i = 0; i < 130 * HKV * D; i++) k[i] = qgen_f32_to_f16((float)qgen_rng_signed(&rng) * 2.0f), v[i] = qgen_f32_to_f16((float)qgen_rng_signed(&rng));
+  for (int i = 0; i < 2 * HQ * D; i++) q[i] = qgen_f32_to_f16((float)qgen_rng_signed(&rng));
+  /* token rows: the prefix [0, 64), sequence 0's own [64, 90), sequence 1's own [90, 130) */
+  int32_t bt[2 * 4] = {5, 2, 7, -1, 5, 2, 0, 3}, lens[2] = {90, 104};
+  int64_t slots[130];
+  for (int t = 0; t < 130; t++) {
+    const int s = t >= 90, pos = t < 90 ? t : 64 + (t - 90), page = bt[s * 4 + pos / BLOCK];
+    slots[t] = (int64_t)page * BLOCK + pos % BLOCK;
+    memcpy(kp + (size_t)slots[t] * HKV * D, k + (size_t)t * HKV * D, HKV * D * 2);
+    memcpy(vp + (size_t)slots[t] * HKV * D, v + (size_t)t * HKV * D, HKV * D * 2);
+  }
+  const long long row = D * 2;
+  qgen_view_desc d = {(qgen_ptr)(uintptr_t)kp, (qgen_ptr)(uintptr_t)vp, BLOCK, PAGES, BLOCK * HKV * row, HKV * row, row,
+                      BLOCK * HKV * row, HKV * row, row, (qgen_ptr)(uintptr_t)bt, 4, (qgen_ptr)(uintptr_t)lens, 2, 4};
+  qgen_kv *view = NULL, *own = NULL;
+  int seq[2] = {0, 1}, s1 = 1, n64 = 64, n40 = 40;
+  int ok = qgen_view_open(ctx, &d, &view) == QGEN_OK && qgen_view_update(view, (qgen_ptr)(uintptr_t)slots, 130, 8, NULL) == QGEN_OK &&
+           qgen_cache_create(ctx, &own, 2, 200) == QGEN_OK &&
+           qgen_append(own, seq, 1, (int[]){90}, (qgen_ptr)(uintptr_t)k, (qgen_ptr)(uintptr_t)v, NULL) == QGEN_OK &&
+           qgen_append(own, &s1, 1, &n64, (qgen_ptr)(uintptr_t)k, (qgen_ptr)(uintptr_t)v, NULL) == QGEN_OK &&
+           qgen_append(own, &s1, 1, &n40, (qgen_ptr)(uintptr_t)(k + 90 * HKV * D), (qgen_ptr)(uintptr_t)(v + 90 * HKV * D), NULL) == QGEN_OK;
+  qgen_attend_opts o = qgen_attend_defaults(ctx), dense = o;
+  o.coverage = 0.5, dense.mode = QGEN_ATTEND_DENSE;
+  uint16_t ov[2 * HQ * D], oo[2 * HQ * D];
+  for (int m = 0; m < 2 && ok; m++) {
+    ok = qgen_attend(view, seq, 2, (qgen_ptr)(uintptr_t)q, (qgen_ptr)(uintptr_t)ov, m ? &dense : &o, NULL) == QGEN_OK &&
+         qgen_attend(own, seq, 2, (qgen_ptr)(uintptr_t)q, (qgen_ptr)(uintptr_t)oo, m ? &dense : &o, NULL) == QGEN_OK &&
+         !memcmp(ov, oo, sizeof ov);
+    for (int s = 0; s < 2 && ok && m == 0; s++) {
+      int lv[HKV * 4], cv[HKV], lo[HKV * 7], co[HKV];
+      ok = qgen_kv_selection(view, s, lv, cv) == QGEN_OK && qgen_kv_selection(own, s, lo, co) == QGEN_OK && !memcmp(cv, co, sizeof cv);
+      for (int h = 0; h < HKV && ok; h++) ok = !memcmp(lv + h * qgen_kv_pages_per_seq(view), lo + h * qgen_kv_pages_per_seq(own), (size_t)cv[h] * sizeof *lv);
+    }
+  }
+  check(ok, "a view whose two sequences share a 64-token prefix's pages: sparse lists and outputs, and dense outputs, "
+        "of an owned cache holding each sequence alone%s%s", ok ? "" : ": ", ok ? "" : qgen_error(ctx));
+  qgen_cache_destroy(view);
+  qgen_cache_destroy(own);
+  free(kp), free(vp), free(k), free(v);
+}
+
 int main(void) {
   qgen_ctx *ctx = open_spec("sink = 0, recent = 0"), *c16 = open_spec("sink = 0, recent = 0, bounds = 'f16'");
   qgen_kv *own = NULL, *own16 = NULL;
@@ -256,6 +306,7 @@ int main(void) {
       run_layout(c16, own16, k, v, len, q, page, hnd, 0);
     }
   hostile(ctx);
+  shared_prefix_view(ctx);
   qgen_cache_destroy(own);
   qgen_cache_destroy(own16);
   qgen_close(ctx);
