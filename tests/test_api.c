@@ -1112,6 +1112,68 @@ static void shared_prefixes(void) {
   qgen_close(ctx);
 }
 
+/* Random appends, rollbacks, shared prefixes and resets on 4 sequences against a model of
+   each sequence's tokens: after every call, refused or not, the cache attends (sparse and
+   dense, with its selections) as a cache fed the model's tokens would; a refused call
+   changed nothing; no append is refused (a reset or emptied sequence can always be fed). */
+static void random_ops(void) {
+  enum { NS = 4, CAP = 260, POOL = 4000, OPS = 250 };
+  qgen_ctx *ctx;
+  qgen_kv *a, *unused;
+  qgen_info in;
+  if (two_caches(QGEN_SOURCE_DIR "/specs/qwen3-4b.lua", NS, CAP, "random ops", &ctx, &a, &unused, &in) != 0) return;
+  qgen_cache_destroy(unused);
+  const size_t row = (size_t)in.n_head_kv * in.head_dim, qe = (size_t)in.n_head * in.head_dim;
+  uint16_t *k = f16_rows(POOL * row), *v = f16_rows(POOL * row), *q = f16_rows(NS * qe);
+  uint16_t *kb = tmalloc((size_t)NS * CAP * row * 2), *vb = tmalloc((size_t)NS * CAP * row * 2);
+  int tok[NS][CAP], len[NS] = {0}, next = 0, seqs[NS] = {0, 1, 2, 3}, bad = 0, refused = 0, shares = 0, op = 0;
+  uint64_t r = 0x5eed;
+  for (; op < OPS && !bad; op++) {
+    const int s = (int)(qgen_rng_next(&r) % NS), t = (int)(qgen_rng_next(&r) % NS), kind = (int)(qgen_rng_next(&r) % 8);
+    qgen_status st;
+    if (kind < 4) { /* append 1..24 new tokens */
+      int n = 1 + (int)(qgen_rng_next(&r) % 24);
+      if (len[s] + n > CAP) n = CAP - len[s];
+      if (next + n > POOL) break;
+      st = n ? qgen_append(a, &s, 1, &n, P(k + (size_t)next * row), P(v + (size_t)next * row), NULL) : QGEN_OK;
+      bad |= st != QGEN_OK; /* a reset or emptied sequence's pages are always free again */
+      for (int i = 0; st == QGEN_OK && i < n; i++) tok[s][len[s]++] = next + i;
+      next += n;
+    } else if (kind < 6) { /* roll back 0..len */
+      const int n = len[s] ? (int)(qgen_rng_next(&r) % (uint64_t)(len[s] + 1)) : 0;
+      if ((st = qgen_rollback(a, s, n)) == QGEN_OK) len[s] -= n;
+    } else if (kind == 6) { /* share 1..len of s into t, an empty one when there is one */
+      int d = t;
+      for (int x = 0; x < NS; x++) d = len[x] == 0 && x != s ? x : d;
+      const int n = 1 + (len[s] ? (int)(qgen_rng_next(&r) % (uint64_t)len[s]) : 0);
+      if ((st = qgen_share_prefix(a, s, d, n)) == QGEN_OK) memcpy(tok[d], tok[s], (size_t)n * sizeof **tok), len[d] = n, shares++;
+    } else {
+      if ((st = qgen_reset(a, s)) == QGEN_OK) len[s] = 0;
+    }
+    bad |= st != QGEN_OK && st != QGEN_ERR_INVALID_ARG;
+    refused += st != QGEN_OK;
+    /* a fresh cache of the model's tokens */
+    qgen_kv *f = NULL;
+    size_t o = 0;
+    for (int x = 0; x < NS; x++)
+      for (int i = 0; i < len[x]; i++, o++)
+        memcpy(kb + o * row, k + (size_t)tok[x][i] * row, row * 2), memcpy(vb + o * row, v + (size_t)tok[x][i] * row, row * 2);
+    bad |= qgen_cache_create(ctx, &f, NS, CAP) != QGEN_OK || qgen_append(f, seqs, NS, len, P(kb), P(vb), NULL) != QGEN_OK;
+    int live[NS], nl = 0;
+    for (int x = 0; x < NS; x++)
+      if (len[x]) live[nl++] = x;
+    bad |= !bad && nl && !same_attends(ctx, a, f, live, nl, q);
+    for (int x = 0; x < NS; x++) bad |= qgen_seq_len(a, x) != len[x];
+    qgen_cache_destroy(f);
+  }
+  check(!bad && op == OPS && shares > 10, "random ops: %d appends, rollbacks, shared prefixes (%d) and resets (%d refused), "
+        "each followed by attends equal to a cache fed the tokens alone%s%s", op, shares, refused, bad ? " -- " : "",
+        bad ? qgen_error(ctx) : "");
+  tfree(k), tfree(v), tfree(q), tfree(kb), tfree(vb);
+  qgen_cache_destroy(a);
+  qgen_close(ctx);
+}
+
 static void bad_opens(void) {
   qgen_open_opts cpu = {QGEN_BACKEND_CPU, 0, NULL, NULL};
   qgen_ctx *c = (qgen_ctx *)&c;
@@ -1893,6 +1955,7 @@ int main(void) {
   multi_steps();
   printf("---- shared prefixes\n");
   shared_prefixes();
+  random_ops();
   printf("---- rollback\n");
   rollback_steps(QGEN_SOURCE_DIR "/specs/qwen3-4b.lua", "qwen3-4b", 1);
   rollback_steps(QGEN_SOURCE_DIR "/specs/qwen3-4b.lua", "qwen3-4b-q8_0", 0);
