@@ -724,10 +724,12 @@ static void mark_dropped(qgen_ref_scratch *w, const qgen_layout *L, const qgen_r
 
 /* One query (q: [n_head][D]) over tokens [first, len) of seq (len below its length for the
    earlier tokens of a multi-token step: causal; first > 0 for a window), restricted to the
-   lists' pages. Sparse-V (v_tau > 0) counts its sub-tiles from each page's start: first 0. */
+   lists' pages; sinks (NULL: none), one logit a query head, each one more softmax term that
+   weighs no value. Sparse-V (v_tau > 0) counts its sub-tiles from each page's start (first
+   0) and takes no sinks. */
 static void attend(qgen_ref_scratch *w, const qgen_layout *L, const qgen_kvmem *m, int seq, int64_t first,
                    int64_t len, const void *q, const int32_t *const *lists, const int64_t *counts,
-                   const qgen_ref_order *ord, void *out, double *out_f64) {
+                   const qgen_ref_order *ord, const float *sinks, void *out, double *out_f64) {
   static const qgen_ref_order plain = {1, 1, 1};
   if (!ord) ord = &plain;
   const int D = L->head_dim, G = L->group, B = L->block;
@@ -772,8 +774,13 @@ static void attend(qgen_ref_scratch *w, const qgen_layout *L, const qgen_kvmem *
 
     if (L->v_tau > 0) mark_dropped(w, L, ord, list, cnt, len, n, s, ntok);
 
-    /* pass 2: softmax weights and the weighted sum of the values, same token order */
-    for (int g = 0; g < G; g++) sum[g] = 0.0;
+    /* pass 2: softmax weights (a sink in the denominator only) and the weighted sum of the
+       values, same token order */
+    for (int g = 0; g < G; g++) {
+      const double sk = sinks ? (double)sinks[h * G + g] : -INFINITY;
+      if (sk > mx[g]) mx[g] = sk;
+      sum[g] = sinks ? exp(sk - mx[g]) : 0.0;
+    }
     nt = 0;
     const int spp = B / 16, mt = (G + 15) / 16;
     for (int64_t i = 0; i < cnt; i++) {
@@ -815,7 +822,7 @@ void qgen_ref_attend_order(const qgen_layout *L, const qgen_kvmem *m, int seq, c
     if (t > tokens) tokens = t;
   }
   qgen_ref_scratch *w = scratch_or_die(L, tokens);
-  attend(w, L, m, seq, 0, len, q, lists, counts, ord, out, out_f64);
+  attend(w, L, m, seq, 0, len, q, lists, counts, ord, NULL, out, out_f64);
   qgen_ref_scratch_free(w);
 }
 
@@ -836,8 +843,9 @@ int64_t qgen_ref_extend_list(int32_t *list, int64_t count, int64_t len, int bloc
 }
 
 void qgen_ref_step_tokens_in(qgen_ref_scratch *w, const qgen_layout *L, const qgen_kvmem *m, int seq, int nq,
-                             int64_t window, const void *q, const qgen_budget *b, void *out, double *out_f64,
-                             int32_t *lists_out, int64_t *counts_out) {
+                             const qgen_ref_step_opts *so, const void *q, const qgen_budget *b, void *out,
+                             double *out_f64, int32_t *lists_out, int64_t *counts_out) {
+  const int64_t window = so ? so->window : 0;
   const int Hkv = L->n_head_kv;
   const int64_t len = m->seq_len[seq], n = qgen_pages_of(len, L->block);
   const size_t room = (size_t)(n > 0 ? n : 1), q_bytes = (size_t)L->n_head * L->in_row_bytes;
@@ -886,7 +894,7 @@ void qgen_ref_step_tokens_in(qgen_ref_scratch *w, const qgen_layout *L, const qg
   for (int j = 0; j < nq; j++) {
     const int64_t vis = len - (nq - 1 - j) > 0 ? len - (nq - 1 - j) : 0;
     const int64_t first = window > 0 && vis > window ? vis - window : 0;
-    attend(w, L, m, seq, first, vis, (const uint8_t *)q + (size_t)j * q_bytes, ptrs, counts, NULL,
+    attend(w, L, m, seq, first, vis, (const uint8_t *)q + (size_t)j * q_bytes, ptrs, counts, NULL, so ? so->sinks : NULL,
            out ? (uint8_t *)out + (size_t)j * out_bytes : NULL,
            out_f64 ? out_f64 + (size_t)j * (size_t)L->n_head * (size_t)L->head_dim : NULL);
   }
@@ -902,7 +910,7 @@ void qgen_ref_step_tokens_in(qgen_ref_scratch *w, const qgen_layout *L, const qg
 void qgen_ref_step_in(qgen_ref_scratch *w, const qgen_layout *L, const qgen_kvmem *m, int seq,
                       const void *q, const qgen_budget *b, void *out, double *out_f64,
                       int32_t *lists_out, int64_t *counts_out) {
-  qgen_ref_step_tokens_in(w, L, m, seq, 1, 0, q, b, out, out_f64, lists_out, counts_out);
+  qgen_ref_step_tokens_in(w, L, m, seq, 1, NULL, q, b, out, out_f64, lists_out, counts_out);
 }
 
 void qgen_ref_step(const qgen_layout *L, const qgen_kvmem *m, int seq, const void *q,

@@ -177,12 +177,18 @@ void qgen_ref_step_in(qgen_ref_scratch *w, const qgen_layout *L, const qgen_kvme
    of them per KV head, as qgen_ref_step's with a page's score (the Quest bound, and the
    exact score of a two-stage layout) the max over the step's tokens as well as the group's
    heads, and the forced pages of the whole length; then token j attends over it causally:
-   the listed tokens among the first len - (nq - 1 - j). window > 0 (a sliding-window layer;
-   the layout's v_tau must be 0): of those, only the last window tokens, itself included;
-   0: all. nq = 1 and window 0 is qgen_ref_step. */
+   the listed tokens among the first len - (nq - 1 - j), with so (NULL: none of these):
+   window > 0 (a sliding-window layer): of those, only the last window tokens, itself
+   included; sinks (gpt-oss's learned attention sinks): one logit a query head, a softmax
+   term in each head's denominator that weighs no value. Both need the layout's v_tau 0.
+   nq = 1 and so NULL is qgen_ref_step. */
+typedef struct qgen_ref_step_opts {
+  int64_t window;      /* 0: every token */
+  const float *sinks;  /* [n_head], or NULL */
+} qgen_ref_step_opts;
 void qgen_ref_step_tokens_in(qgen_ref_scratch *w, const qgen_layout *L, const qgen_kvmem *m, int seq, int nq,
-                             int64_t window, const void *q, const qgen_budget *b, void *out, double *out_f64,
-                             int32_t *lists_out, int64_t *counts_out);
+                             const qgen_ref_step_opts *so, const void *q, const qgen_budget *b, void *out,
+                             double *out_f64, int32_t *lists_out, int64_t *counts_out);
 
 /* Dequantize the key (which = 0) or value (which = 1) row of token t of seq, KV head h,
    into head_dim doubles. */

@@ -8,6 +8,7 @@
 #define QGEN_BACKEND_H
 
 #include "jit/artifact.h"
+#include "ref/ref.h"
 #include "runtime/private.h"
 
 struct CUevent_st;
@@ -21,8 +22,8 @@ struct qgen_backend_ops {
   int host_pools;
   /* The most query tokens one sequence may have in an attend (qgen_attend_multi). */
   int max_step_tokens;
-  /* It attends within a window (qgen_attend_opts.window). */
-  int windows;
+  /* It attends within a window, and with sinks (qgen_attend_opts.window, .sinks). */
+  int windows, sinks;
   /* Prepare c (spec, layout, plan and info set) from a bundle's artifacts (n_arts > 0) or
      by JIT; on failure it leaves nothing for close. */
   qgen_status (*open)(qgen_ctx *c, const qgen_open_opts *o, const qgen_artifact *arts, int n_arts);
@@ -38,10 +39,10 @@ struct qgen_backend_ops {
   /* One token for each listed sequence at the length the backend holds when it runs (not
      kv->len); a sequence at max_tokens keeps its length and counts the token as dropped. */
   qgen_status (*append_decode)(qgen_kv *kv, const int *seq, int n_seq, qgen_ptr k, qgen_ptr v, qgen_stream s);
-  /* n_q[i] query rows for seq[i], at most max_step_tokens (n_q NULL: one each); window > 0
-     only where windows is set (dense). */
-  qgen_status (*attend)(qgen_kv *kv, const int *seq, int n_seq, const int *n_q, int64_t window, qgen_ptr q, qgen_ptr out,
-                        const qgen_budget *b, qgen_stream s);
+  /* n_q[i] query rows for seq[i], at most max_step_tokens (n_q NULL: one each); x->window
+     > 0 only where windows is set (dense), x->sinks only where sinks is. */
+  qgen_status (*attend)(qgen_kv *kv, const int *seq, int n_seq, const int *n_q, const qgen_ref_step_opts *x, qgen_ptr q,
+                        qgen_ptr out, const qgen_budget *b, qgen_stream s);
   qgen_status (*reset)(qgen_kv *kv, int seq);
   /* Remove the last n tokens of seq (0 < n <= kv->len[seq], the length before): the pages
      they were on cut back with qgen_ref_page_keep's rule, the length lowered. Synchronous. */

@@ -136,8 +136,8 @@ static qgen_status check_view(qgen_kv *kv, const int *seq, int n_seq) {
   return QGEN_OK;
 }
 
-static qgen_status cpu_attend(qgen_kv *kv, const int *seq, int n_seq, const int *n_q, int64_t window, qgen_ptr q,
-                              qgen_ptr out, const qgen_budget *b, qgen_stream s) {
+static qgen_status cpu_attend(qgen_kv *kv, const int *seq, int n_seq, const int *n_q, const qgen_ref_step_opts *x,
+                              qgen_ptr q, qgen_ptr out, const qgen_budget *b, qgen_stream s) {
   const qgen_layout *L = &kv->ctx->L;
   cpu_kv *ck = kv->impl;
   qgen_status st = kv->is_view ? check_view(kv, seq, n_seq) : QGEN_OK;
@@ -146,7 +146,7 @@ static qgen_status cpu_attend(qgen_kv *kv, const int *seq, int n_seq, const int 
     const int nq = n_q ? n_q[i] : 1;
     int32_t *lists = b->mode ? ck->sel_lists + (int64_t)seq[i] * L->n_head_kv * kv->pps : NULL;
     int64_t *counts = b->mode ? ck->sel_counts + (int64_t)seq[i] * L->n_head_kv : NULL;
-    qgen_ref_step_tokens_in(ck->w, L, &kv->host, seq[i], nq, window, (const uint8_t *)(uintptr_t)q + (size_t)row * L->q_bytes, b,
+    qgen_ref_step_tokens_in(ck->w, L, &kv->host, seq[i], nq, x, (const uint8_t *)(uintptr_t)q + (size_t)row * L->q_bytes, b,
                             (uint8_t *)(uintptr_t)out + (size_t)row * L->out_bytes, NULL, lists, counts);
     row += nq;
   }
@@ -233,6 +233,7 @@ const qgen_backend_ops qgen_cpu_backend = {
     .host_pools = 1,
     .max_step_tokens = QGEN_MAX_STEP_TOKENS,
     .windows = 1,
+    .sinks = 1,
     .open = cpu_open,
     .close = cpu_close,
     .cache_create = cpu_cache_create,

@@ -613,8 +613,9 @@ static qgen_status attend_in(qgen_kv *kv, const int *seq, int n_seq, qgen_ptr q,
   return QGEN_OK;
 }
 
-/* n_q: one each, window 0 (qgen.c refuses others: max_step_tokens is 1 here, windows 0). */
-static qgen_status attend(qgen_kv *kv, const int *seq, int n_seq, const int *n_q, int64_t window, qgen_ptr q,
+/* n_q: one each, no window or sinks (qgen.c refuses others: max_step_tokens is 1 here,
+   windows and sinks 0). */
+static qgen_status attend(qgen_kv *kv, const int *seq, int n_seq, const int *n_q, const qgen_ref_step_opts *x, qgen_ptr q,
                           qgen_ptr out, const qgen_budget *b, qgen_stream stream) {
   IN_CTX(kv->ctx, attend_in(kv, seq, n_seq, q, out, b, stream));
 }

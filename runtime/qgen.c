@@ -179,7 +179,7 @@ void qgen_get_info(const qgen_ctx *c, qgen_info *i) {
 }
 
 qgen_attend_opts qgen_attend_defaults(const qgen_ctx *c) {
-  qgen_attend_opts o = {QGEN_ATTEND_DENSE, 1.0, 0, 0, 0, 0};
+  qgen_attend_opts o = {QGEN_ATTEND_DENSE, 1.0, 0, 0, 0, 0, 0};
   if (c && c->spec.sparse) {
     o.mode = QGEN_ATTEND_SPARSE;
     o.coverage = c->spec.coverage; /* the spec holds one of the two, the other 0 */
@@ -789,10 +789,14 @@ static qgen_status attend_step(qgen_kv *kv, const char *fn, const int *seq, int 
   if (o.window > 0 && !c->be->windows)
     return qgen_fail(c, QGEN_ERR_UNSUPPORTED, "%s: window = %lld: the %s backend attends no window so far (the CPU "
                      "backend does)", fn, o.window, c->be->name);
-  if (o.window > 0 && c->L.v_tau > 0)
-    return qgen_fail(c, QGEN_ERR_UNSUPPORTED, "%s: window = %lld with spec %s's sparse-V (sparse.v_tau = %g): "
-                     "not supported together", fn, o.window, c->spec.name, c->L.v_tau);
-  st = c->be->attend(kv, seq, n_seq, n_q, o.window, q, out, &b, stream);
+  if (o.sinks && !c->be->sinks)
+    return qgen_fail(c, QGEN_ERR_UNSUPPORTED, "%s: sinks: the %s backend attends with no sinks so far (the CPU backend "
+                     "does)", fn, c->be->name);
+  if ((o.window > 0 || o.sinks) && c->L.v_tau > 0)
+    return qgen_fail(c, QGEN_ERR_UNSUPPORTED, "%s: a %s with spec %s's sparse-V (sparse.v_tau = %g): not supported "
+                     "together", fn, o.window > 0 ? "window" : "sink", c->spec.name, c->L.v_tau);
+  const qgen_ref_step_opts x = {o.window, (const float *)(uintptr_t)o.sinks};
+  st = c->be->attend(kv, seq, n_seq, n_q, &x, q, out, &b, stream);
   if (st == QGEN_OK && o.mode == QGEN_ATTEND_SPARSE)
     for (int i = 0; i < n_seq; i++) kv->selected[seq[i]] = 1;
   return st;

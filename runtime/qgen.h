@@ -241,6 +241,10 @@ typedef struct qgen_attend_opts {
                                pages); dense within it (mode QGEN_ATTEND_DENSE), on the CPU
                                backend so far (the GPU's is QGEN_ERR_UNSUPPORTED), and not
                                with a sparse-V spec (sparse.v_tau). 0: every token */
+  qgen_ptr sinks;           /* learned attention sinks (gpt-oss): n_head f32 logits (scaled
+                               units); each head's softmax gets one more term, exp(sink),
+                               that weighs no value. 0: none. The CPU backend so far (the
+                               GPU's is QGEN_ERR_UNSUPPORTED), not with a sparse-V spec */
 } qgen_attend_opts;
 /* The spec's defaults (sparse if the spec is), with only the one of coverage and budget
    that the spec gives set, the other 0: to use the other, set it and clear this one.

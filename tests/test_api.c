@@ -388,6 +388,8 @@ static void bad_attends(fixture *f) {
   if (backend == QGEN_BACKEND_GPU) {
     o = d, o.mode = QGEN_ATTEND_DENSE, o.window = 64;
     EXPECT(f, "qgen_attend: a window on the GPU", qgen_attend(f->kv, &s0, 1, Q, O, &o, NULL), QGEN_ERR_UNSUPPORTED, "window = 64");
+    o = d, o.sinks = Q; /* never read: refused first */
+    EXPECT(f, "qgen_attend: sinks on the GPU", qgen_attend(f->kv, &s0, 1, Q, O, &o, NULL), QGEN_ERR_UNSUPPORTED, "sinks");
   }
 
   o = d, o.mode = 7;

@@ -355,14 +355,15 @@ static void query_make(const qgen_layout *L, int kind, uint8_t *q_in, float *qf)
 
 /* Naive attention: for every query head, every token from first on of the sequence whose
    page is in the head's KV-head mask (mask == NULL: all), online softmax in double over the
-   dequantized input rows. */
-static void naive_attend_from(const qgen_layout *L, const seq_t *s, int64_t first, const float *qf,
+   dequantized input rows; sinks (NULL: none) start each head's softmax with one term of
+   that logit and no value. */
+static void naive_attend_from(const qgen_layout *L, const seq_t *s, int64_t first, const float *sinks, const float *qf,
                               const uint8_t *mask, int64_t n_pages, double *out) {
   const int D = L->head_dim, Hkv = L->n_head_kv;
   double *acc = xmalloc((size_t)D * sizeof *acc);
   for (int hq = 0; hq < L->n_head; hq++) {
     const int h = hq / L->group;
-    double m = -INFINITY, l = 0.0;
+    double m = sinks ? sinks[hq] : -INFINITY, l = sinks ? 1.0 : 0.0;
     for (int d = 0; d < D; d++) acc[d] = 0.0;
     for (int64_t t = first; t < s->len; t++) {
       if (mask && !mask[(size_t)h * n_pages + t / L->block]) continue;
@@ -388,7 +389,7 @@ static void naive_attend_from(const qgen_layout *L, const seq_t *s, int64_t firs
 
 static void naive_attend(const qgen_layout *L, const seq_t *s, const float *qf, const uint8_t *mask, int64_t n_pages,
                          double *out) {
-  naive_attend_from(L, s, 0, qf, mask, n_pages, out);
+  naive_attend_from(L, s, 0, NULL, qf, mask, n_pages, out);
 }
 
 static double rel_err(const double *a, const double *ref, size_t n) {
@@ -1619,15 +1620,18 @@ static void test_multi(const shape_t *sh, qgen_type kt, int r) {
   double worst = 0;
   const char *why = "";
   const int64_t windows[2] = {0, 3 * (int64_t)B + 7};
+  float *sinks = xmalloc((size_t)Hq * sizeof *sinks); /* around the scores' own scale, some far above */
+  for (int i = 0; i < Hq; i++) sinks[i] = (float)(i % 3 == 2 ? 30.0 : rnd_normal());
   for (size_t ni = 0; ni < sizeof nqs / sizeof *nqs; ni++)
-    for (int m = 0; m < 4; m++) {
+    for (int m = 0; m < 8; m++) {
       const int nq = nqs[ni];
-      const int64_t window = windows[m / 2];
+      const int64_t window = windows[m / 2 % 2];
+      const qgen_ref_step_opts so = {window, m >= 4 ? sinks : NULL};
       const qgen_budget *b = m % 2 ? &dense : &sparse;
       for (int j = 0; j < nq; j++) query_make(&L, j % 4, q + (size_t)j * L.q_bytes, qf + (size_t)j * Hq * D);
       memset(outb, 0xA5, NQ * (size_t)Hq * D * 4);
       for (size_t i = 0; i < (size_t)NQ * Hq * D; i++) out[i] = NAN;
-      qgen_ref_step_tokens_in(w, &L, &c.m, 0, nq, window, q, b, outb, out, lists, counts);
+      qgen_ref_step_tokens_in(w, &L, &c.m, 0, nq, &so, q, b, outb, out, lists, counts);
       /* the list: every page (dense), or the rules over the step's max scores */
       for (int j = 0; j < nq; j++) {
         qgen_ref_estimate(&L, &c.m, 0, q + (size_t)j * L.q_bytes, sc);
@@ -1660,8 +1664,8 @@ static void test_multi(const shape_t *sh, qgen_type kt, int r) {
       for (int j = 0; j < nq; j++) {
         seq_t vis = sq;
         vis.len = len - (nq - 1 - j);
-        naive_attend_from(&L, &vis, window && vis.len > window ? vis.len - window : 0, qf + (size_t)j * Hq * D, mask, n,
-                          want);
+        naive_attend_from(&L, &vis, window && vis.len > window ? vis.len - window : 0, so.sinks, qf + (size_t)j * Hq * D,
+                          mask, n, want);
         const double e = rel_err(out + (size_t)j * Hq * D, want, (size_t)Hq * D);
         if (e > worst) worst = e;
         out_bad += !(e < 1e-12);
@@ -1670,7 +1674,8 @@ static void test_multi(const shape_t *sh, qgen_type kt, int r) {
   check(list_bad == 0, "%s r %d: a step of 1, 2, 5, 16 tokens selects once per KV head by the max over its tokens "
         "(%lld lists wrong%s%s)", nm, r, (long long)list_bad, *why ? ": " : "", why);
   check(out_bad == 0, "%s r %d: token j of the step attends causally, the first len - (nq - 1 - j) tokens, sparse "
-        "and dense, whole or their last %lld (%lld outputs wrong, worst rel err %.2e)", nm, r, (long long)windows[1],
+        "and dense, whole or their last %lld, with and without sinks (%lld outputs wrong, worst rel err %.2e)", nm, r,
+        (long long)windows[1],
         (long long)out_bad, worst);
   qgen_ref_scratch_free(w);
   seq_free(&sq);
@@ -1678,7 +1683,7 @@ static void test_multi(const shape_t *sh, qgen_type kt, int r) {
   c.m.sketch = NULL;
   cache_free(&c);
   free(k4), free(blk), free(q), free(outb), free(qf), free(out), free(want), free(sc), free(best), free(ex);
-  free(lists), free(l2), free(mask);
+  free(lists), free(l2), free(mask), free(sinks);
 }
 
 /* Sparse-V (v_tau > 0): qgen_ref_attend_order against a token-by-token oracle of the rule

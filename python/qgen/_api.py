@@ -472,7 +472,7 @@ class Cache(_Owner):
         self._call("sync", lib().qgen_sync)
 
     def attend(self, q, seqs=None, out=None, coverage=None, budget=None, dense=False, sink=None, recent=None,
-               stream=None, reuse=False, n_q=None, window=None):
+               stream=None, reuse=False, n_q=None, window=None, sinks=None):
         """One decode step: q [n_seq, n_head, head_dim], one row per sequence of seqs
         (default 0..n_seq-1); returns out (allocated when not given; a given out must not
         overlap q). Sparse with the spec's budget by default (a sparse spec), dense=True
@@ -485,7 +485,9 @@ class Cache(_Owner):
         (appended first) attending causally, with one selection per sequence for the
         step (qgen.h, qgen_attend_multi; the CPU backend only, so far).
         window=W (a sliding-window layer; dense=True): each query attends only the last W
-        tokens it sees, itself included (the CPU backend only, so far)."""
+        tokens it sees, itself included (the CPU backend only, so far).
+        sinks (gpt-oss's learned attention sinks: a float32 array or tensor of n_head
+        logits): one more softmax term a head, weighing no value (the CPU backend only)."""
         n = leading_rows(q, "attend", "q", "n_seq", self._q_shape)
         if n_q is not None:
             if is_ndarray(n_q) or is_torch(n_q):
@@ -504,6 +506,11 @@ class Cache(_Owner):
         opts = self._opts(coverage, budget, dense, sink, recent, reuse)
         if window is not None:
             opts.window = token_count(window, "attend: window", 1)
+        if sinks is not None:
+            sm = mem_of(sinks, "attend", "sinks")
+            if sm.dtype != (TORCH_DTYPES if sm.torch else NUMPY_DTYPES)["f32"]:
+                raise wrong_type(f"attend: sinks has dtype {sm.dtype}; it takes float32 logits, one a query head")
+            opts.sinks = self._tensor(sinks, "attend", "sinks", (self._q_shape[0],), "f32").ptr
         shape = (n,) + self._q_shape
         qm = self._tensor(q, "attend", "q", shape, self.ctx.info["in_type"])
         out_type = self.ctx.info["out_type"]

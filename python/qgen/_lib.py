@@ -154,7 +154,8 @@ class Info(ctypes.Structure):
 
 class AttendOpts(ctypes.Structure):
     _fields_ = [("mode", ctypes.c_int), ("coverage", ctypes.c_double), ("budget", ctypes.c_longlong),
-                ("sink", ctypes.c_longlong), ("recent", ctypes.c_longlong), ("window", ctypes.c_longlong)]
+                ("sink", ctypes.c_longlong), ("recent", ctypes.c_longlong), ("window", ctypes.c_longlong),
+                ("sinks", ctypes.c_ulonglong)]
 
 
 class ViewDesc(ctypes.Structure):

@@ -31,12 +31,13 @@ assisted generation, prompt lookup and sliding-window layers (Gemma 3). Refused 
 error, rather than computing something else: right padding or holes in the attention_mask,
 chunked layers, beam search and anything else that reorders, repeats or selects the cache,
 a step of more than 16 tokens after the prompt (chunked prefill), several tokens a step,
-crop or sliding-window layers on a GPU, soft-capping and attention sinks, training-mode
+crop, sliding-window layers or attention sinks on a GPU, soft-capping, training-mode
 dropout.
 """
 import abc
 import math
 import re
+import sys
 
 try:
     import torch
@@ -234,22 +235,27 @@ class QgenLayer(CacheLayerMixin):
                                       "(no position_ids reach its attention)")
         self._append(key_states, value_states, counts)
 
-    def attend(self, query):
+    def attend(self, query, sinks=None):
         """query [B, H, T, D], the step's T tokens (the last T cached) -> out [B, T, H, D]
-        over this layer's cached tokens, causally."""
+        over this layer's cached tokens, causally; sinks: the layer's learned attention sinks
+        (gpt-oss), one logit a head."""
         batch, n_head, n_q, head_dim = query.shape
         if n_q != self.n_step:
             raise ValueError(f"qgen: layer {self.layer_idx} got a query of {n_q} tokens for a step of {self.n_step}")
+        if sinks is not None and self.device.type != "cpu":
+            raise NotImplementedError("qgen: attention sinks (gpt-oss) run on qgen's CPU backend only so far")
         q = query.transpose(1, 2).reshape(batch * n_q, n_head, head_dim).contiguous()
         self.steps += 1
         self.verify_steps += n_q > 1
-        n_q_arg = None if n_q == 1 else [n_q] * batch
+        kw = dict(n_q=None if n_q == 1 else [n_q] * batch)
+        if sinks is not None:
+            kw["sinks"] = sinks.detach().to(device="cpu", dtype=torch.float32).contiguous()
         if self.window:  # a sliding-window layer: dense within its window
-            out = self.kv.attend(q, seqs=self.seqs, dense=True, window=self.window, n_q=n_q_arg)
+            out = self.kv.attend(q, seqs=self.seqs, dense=True, window=self.window, **kw)
         else:
             reuse = (self.steps - 1) % self.owner.reselect != 0  # every sequence selected at the same steps
             self.reused += reuse
-            out = self.kv.attend(q, seqs=self.seqs, reuse=reuse, n_q=n_q_arg)
+            out = self.kv.attend(q, seqs=self.seqs, reuse=reuse, **kw)
         return out.reshape(batch, n_q, n_head, head_dim)
 
     def get_seq_length(self, *args, **kwargs):
@@ -482,7 +488,23 @@ class QgenCache(Cache):
         self.ctx = None
 
 
-UNSUPPORTED_KWARGS = ("softcap", "s_aux", "sinks")
+UNSUPPORTED_KWARGS = ("softcap",)
+
+
+def _prompt_attention(module, query, key, value, attention_mask, dropout, scaling, sinks, **kwargs):
+    """The prompt's attention: SDPA, or with sinks the model's own eager attention (SDPA
+    has no sink term), given the additive form of the boolean mask SDPA's would take."""
+    if sinks is None:
+        return ALL_ATTENTION_FUNCTIONS["sdpa"](module, query, key, value, attention_mask, dropout=dropout,
+                                               scaling=scaling, **kwargs)
+    eager = getattr(sys.modules.get(type(module).__module__), "eager_attention_forward", None)
+    if eager is None:
+        raise NotImplementedError(f"qgen: attention sinks in {type(module).__name__}, whose module has no "
+                                  "eager_attention_forward for the prompt")
+    if attention_mask is not None and attention_mask.dtype == torch.bool:
+        attention_mask = torch.zeros(attention_mask.shape, dtype=query.dtype, device=query.device).masked_fill(
+            ~attention_mask, float("-inf"))
+    return eager(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, s_aux=sinks, **kwargs)
 
 
 def qgen_attention(module, query, key, value, attention_mask, dropout=0.0, scaling=None, **kwargs):
@@ -495,8 +517,9 @@ def qgen_attention(module, query, key, value, attention_mask, dropout=0.0, scali
                              "past_key_values=qgen.transformers.QgenCache(model.config, max_tokens=...)")
         if layer is not None and layer.pending is not None:
             layer.commit_prompt(kwargs.get("position_ids"), attention_mask)
-        return ALL_ATTENTION_FUNCTIONS["sdpa"](module, query, key, value, attention_mask, dropout=dropout,
-                                               scaling=scaling, **kwargs)
+        sinks = kwargs.pop("s_aux", None)
+        sinks = kwargs.pop("sinks", None) if sinks is None else sinks
+        return _prompt_attention(module, query, key, value, attention_mask, dropout, scaling, sinks, **kwargs)
     for name in UNSUPPORTED_KWARGS:
         if kwargs.get(name) is not None:
             raise NotImplementedError(f"qgen: attention with {name}={kwargs[name]!r} is not supported")
@@ -508,7 +531,8 @@ def qgen_attention(module, query, key, value, attention_mask, dropout=0.0, scali
                                   f"says {layer.window or None}")
     if scaling is not None and not math.isclose(scaling, layer.scale, rel_tol=1e-6):
         raise NotImplementedError(f"qgen: the model scales attention by {scaling}, the qgen spec by {layer.scale}")
-    return layer.attend(query), None
+    sinks = kwargs.get("s_aux", kwargs.get("sinks"))
+    return layer.attend(query, sinks), None
 
 
 def qgen_mask(*args, **kwargs):

@@ -251,6 +251,28 @@ def test_verify_step_of_several_tokens_is_causal(ctx):
         assert isinstance(e.value, qgen.Error) and words in str(e.value), str(e.value)
 
 
+def test_sinks_and_window(ctx):
+    """attend(sinks=..., window=...): gpt-oss's learned sinks (one more softmax term a head,
+    weighing no value) and a sliding window, against NumPy's fp64 attention."""
+    kv, q, k, v = filled(ctx, [150])
+    i = ctx.info
+    sinks = np.linspace(-2, 3, i["n_head"]).astype(np.float32)
+    out = kv.attend(q, dense=True, sinks=sinks, window=40)
+    kk, vv = k[110:].astype(np.float16).astype(np.float64), v[110:].astype(np.float16).astype(np.float64)
+    for h in range(i["n_head"]):
+        g = h // (i["n_head"] // i["n_head_kv"])
+        sc = kk[:, g] @ q[0, h].astype(np.float64) * i["scale"]
+        m = max(sc.max(), sinks[h])
+        w = np.exp(sc - m)
+        np.testing.assert_allclose(out[0, h], (w @ vv[:, g]) / (w.sum() + np.exp(sinks[h] - m)), rtol=0, atol=2e-6)
+    with pytest.raises(TypeError, match="float32 logits"):
+        kv.attend(q, dense=True, sinks=sinks.astype(np.float64))
+    with pytest.raises(ValueError, match="shape"):
+        kv.attend(q, dense=True, sinks=sinks[:3])
+    with pytest.raises(ValueError, match="a window attends dense"):
+        kv.attend(q, coverage=0.5, window=40)
+
+
 def test_share_prefix(ctx):
     """Two requests over one prompt: the second takes the first's 70-token prefix, each
     goes on with its own tokens, and each attends as a cache fed its tokens alone would."""

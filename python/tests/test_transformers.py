@@ -372,6 +372,30 @@ def test_refusals(model):
 
 
 @needs_transformers
+def test_gpt_oss_sinks_and_windows_on_cpu():
+    """A gpt-oss-shaped model (random weights: learned attention sinks in every layer,
+    sliding windows of 16 tokens on every other one, mixture of experts) through a dense
+    QgenCache gives the greedy tokens and logits of its own eager attention."""
+    config = transformers.GptOssConfig(hidden_size=256, intermediate_size=256, num_hidden_layers=2,
+                                       num_attention_heads=4, num_key_value_heads=2, head_dim=64, vocab_size=32,
+                                       num_local_experts=4, num_experts_per_tok=2, sliding_window=16,
+                                       layer_types=["sliding_attention", "full_attention"],
+                                       max_position_embeddings=4096)
+    torch.manual_seed(0)
+    model = transformers.AutoModelForCausalLM.from_config(config, attn_implementation="eager").eval()
+    with torch.no_grad():
+        for layer in model.model.layers:  # sinks of the scores' scale, not the init's zeros
+            layer.self_attn.sinks.normal_(0.0, 2.0)
+    ids = torch.randint(0, 32, (1, 200), generator=torch.Generator().manual_seed(12))
+    tok_e, log_e = generate(model, ids, "eager")
+    cache = qgen_cache(model, ids, k_type="f16")
+    assert [layer.window for layer in cache.layers] == [16, 0]
+    tok_q, log_q = generate(model, ids, "qgen", cache)
+    worst = check_against_sdpa(tok_q, log_q, tok_e, log_e)
+    print(f"gpt-oss sinks + windows of 16: qgen dense vs eager worst logits rel. error {worst:.3g}")
+
+
+@needs_transformers
 def test_sliding_layers_refused_on_a_gpu():
     config = transformers.Qwen3Config(num_hidden_layers=2, use_sliding_window=True, sliding_window=128,
                                       max_window_layers=0, layer_types=["sliding_attention"] * 2)
