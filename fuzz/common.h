@@ -2,6 +2,8 @@
 #ifndef QGEN_FUZZ_COMMON_H
 #define QGEN_FUZZ_COMMON_H
 
+#include <stddef.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "spec/spec.h"
@@ -25,6 +27,29 @@ static inline int fuzz_same_spec(const qgen_spec *a, const qgen_spec *b) {
   for (int i = 0; i < a->n_archs; i++)
     if (a->archs[i] != b->archs[i]) return 0;
   return 1;
+}
+
+/* The unread rest of a harness's input. */
+typedef struct {
+  const uint8_t *p;
+  size_t n;
+} fuzz_input;
+
+/* The next byte, 0 past the end. */
+static inline uint8_t fuzz_byte(fuzz_input *in) {
+  if (!in->n) return 0;
+  in->n--;
+  return *in->p++;
+}
+
+/* A field: a tag byte below 0x80 is a small value (times unit), else the next 8 bytes are a
+   raw int64 (extreme values). */
+static inline long long fuzz_field(fuzz_input *in, long long unit) {
+  const uint8_t t = fuzz_byte(in);
+  if (t < 0x80) return t * unit;
+  uint64_t x = 0;
+  for (int i = 0; i < 8; i++) x |= (uint64_t)fuzz_byte(in) << (8 * i);
+  return (long long)x;
 }
 
 #endif

@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common.h"
 #include "runtime/qgen.h"
 
 static void die(const char *what, const char *msg) {
@@ -54,34 +55,14 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
   return 0;
 }
 
-typedef struct {
-  const uint8_t *p;
-  size_t n;
-} input;
-
-static uint8_t byte(input *in) {
-  if (!in->n) return 0;
-  in->n--;
-  return *in->p++;
-}
-
-/* A field: a small value times unit, or (tag >= 0x80) a raw int64. */
-static long long field(input *in, long long unit) {
-  const uint8_t t = byte(in);
-  if (t < 0x80) return t * unit;
-  uint64_t x = 0;
-  for (int i = 0; i < 8; i++) x |= (uint64_t)byte(in) << (8 * i);
-  return (long long)x;
-}
-
 /* A field moved down by `by` (wrapping), so that small values reach a few negative ones. */
-static long long shifted(input *in, long long unit, long long by) {
-  return (long long)((unsigned long long)field(in, unit) - (unsigned long long)by);
+static long long shifted(fuzz_input *in, long long unit, long long by) {
+  return (long long)((unsigned long long)fuzz_field(in, unit) - (unsigned long long)by);
 }
 
 /* A base pointer: a small byte offset into buf, or a raw address. */
-static qgen_ptr pointer(input *in, const void *buf) {
-  const long long f = field(in, 4);
+static qgen_ptr pointer(fuzz_input *in, const void *buf) {
+  const long long f = fuzz_field(in, 4);
   return f >= 0 && f < 0x200 ? (qgen_ptr)(uintptr_t)buf + (qgen_ptr)f : (qgen_ptr)f;
 }
 
@@ -124,19 +105,19 @@ static __int128 pool_span(const qgen_view_desc *d, int which, size_t row) {
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-  input in = {data, size};
-  const int si = byte(&in) % N_SPECS;
+  fuzz_input in = {data, size};
+  const int si = fuzz_byte(&in) % N_SPECS;
   qgen_ctx *c = ctx[si];
   qgen_info info;
   qgen_get_info(c, &info);
   qgen_view_desc d;
   d.k = pointer(&in, kbuf), d.v = pointer(&in, vbuf);
-  d.page_size = (int)field(&in, 8);
-  d.n_pages = field(&in, 1);
-  d.k_page_stride = field(&in, 16), d.k_token_stride = field(&in, 16), d.k_head_stride = field(&in, 16);
-  d.v_page_stride = field(&in, 16), d.v_token_stride = field(&in, 16), d.v_head_stride = field(&in, 16);
-  d.block_table = pointer(&in, table), d.block_table_stride = field(&in, 1);
-  d.seq_lens = pointer(&in, lens), d.max_seqs = (int)field(&in, 1), d.max_blocks = field(&in, 1);
+  d.page_size = (int)fuzz_field(&in, 8);
+  d.n_pages = fuzz_field(&in, 1);
+  d.k_page_stride = fuzz_field(&in, 16), d.k_token_stride = fuzz_field(&in, 16), d.k_head_stride = fuzz_field(&in, 16);
+  d.v_page_stride = fuzz_field(&in, 16), d.v_token_stride = fuzz_field(&in, 16), d.v_head_stride = fuzz_field(&in, 16);
+  d.block_table = pointer(&in, table), d.block_table_stride = fuzz_field(&in, 1);
+  d.seq_lens = pointer(&in, lens), d.max_seqs = (int)fuzz_field(&in, 1), d.max_blocks = fuzz_field(&in, 1);
   const __int128 cap = d.page_size > 0 ? (__int128)d.max_blocks * d.page_size : 0;
   if ((d.n_pages > 1 << 16 && d.n_pages <= INT32_MAX) || d.max_seqs > 256 || (cap > 1 << 16 && cap <= INT32_MAX))
     return 0;

@@ -21,7 +21,7 @@ command -v "$cc" > /dev/null || { echo "fuzz/run.sh: $cc not found (apt-get inst
 mkdir -p "$build"
 cmake -S . -B "$build" -DCMAKE_C_COMPILER="$cc" -DQGEN_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo > "$build/fuzz-cmake.log" 2>&1 \
   || { cat "$build/fuzz-cmake.log"; exit 1; }
-harnesses=(fuzz_spec fuzz_artifact fuzz_cache fuzz_bundle fuzz_view)
+harnesses=(fuzz_spec fuzz_artifact fuzz_cache fuzz_bundle fuzz_view fuzz_ops)
 cmake --build "$build" -j"$(nproc)" --target "${harnesses[@]}" > "$build/fuzz-build.log" 2>&1 \
   || { tail -50 "$build/fuzz-build.log"; exit 1; }
 
