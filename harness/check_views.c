@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "harness/check_int.h"
+#include "base/qtypes.h"
 #include "base/rng.h"
 
 enum { NB = 3 }; /* sequences of the check */
@@ -131,9 +132,12 @@ static void views_bounds(const vcheck *v, const vpool *p, qgen_kv *vg, qgen_kv *
   free(r8g), free(r8c), free(bg), free(bc);
 }
 
-/* With 8-bit bounds, a view of half-block pages ranks by its f16 bounds: its lists against
-   the reference's f16 ranking, its output against reference attention over them. */
-static void views_sparse_f16(const vcheck *v, int page, qgen_kv *vg, const qgen_attend_opts *os) {
+/* The view vg's sparse step against the reference view vc, whose bounds are vg's byte for
+   byte (views_bounds): its lists by the reference's ranking (by the 8-bit rows when i8, else
+   the f16 bounds), near-ties within the tolerance, and its output against reference attention
+   over them; `what` says which ranking and why this comparison. */
+static void views_sparse_ref(const vcheck *v, int page, qgen_kv *vg, qgen_kv *vc, const qgen_attend_opts *os, int i8,
+                             const char *what) {
   qgen_ctx *gc = v->gc;
   const qgen_layout *L = v->L;
   qgen_budget bs = {os->budget > 0 ? QGEN_BUDGET_TOKENS : QGEN_BUDGET_COVERAGE, os->coverage, os->budget, os->sink, os->recent};
@@ -144,17 +148,30 @@ static void views_sparse_f16(const vcheck *v, int page, qgen_kv *vg, const qgen_
   double *ref = malloc(sizeof(double) * (size_t)nout);
   int near = 0, total = 0, cut = 0;
   char why[512] = "";
-  const int ok = check_sparse_vs_ref(gc, L, vg, v->m, NB, v->lens, v->q, &bs, &ord, 0, ref, &near, &total, &cut, why, sizeof why);
+  const int ok = check_sparse_vs_ref(gc, L, vg, qgen_ext_host_cache(vc), NB, v->lens, v->q, &bs, &ord, i8, ref, &near, &total, &cut,
+                                     why, sizeof why);
   const double rs = check_rel_err(L, v->b, ref, nout);
-  check_verdict(v->e, ok && rs <= check_tolerance(L), "views    pages of %d: sparse lists of %d heads == the f16 bounds' reference (%d near-ties), rel err %.2e%s%s",
-                page, total, near, rs, ok ? "" : ": ", why);
+  check_verdict(v->e, ok && rs <= check_tolerance(L), "views    pages of %d: sparse lists of %d heads == %s (%d near-ties), rel err %.2e%s%s",
+                page, total, what, near, rs, ok ? "" : ": ", why);
   free(ref);
 }
 
-/* The sparse step through the view vg: its lists and output equal the owned cache's. */
-static void views_sparse(const vcheck *v, int page, qgen_kv *vg, const qgen_attend_opts *os) {
+/* The sparse step through the view vg. When K stores its inputs exactly, the owned cache's
+   bounds (made from the inputs) are the view's (made from the stored rows), so its lists and
+   output equal the owned cache's, bit for bit. Otherwise (f32 inputs in an f16 K, say) the two
+   bounds may differ by an ulp and a page near the threshold may go either way: the view is
+   checked against the reference view (views_sparse_ref). */
+static void views_sparse(const vcheck *v, int page, qgen_kv *vg, qgen_kv *vc, const qgen_attend_opts *os) {
   qgen_ctx *gc = v->gc;
-  const int H = v->L->n_head_kv;
+  const qgen_layout *L = v->L;
+  if (L->in_type != L->k_type) {
+    char what[96];
+    snprintf(what, sizeof what, "the reference view's (%s inputs stored as %s)", qgen_type_traits_of(L->in_type)->name,
+             qgen_type_traits_of(L->k_type)->name);
+    views_sparse_ref(v, page, vg, vc, os, L->bounds_i8, what);
+    return;
+  }
+  const int H = L->n_head_kv;
   API(qgen_attend(v->pr.g, v->pr.seq, NB, v->dq, v->dout, os, NULL));
   check_download(v->e, v->a, v->dout, v->ob);
   view_step(v, vg, os, v->b);
@@ -190,8 +207,9 @@ static void views_open(const vcheck *v, const vpool *p) {
   check_verdict(v->e, memcmp(v->a, v->b, v->ob) == 0, "views    NHD pages of %d, shuffled: dense == the owned cache, bit for bit", p->page);
   if (bounds) {
     views_bounds(v, p, vg, vc);
-    if (L->bounds_i8 && p->page != L->block) views_sparse_f16(v, p->page, vg, &os);
-    else views_sparse(v, p->page, vg, &os);
+    /* with 8-bit bounds, a view of half-block pages ranks by its f16 bounds */
+    if (L->bounds_i8 && p->page != L->block) views_sparse_ref(v, p->page, vg, vc, &os, 0, "the f16 bounds' reference");
+    else views_sparse(v, p->page, vg, vc, &os);
   }
   qgen_cache_destroy(vg);
   qgen_cache_destroy(vc);
@@ -202,7 +220,8 @@ static void views_open(const vcheck *v, const vpool *p) {
    through qgen_view_open give that cache's dense output bit for bit; with a 16-bit K the
    view's bounds (qgen_view_update, two chunks of slots) equal a reference view's over the
    same pool byte for byte (and with 8-bit bounds, pages of the block, its 8-bit rows), and
-   the sparse output and page lists equal the cache's; with 8-bit bounds a view of half-block
+   the sparse output and page lists equal the cache's (where K stores the inputs exactly; else
+   the reference view's, near-ties allowed); with 8-bit bounds a view of half-block
    pages ranks by its f16 bounds, so its lists are checked against the reference's f16
    ranking and its output against reference attention over them. A spec with two-stage
    selection (a view keeps no sketch), or with K or V rows not of 4-byte multiples (a view

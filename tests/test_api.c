@@ -1773,11 +1773,14 @@ static void close_then_destroy(void) {
   if (!ok) return;
   qgen_cache_destroy(d); /* destroyed before the close: the close must not see it */
   const int host_before = backend != QGEN_BACKEND_CPU || qgen_ext_host_cache(a) != NULL;
+  /* The pointers the refused calls get are taken while a context is current: after the
+     close none is, and the mirrors could not be refreshed (the calls must not read them). */
+  const qgen_ptr pk = P(k), pv = P(v);
   qgen_close(c);
   check(host_before && qgen_ext_host_cache(a) == NULL && qgen_ext_host_cache(b) == NULL && qgen_kv_size(a, QGEN_KV_K) == 0,
         "qgen_close gives the memory of the caches still open back");
-  check(qgen_append(a, &s0, 1, &n8, P(k), P(v), NULL) == QGEN_ERR_INVALID_ARG && qgen_seq_len(a, 0) == -1 &&
-            qgen_attend(b, &s0, 1, P(k), P(v), NULL, NULL) == QGEN_ERR_INVALID_ARG && qgen_reset(a, 0) == QGEN_ERR_INVALID_ARG,
+  check(qgen_append(a, &s0, 1, &n8, pk, pv, NULL) == QGEN_ERR_INVALID_ARG && qgen_seq_len(a, 0) == -1 &&
+            qgen_attend(b, &s0, 1, pk, pv, NULL, NULL) == QGEN_ERR_INVALID_ARG && qgen_reset(a, 0) == QGEN_ERR_INVALID_ARG,
         "a cache of a closed context refuses every call (QGEN_ERR_INVALID_ARG)");
   qgen_cache_destroy(a);
   qgen_cache_destroy(b);
