@@ -133,8 +133,8 @@ static void snap_take(qgen_kv *kv, int sparse, snap *s) {
     s->counts[q] = calloc(8, sizeof(int));
     if (!s->lists[q] || !s->counts[q]) abort();
   }
-  if (sparse)
-    for (int q = 0; q < MAX_SEQS; q++)
+  if (sparse) /* the sequences the cache has (qgen_seq_len is -1 past them) */
+    for (int q = 0; q < MAX_SEQS && s->len[q] >= 0; q++)
       if (qgen_kv_selection(kv, q, s->lists[q], s->counts[q]) != QGEN_OK) abort();
 }
 
