@@ -7,8 +7,8 @@ bench/results/decode-<gpu>.json, a Markdown table and a chart.
 
 meta.json holds {"gpu", "driver", "cuda", "date", "command"}. Peer rows are matched on
 (n_head, batch, ctx) for the dense backends and (n_head, batch, ctx, coverage) for the
-PyTorch Quest; every qgen row keeps its own fields and gains cudnn_us, flash_us,
-torch_quest_us (null where the peer did not run that cell).
+PyTorch Quest and FlashInfer; every qgen row keeps its own fields and gains cudnn_us,
+flash_us, torch_quest_us, fi_f16_us, fi_e4m3_us (null where the peer did not run that cell).
 """
 import argparse
 import json
@@ -31,16 +31,19 @@ def main():
     ap.add_argument("--chart", action="store_true")
     a = ap.parse_args()
     meta = json.load(open(a.meta))
-    dense, quest, peer_meta = {}, {}, []
+    dense, quest, fi, peer_meta = {}, {}, {}, []
+    fi_cols = ("fi_f16_us", "fi_e4m3_us")
     for p in a.peers:
         d = json.load(open(p))
-        peer_meta.append({k: d[k] for k in ("torch", "cudnn", "gpu", "heads") if k in d})
+        peer_meta.append({k: d[k] for k in ("torch", "cudnn", "flashinfer", "gpu", "heads") if k in d})
         for r in d["rows"]:
             h = d.get("heads")
             if "cudnn_us" in r:
                 dense[(h, r["batch"], r["ctx"])] = r
             if "torch_quest_us" in r:
                 quest[(h, r["batch"], r["ctx"], r["coverage"])] = r["torch_quest_us"]
+            if any(c in r for c in fi_cols):
+                fi[(h, r["batch"], r["ctx"], r["coverage"])] = r
     rows = []
     for f in a.qgen:
         for r in json.load(open(f)):
@@ -49,6 +52,9 @@ def main():
             r["flash_us"] = d.get("flash_us")
             r["cudnn_eager_us"] = d.get("cudnn_eager_us")
             r["torch_quest_us"] = quest.get((r.get("n_head"), r["batch"], r["ctx"], r["coverage"]))
+            f_row = fi.get((r.get("n_head"), r["batch"], r["ctx"], r["coverage"]), {})
+            for c in fi_cols:  # FlashInfer's paged decode at the same coverage (its pages per sequence)
+                r[c] = f_row.get(c)
             rows.append(r)
     out = dict(meta, peers=peer_meta, rows=rows)
     with open(a.out + ".json", "w") as f:

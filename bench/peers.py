@@ -8,6 +8,15 @@ page, max over the query group, top-k pages, gather, SDPA). Each is captured in 
 cache copy and replayed (CUDA events around each replay after warm-up, median of --runs),
 and also timed eagerly; enough cache copies are rotated that one pass is >= 4x L2.
 
+FlashInfer's paged decode (BatchDecodeWithPagedKVCacheWrapper, the kernel serving engines
+call), where it imports: over a paged cache of the same shape (pages of --block tokens, HND)
+with f16 and with e4m3 K/V, dense, and at each coverage < 1 over that many pages of each
+sequence (the last one always among them). Its page lists are per sequence, shared by the KV
+heads, where qgen's are per KV head: at equal page counts both read the same bytes, so the
+comparison is the attend kernel's at equal bytes, not a selection's. Its kernels are compiled
+by its own JIT on first use (nvcc and ninja on the GPU machine); bench/flashinfer-wheels.sh
+fetches the pinned wheels for a machine without network.
+
   python3 bench/peers.py --ctx 16384,131072 --batch 1 --coverage 1,0.25 --json peers.json
 """
 import argparse
@@ -18,6 +27,13 @@ import statistics
 import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
+
+try:
+    import flashinfer
+    FLASHINFER = None
+except Exception as e:  # not installed, or its import failed: the columns stay empty
+    flashinfer = None
+    FLASHINFER = f"{type(e).__name__}: {e}"
 
 
 def timed(fn, inputs, runs, warmup):
@@ -50,6 +66,41 @@ def timed(fn, inputs, runs, warmup):
         graphs.append(g)
     replay = median_of(lambda i: graphs[i % len(graphs)].replay())
     return replay, eager
+
+
+def flashinfer_rows(q, B, C, HK, D, BS, R, covs, runs, warmup):
+    """FlashInfer's paged decode over R rotated paged caches [pages, 2, HK, BS, D] of f16
+    and of e4m3: {coverage: {"fi_f16_us": .., "fi_e4m3_us": .., ..._eager_us}}, coverage 1
+    the dense step. q is [B, H, 1, D] f16."""
+    dev = q.device
+    H = q.shape[1]
+    npg = (C + BS - 1) // BS
+    last = C - (npg - 1) * BS
+    qf = q.view(B, H, D)
+    out = {}
+    ws = torch.zeros(256 << 20, dtype=torch.uint8, device=dev)
+    for dt, col in ((torch.float16, "fi_f16_us"), (torch.float8_e4m3fn, "fi_e4m3_us")):
+        caches = [torch.randn(B * npg, 2, HK, BS, D, device=dev, dtype=torch.float16).to(dt) for _ in range(R)]
+        for cov in covs:
+            kp = npg if cov >= 1 else max(1, math.ceil(cov * npg))
+            rows = []
+            for b in range(B):  # kp - 1 pages drawn from the sequence's others, then its last
+                pick = torch.randperm(npg - 1, device=dev)[:kp - 1].sort().values
+                rows.append(torch.cat([pick, torch.tensor([npg - 1], device=dev)]) + b * npg)
+            indices = torch.cat(rows).to(torch.int32)
+            indptr = torch.arange(B + 1, device=dev, dtype=torch.int32) * kp
+            lastlen = torch.full((B,), last, device=dev, dtype=torch.int32)
+            w = flashinfer.BatchDecodeWithPagedKVCacheWrapper(
+                ws, "HND", use_cuda_graph=True, paged_kv_indptr_buffer=indptr.clone(),
+                paged_kv_indices_buffer=indices.clone(), paged_kv_last_page_len_buffer=lastlen.clone())
+            w.plan(indptr, indices, lastlen, H, HK, D, BS, q_data_type=torch.float16, kv_data_type=dt)
+            o = torch.empty_like(qf)
+            us, eager = timed(lambda c: w.run(qf, c, out=o), [(c,) for c in caches], runs, warmup)
+            out.setdefault(cov, {})[col] = us
+            out[cov][col.replace("_us", "_eager_us")] = eager
+        del caches
+        torch.cuda.empty_cache()
+    return out
 
 
 def tokens(s):
@@ -125,11 +176,22 @@ def main():
                     us, eager = timed(quest, [(i,) for i in range(R)], a.runs, a.warmup)
                 rows.append({"ctx": C, "batch": B, "coverage": cov, "torch_quest_us": us, "torch_quest_eager_us": eager})
             rows.append(dict(row, coverage=1.0))
-            print(json.dumps(rows[-1]), flush=True)
             del kvs, bounds
             torch.cuda.empty_cache()
+            if flashinfer is not None:
+                covs = sorted({float(x) for x in a.coverage.split(",")} | {1.0})
+                try:
+                    fi = flashinfer_rows(q, B, C, HK, D, BS, R, covs, a.runs, a.warmup)
+                except Exception as e:  # a shape or dtype it refuses: said, and its columns stay empty
+                    print(f"flashinfer B{B} ctx {C}: {type(e).__name__}: {str(e)[:200]}")
+                    fi = {}
+                for r in rows:
+                    if r["ctx"] == C and r["batch"] == B:
+                        r.update(fi.get(r["coverage"], {}))
+            print(json.dumps(rows[-1]), flush=True)
     with open(a.json, "w") as f:
         json.dump({"torch": torch.__version__, "cudnn": torch.backends.cudnn.version(), "heads": H,
+                   "flashinfer": flashinfer.__version__ if flashinfer else f"not run ({FLASHINFER})",
                    "gpu": torch.cuda.get_device_name(), "rows": rows}, f, indent=1)
 
 

@@ -12,7 +12,10 @@
 # tests/gpu/rescore.lua's Qwen3-4B variants (f16 with its q4_0 sketch, q4_0 with its own K;
 # r = 1 is Quest) at 128K..1M x B1,4 x coverage 0.25, 0.125, 0.0625 into OUT_DIR/rescore-f16.json and
 # rescore-q4_0.json (then bench/rescore_cost.py with the two-stage grid's eval JSON);
-# several GPU calls (OUT_DIR must then hold the earlier steps' JSON); each call's command
+# several GPU calls (OUT_DIR must then hold the earlier steps' JSON). FLASHINFER_WHEELS=DIR
+# (from `bash bench/flashinfer-wheels.sh fetch DIR`) installs FlashInfer before the peers
+# step, which then times its paged decode too; without it the peers have no FlashInfer
+# columns unless it is installed already. Each call's command
 # line is kept in OUT_DIR/commands.txt and all of them go into the results' "command".
 set -u -o pipefail
 build=${1:?build dir}
@@ -64,6 +67,7 @@ for t in f16 q4_0; do # one process per cache type: Quest (r1) and two-stage tim
 done
 fi
 if has peers; then
+[ -n "${FLASHINFER_WHEELS:-}" ] && bash bench/flashinfer-wheels.sh install "$FLASHINFER_WHEELS"
 python3 bench/peers.py --heads 32 --ctx $ctx4 \
   --batch $b4 --coverage $cov --json "$out/peers32.json"
 python3 bench/peers.py --heads 40 --ctx $ctx14 \
