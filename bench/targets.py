@@ -10,7 +10,9 @@ goal, and met / NOT MET, then how many are met. Exit status 0 whether or not the
 
 Ratios follow the README: xcuDNN = cuDNN's time / ours (> 1: we are faster); xstream = our
 time / the streaming read of the cell's bytes (the practical floor; < 1.2 is the goal);
-the estimate+select share of a sparse step = (step - attend) / step, attend timed alone.
+the estimate+select share of a sparse step = (step - attend) / step, attend timed alone;
+xFlashInfer = FlashInfer's paged decode time / ours (its targets read "not run" where the run
+had no FlashInfer columns).
 """
 import argparse
 import json
@@ -87,6 +89,24 @@ def main():
     worst("5. est+select share of the 25 % step at 128K B1 (%)", [(cell(s, 1, 128 * K, 0.25), "128K")], share, 20.0, False, "{:.1f}")
     worst("5. est+select share of the 25 % step at >= 512K B1 (%)",
           [(cell(s, 1, c, 0.25), ctx_name(c)) for c in big[3:]], share, 10.0, False, "{:.1f}")
+
+    # FlashInfer's paged decode, where the run had it (bench/peers.py): dense at equal shape, and
+    # our sparse attend (attend_us: the kernel alone) against its decode over as many pages a sequence
+    has_fi = lambda r, col: r is not None and r.get(col) is not None
+    fi_cells = lambda sp, col, bs, covs, ctxs: [(r, f"B{b} {cov * 100:g} % {ctx_name(c)}") for b in bs for cov in covs for c in ctxs
+                                                 if has_fi(r := rows.get((sp, b, c, round(cov, 6))), col)]
+    fi_targets = [(f"6. dense f16 vs FlashInfer, >= 64K, B1,4 (xFlashInfer)", fi_cells(s, "fi_f16_us", (1, 4), (1,), big),
+                   lambda r: r["fi_f16_us"] / r["qgen_us"]),
+                  (f"6. dense e4m3 vs FlashInfer's e4m3, >= 64K, B1,4 (xFlashInfer)", fi_cells(f"{s}-e4m3", "fi_e4m3_us", (1, 4), (1,), big),
+                   lambda r: r["fi_e4m3_us"] / r["qgen_us"]),
+                  (f"6. sparse f16 attend vs FlashInfer at equal pages, 25 %/6.25 % >= 128K B1 (xFlashInfer)",
+                   [(r, n) for r, n in fi_cells(s, "fi_f16_us", (1,), (0.25, 0.0625), big[1:]) if r.get("attend_us")],
+                   lambda r: r["fi_f16_us"] / r["attend_us"])]
+    for label, cells, value in fi_targets:
+        if cells:
+            worst(label, cells, value, 1.0, True, "{:.3f}")
+        else:
+            results.append((label, "not run (no FlashInfer columns)", "≥ 1.000", False))
 
     print(f"{doc.get('gpu', '?')}, driver {doc.get('driver', '?')}, {doc.get('date', '?')}: {doc.get('command', '?')}")
     w = max(len(t) for t, *_ in results)
