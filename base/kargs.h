@@ -126,6 +126,14 @@ typedef struct qg_work {
 typedef struct qg_batch {
   qg_i32 n;                   /* sequences in this launch */
   qg_i32 seq[QGEN_MAX_BATCH]; /* cache slot of each batch row */
+  /* Read by engine modules only (QG_STEP > 0: several query tokens a row, windows, sinks;
+     runtime/gpu.c): row b's query tokens are q's rows tok[b] .. tok[b + 1] - 1, the last
+     of the sequence, each attending causally; window > 0: each only its last window
+     tokens (dense); sinks: n_head f32 logits, one more softmax term a head. */
+  qg_i32 tok[QGEN_MAX_BATCH + 1];
+  qg_i32 window;
+  qg_i32 pad_;
+  QG_DPTR(const float) sinks;
 } qg_batch;
 
 /* One append launch. */
@@ -151,7 +159,7 @@ typedef struct qg_append_args {
 /* Sizes and key offsets: both compilers read this text, and these pin the layout each must
    give it (a launch passes exactly these bytes). */
 QG_STATIC_ASSERT(sizeof(qg_cache) == 136 && sizeof(qg_work) == 88 && sizeof(qgen_budget) == 40 &&
-                     sizeof(qg_batch) == 4 * (1 + QGEN_MAX_BATCH) && sizeof(qg_append_args) == 48 + 24 * QGEN_APPEND_MAX,
+                     sizeof(qg_batch) == 4 * (4 + 2 * QGEN_MAX_BATCH) + 8 && sizeof(qg_append_args) == 48 + 24 * QGEN_APPEND_MAX,
                  "a kernel argument struct is laid out with unexpected padding");
 #ifndef __CUDACC__
 #include <stddef.h> /* offsetof: NVRTC has none; the sizes above cover the device side */
@@ -159,7 +167,7 @@ _Static_assert(offsetof(qg_cache, pages_per_seq) == 40 && offsetof(qg_cache, k_s
                    offsetof(qg_cache, bounds_i8) == 64 && offsetof(qg_cache, pt_stride) == 120 &&
                    offsetof(qg_cache, flags) == 132 &&
                    offsetof(qg_work, max_splits) == 56 && offsetof(qg_work, exact) == 64 && offsetof(qg_work, cand) == 80 &&
-                   offsetof(qgen_budget, coverage) == 8 && offsetof(qg_append_args, work) == 20 + 12 * QGEN_APPEND_MAX &&
+                   offsetof(qgen_budget, coverage) == 8 && offsetof(qg_batch, sinks) == 4 * (4 + 2 * QGEN_MAX_BATCH) && offsetof(qg_append_args, work) == 20 + 12 * QGEN_APPEND_MAX &&
                    offsetof(qg_append_args, row0) == 24 + 16 * QGEN_APPEND_MAX &&
                    offsetof(qg_append_args, arrive) == 24 + 24 * QGEN_APPEND_MAX,
                "a kernel argument struct is laid out with unexpected offsets");

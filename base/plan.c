@@ -131,7 +131,9 @@ int qgen_plan_make(const qgen_layout *L, const qgen_arch *A, const qgen_tune *tp
   if (tp) t = *tp;
   else tune_none(&t);
   const int D = L->head_dim;
-  p->mt = (L->group + 15) / 16;
+  /* a CTA's query rows: the group's heads, for each of an engine module's tokens */
+  const int rows = L->group * (t.step > 1 ? t.step : 1);
+  p->mt = (rows + 15) / 16;
   p->warps_m = p->mt;
   const int k16 = !qgen_type_traits_of(L->k_type)->is_quant;
   const int fp8 = qgen_type_traits_of(L->k_type)->tensor_scale && qgen_type_traits_of(L->v_type)->tensor_scale;
@@ -166,7 +168,7 @@ int qgen_plan_make(const qgen_layout *L, const qgen_arch *A, const qgen_tune *tp
   p->stages = groups * per;
   p->attend_threads = 32 * (p->warps_m * groups + 1);
   const int red = p->warps_t * p->mt * 16 * (D + 2) * 4;
-  const int comb = L->group * QGEN_MAX_SPLITS * 4; /* the last split's merge weights */
+  const int comb = rows * QGEN_MAX_SPLITS * 4; /* the last split's merge weights */
   int area = p->stages * stage;
   if (red > area) area = red;
   if (comb > area) area = comb;
@@ -186,7 +188,7 @@ int qgen_plan_make(const qgen_layout *L, const qgen_arch *A, const qgen_tune *tp
   p->est_threads = 128;
   p->est_pages = 16 * (p->est_threads / 32); /* an m16 tile of pages per warp */
   p->est_qrow = pad_rows16(4 * D);            /* 2D halves: [Q- | Q+] */
-  const int est_nt = (L->group + 7) / 8, est_nq = L->in_type == QGEN_TYPE_F16 ? 1 : 2; /* n-tiles, f16 (+ residue) */
+  const int est_nt = (rows + 7) / 8, est_nq = L->in_type == QGEN_TYPE_F16 ? 1 : 2; /* n-tiles, f16 (+ residue) */
   p->est_smem = est_nq * est_nt * 8 * p->est_qrow + (L->bounds_i8 ? est_nt * 8 * 4 : 0); /* + 8-bit: sum q per head */
   p->est_min_ctas = est_nt == 1 ? (D <= 128 ? 4 : 3) : D <= 128 && est_nq * est_nt <= 4 ? 4 : 2;
   /* ptxas for sm_12x spills estimate's two rounds of bounds at 128 registers (80 bytes at
@@ -215,7 +217,7 @@ int qgen_plan_make(const qgen_layout *L, const qgen_arch *A, const qgen_tune *tp
      half of O's registers. Otherwise q8_0 K and V keep the per-element operands: measured on
      an H200, oct/tpair cost q8_0 2-4 % and gained q4_0 5-6 %, q5_0 9-13 %. olddq=1 turns
      the swap off (it is built on oct/tpair). */
-  const int swappable = !k16 && !v16 && L->group <= 8;
+  const int swappable = !k16 && !v16 && L->group <= 8 && !t.step; /* (engine modules mask rows by token: not there) */
   p->old_dequant = t.olddq >= 0 ? t.olddq : L->k_type == QGEN_TYPE_Q8_0 && L->v_type == QGEN_TYPE_Q8_0 && !(swappable && t.swap != 0);
   p->swap_ops = swappable && t.swap != 0 && !p->old_dequant;
   /* the swapped consumers two sub-tiles of their group a step (jt, jt + WARPS_T): one softmax
@@ -240,6 +242,12 @@ int qgen_plan_make(const qgen_layout *L, const qgen_arch *A, const qgen_tune *tp
 
   /* what cannot fit the architecture, even at the smallest shapes above */
   const int lim = A->smem_block - STATIC_SLACK;
+  if (p->warps_m + 1 > 32) {
+    if (why && whyn)
+      snprintf(why, whyn, "qg_attend would need %d consumer warps for %d query rows (%d heads x %d tokens); at most 31 (1024 threads)",
+               p->warps_m, rows, L->group, rows / L->group);
+    return -1;
+  }
   if (p->attend_smem > lim) return fail(why, whyn, A, "qg_attend", p->attend_smem, "its query tile, ring and merge area");
   if (L->sparse && p->est_smem > lim) return fail(why, whyn, A, "qg_estimate", p->est_smem, "the group's staged queries");
   if (L->sparse && L->rescore > 1 && p->resc_smem > lim)

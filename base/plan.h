@@ -82,6 +82,10 @@ typedef struct qgen_tune {
   int olddq, swap;                                             /* -1: not set */
   int ctas, chunk;                                             /* 0: not set */
   int pair;                                                    /* -1: not set */
+  /* 0: the one-token module; T >= 1: an engine module, whose CTAs hold the group's heads for
+     T query tokens (runtime/gpu.c sets it for a step of several tokens, a window or sinks;
+     no QGEN_TUNE key) */
+  int step;
 } qgen_tune;
 
 /* Parse a QGEN_TUNE value (NULL = unset) into *t. Returns 1 when a key that changes the

@@ -23,6 +23,8 @@
  * the caller's current context is what it was (qgen.h); only an open on a thread with no
  * current context leaves the primary one current.
  */
+#include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +36,19 @@
 #include "ref/ref.h"
 #include "runtime/backend.h"
 #include "base/kargs.h"
+
+/* An engine module (plan.h qgen_tune step): the kernels of a step that takes several query
+   tokens a sequence, a window or sinks, whose CTAs hold the group's heads for `step` tokens.
+   Built with NVRTC on first use (a bundle holds the one-token module only). Select, topp
+   and extend read no queries: the one-token module's serve it. */
+typedef struct gpu_engine {
+  CUmodule mod;
+  CUfunction f_estimate, f_rescore, f_attend;
+  qgen_plan P;
+  int attend_per_sm, est_per_sm, resc_per_sm;
+} gpu_engine;
+
+enum { N_ENGINES = 5 }; /* steps of 1, 2, 4, 8 and 16 tokens (QGEN_MAX_STEP_TOKENS) */
 
 typedef struct gpu_ctx {
   const qgen_cudrv *cu;
@@ -50,6 +65,10 @@ typedef struct gpu_ctx {
   unsigned features; /* QGEN_ARCH_* the launches may use: the limits arch's that the code also has */
   int sel_clusters[9]; /* [n]: clusters of n select CTAs the device holds at once (sm_90 code) */
   CUevent *marks; /* benchmarks: recorded before select and before attend (qgen_ext.h) */
+  gpu_engine *eng[N_ENGINES]; /* [i]: 2^i tokens a row, once built */
+  pthread_mutex_t eng_lock;   /* held while one is built */
+  int from_bundle;            /* the kernels came from a bundle: no NVRTC */
+  char *cache_dir;            /* the open's (NULL: the default), for the engines' builds */
 } gpu_ctx;
 
 typedef struct gpu_kv {
@@ -57,6 +76,7 @@ typedef struct gpu_kv {
   CUdeviceptr sketch, exact, hist2; /* two-stage selection (kargs.h qg_cache, qg_work) */
   CUdeviceptr decode; /* qgen_append_decode's [2][max_seqs]: arrivals, dropped tokens (qg_append_args) */
   CUdeviceptr bounds_i8; /* the 8-bit bounds (L->bounds_i8), else 0 */
+  int part_rows; /* part_o and part_ml hold this many (batch row x split) rows of n_head heads */
 } gpu_kv;
 
 static gpu_ctx *gctx(const qgen_ctx *c) { return c->impl; }
@@ -93,11 +113,13 @@ static qgen_status leave(qgen_ctx *c, qgen_status st) {
 
 /* Splits per (row, KV head): as many as fill the resident CTA slots once, rounded down
    so the last wave is not a small tail (288 CTAs on 264 slots run as two waves). */
-static int max_splits(const gpu_ctx *g, const qgen_layout *L, int nb) {
-  int target = g->sm_count * (g->attend_per_sm > 0 ? g->attend_per_sm : 1);
+static int splits_at(const gpu_ctx *g, int per_sm, const qgen_layout *L, int nb) {
+  int target = g->sm_count * (per_sm > 0 ? per_sm : 1);
   int ms = target / (nb * L->n_head_kv);
   return ms < 1 ? 1 : ms > QGEN_MAX_SPLITS ? QGEN_MAX_SPLITS : ms;
 }
+
+static int max_splits(const gpu_ctx *g, const qgen_layout *L, int nb) { return splits_at(g, g->attend_per_sm, L, nb); }
 
 /* ---- open ---------------------------------------------------------------------------- */
 
@@ -138,6 +160,27 @@ static qgen_status occupancy(qgen_ctx *c, CUfunction f, int threads, int smem, i
   return QGEN_OK;
 }
 
+/* Kernel `name` (f, launched under plan P) within the device's per-CTA shared memory and the
+   limits arch's (the same but under QGEN_EMULATE), static + dynamic, before anything
+   launches; its dynamic size and carveout set. */
+static qgen_status fit_kernel(qgen_ctx *c, const char *name, CUfunction f, const qgen_plan *P) {
+  gpu_ctx *g = gctx(c);
+  const qgen_cudrv *cu = g->cu;
+  int smem_max = 0, stat = 0;
+  CU(cu->cuDeviceGetAttribute(&smem_max, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, g->dev));
+  const int limit = smem_max < g->limits->smem_block ? smem_max : g->limits->smem_block;
+  const int dyn = qgen_plan_dynamic_smem(P, name);
+  CU(cu->cuFuncGetAttribute(&stat, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, f));
+  if (stat + dyn > limit)
+    return qgen_fail(c, QGEN_ERR_UNSUPPORTED, "%s needs %d bytes of shared memory (%d static + %d dynamic); %s allows %d a CTA",
+                     name, stat + dyn, stat, dyn, smem_max < g->limits->smem_block ? "this device" : g->limits->name, limit);
+  if (dyn) CU(cu->cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, dyn));
+  /* all of L1 as shared memory, for every kernel: attend's occupancy is bounded by it, and
+     kernels that agree on the carveout need no SM reconfiguration between them */
+  CU(cu->cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, 100));
+  return QGEN_OK;
+}
+
 static qgen_status load_module(qgen_ctx *c, const qgen_artifact *a) {
   gpu_ctx *g = gctx(c);
   const qgen_cudrv *cu = g->cu;
@@ -158,28 +201,12 @@ static qgen_status load_module(qgen_ctx *c, const qgen_artifact *a) {
   }
   if (c->L.sparse && c->L.rescore > 1) CU(cu->cuModuleGetFunction(&g->f_rescore, g->mod, QGEN_KERNEL_NAME(rescore)));
   if (c->L.sparse && c->L.rescore > 1 && c->L.top_p < 1) CU(cu->cuModuleGetFunction(&g->f_topp, g->mod, QGEN_KERNEL_NAME(topp)));
-  /* every kernel within the device's per-CTA shared memory and the limits arch's (the same
-     but under QGEN_EMULATE), static + dynamic, before anything launches */
-  int smem_max = 0;
-  CU(cu->cuDeviceGetAttribute(&smem_max, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, g->dev));
-  const int limit = smem_max < g->limits->smem_block ? smem_max : g->limits->smem_block;
   const struct { const char *name; CUfunction f; } all[] = {
       {"qg_append", g->f_append}, {"qg_attend", g->f_attend}, {"qg_estimate", g->f_estimate}, {"qg_select", g->f_select},
       {"qg_rescore", g->f_rescore}, {"qg_topp", g->f_topp}, {"qg_view", g->f_view}, {"qg_extend", g->f_extend}};
-  for (size_t i = 0; i < sizeof all / sizeof *all; i++) {
-    if (!all[i].f) continue;
-    int stat = 0;
-    const int dyn = qgen_plan_dynamic_smem(&c->P, all[i].name);
-    CU(cu->cuFuncGetAttribute(&stat, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, all[i].f));
-    if (stat + dyn > limit)
-      return qgen_fail(c, QGEN_ERR_UNSUPPORTED, "%s needs %d bytes of shared memory (%d static + %d dynamic); %s allows %d a CTA",
-                       all[i].name, stat + dyn, stat, dyn, smem_max < g->limits->smem_block ? "this device" : g->limits->name, limit);
-    if (dyn) CU(cu->cuFuncSetAttribute(all[i].f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, dyn));
-    /* all of L1 as shared memory, for every kernel: attend's occupancy is bounded by it, and
-       kernels that agree on the carveout need no SM reconfiguration between them */
-    CU(cu->cuFuncSetAttribute(all[i].f, CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, 100));
-  }
   qgen_status st;
+  for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+    if (all[i].f && (st = fit_kernel(c, all[i].name, all[i].f, &c->P)) != QGEN_OK) return st;
   if ((st = occupancy(c, g->f_attend, c->P.attend_threads, c->P.attend_smem, &g->attend_per_sm))) return st;
   if (g->f_estimate && (st = occupancy(c, g->f_estimate, c->P.est_threads, c->P.est_smem, &g->est_per_sm))) return st;
   if (g->f_rescore && (st = occupancy(c, g->f_rescore, c->P.resc_threads, c->P.resc_smem, &g->resc_per_sm))) return st;
@@ -230,6 +257,8 @@ static qgen_status gpu_device(qgen_ctx *c, const qgen_open_opts *o) {
   if (!g) return QGEN_ERR_OUT_OF_MEMORY;
   c->impl = g;
   g->cu = cu;
+  pthread_mutex_init(&g->eng_lock, NULL);
+  if (o->cache_dir && !(g->cache_dir = strdup(o->cache_dir))) return QGEN_ERR_OUT_OF_MEMORY;
   int count = 0;
   CU(cu->cuDeviceGetCount(&count));
   if (o->device < 0 || o->device >= count)
@@ -262,6 +291,40 @@ static qgen_status gpu_device(qgen_ctx *c, const qgen_open_opts *o) {
   return QGEN_OK;
 }
 
+/* The arch NVRTC builds for: the device's when NVRTC knows it, else the newest it knows
+   below (PTX); under QGEN_EMULATE no newer than the emulated arch. */
+static qgen_status jit_target(qgen_ctx *c, int *target) {
+  const gpu_ctx *g = gctx(c);
+  const int want = c->emulate ? c->emulate : g->arch;
+  int known[64], nk = qgen_nvrtc_archs(known, 64);
+  if (nk < 0) {
+    int mj, mn;
+    qgen_nvrtc_version(&mj, &mn, qgen_errbuf(c), QGEN_ERR_MAX);
+    return QGEN_ERR_COMPILE;
+  }
+  const int top = want < g->arch ? want : g->arch;
+  *target = 0;
+  for (int i = 0; i < nk; i++)
+    if (known[i] <= top && known[i] > *target) *target = known[i];
+  if (*target < 80) return qgen_fail(c, QGEN_ERR_UNSUPPORTED, "NVRTC cannot target sm_%d or an older sm_80+ arch", top);
+  return QGEN_OK;
+}
+
+/* The spec's kernels under tune, planned for `plan` and compiled for sm_<target> (the
+   emulated build when the two differ), from the cache or NVRTC, into *a. */
+static qgen_status jit_build(qgen_ctx *c, const qgen_tune *tune, const qgen_arch *plan, int target, qgen_artifact *a) {
+  qgen_status st = QGEN_OK;
+  qgen_cache *cache = qgen_cache_open(gctx(c)->cache_dir);
+  char *err = malloc(65536);
+  if (!err) st = QGEN_ERR_OUT_OF_MEMORY;
+  else if ((plan->sm == target ? qgen_build(&c->spec, tune, &target, 1, cache, a, NULL, err, 65536)
+                               : qgen_build_emulated(&c->spec, tune, plan->sm, target, cache, a, err, 65536)) != 0)
+    st = qgen_fail(c, QGEN_ERR_COMPILE, "%s", err);
+  free(err);
+  qgen_cache_close(cache);
+  return st;
+}
+
 /* The kernels: a bundle's artifact for the device, or built for it (in the primary context). */
 static qgen_status gpu_load(qgen_ctx *c, const qgen_open_opts *o, const qgen_artifact *arts, int n_arts) {
   gpu_ctx *g = gctx(c);
@@ -279,34 +342,16 @@ static qgen_status gpu_load(qgen_ctx *c, const qgen_open_opts *o, const qgen_art
     qgen_status st = set_plan(c, pa, a->arch);
     if (st != QGEN_OK) return st;
     c->info.cache_hit = 1;
+    g->from_bundle = 1;
     return load_module(c, a);
   }
-  /* JIT: the device's arch when NVRTC knows it, else the newest it knows below (PTX); under
-     QGEN_EMULATE the emulated arch's plan, compiled for it when the device can run its PTX,
-     else for the device */
-  int known[64], nk = qgen_nvrtc_archs(known, 64), target = 0;
-  if (nk < 0) {
-    int mj, mn;
-    qgen_nvrtc_version(&mj, &mn, qgen_errbuf(c), QGEN_ERR_MAX);
-    return QGEN_ERR_COMPILE;
-  }
-  const int top = want < g->arch ? want : g->arch;
-  for (int i = 0; i < nk; i++)
-    if (known[i] <= top && known[i] > target) target = known[i];
-  if (target < 80) return qgen_fail(c, QGEN_ERR_UNSUPPORTED, "NVRTC cannot target sm_%d or an older sm_80+ arch", top);
+  int target = 0;
+  qgen_status st = jit_target(c, &target);
+  if (st != QGEN_OK) return st;
   const qgen_arch *plan = c->emulate ? qgen_arch_of(c->emulate) : arch_at_or_below(target);
-  qgen_status st = set_plan(c, plan, target);
-  if (st != QGEN_OK) return st;
-  qgen_cache *cache = qgen_cache_open(o->cache_dir);
+  if ((st = set_plan(c, plan, target)) != QGEN_OK) return st;
   qgen_artifact a;
-  char *err = malloc(65536);
-  if (!err) st = QGEN_ERR_OUT_OF_MEMORY;
-  else if ((plan->sm == target ? qgen_build(&c->spec, &c->tune, &target, 1, cache, &a, NULL, err, 65536)
-                               : qgen_build_emulated(&c->spec, &c->tune, plan->sm, target, cache, &a, err, 65536)) != 0)
-    st = qgen_fail(c, QGEN_ERR_COMPILE, "%s", err);
-  free(err);
-  qgen_cache_close(cache);
-  if (st != QGEN_OK) return st;
+  if ((st = jit_build(c, &c->tune, plan, target, &a)) != QGEN_OK) return st;
   c->info.cache_hit = a.cache_hit;
   st = load_module(c, &a);
   qgen_artifact_free(&a);
@@ -315,10 +360,31 @@ static qgen_status gpu_load(qgen_ctx *c, const qgen_open_opts *o, const qgen_art
 
 static void close_gpu(qgen_ctx *c) {
   gpu_ctx *g = gctx(c);
-  if (g->mod && enter(c) == QGEN_OK) leave(c, g->cu->cuModuleUnload(g->mod) == CUDA_SUCCESS ? QGEN_OK : QGEN_ERR_CUDA);
+  if (g->cuctx && enter(c) == QGEN_OK) {
+    CUresult r = g->mod ? g->cu->cuModuleUnload(g->mod) : CUDA_SUCCESS;
+    for (int i = 0; i < N_ENGINES; i++)
+      if (g->eng[i] && g->eng[i]->mod && g->cu->cuModuleUnload(g->eng[i]->mod) != CUDA_SUCCESS) r = CUDA_ERROR_UNKNOWN;
+    leave(c, r == CUDA_SUCCESS ? QGEN_OK : QGEN_ERR_CUDA);
+  }
+  for (int i = 0; i < N_ENGINES; i++) free(g->eng[i]);
+  pthread_mutex_destroy(&g->eng_lock);
+  free(g->cache_dir);
   if (g->cuctx) g->cu->cuDevicePrimaryCtxRelease(g->dev);
   free(g);
   c->impl = NULL;
+}
+
+/* The most query tokens a sequence the engine modules take (qgen_info.max_step_tokens): the
+   largest power of two whose plan fits the limits arch (1 with a bundle's kernels). */
+static int step_tokens(const qgen_ctx *c) {
+  const gpu_ctx *g = gctx(c);
+  for (int t = QGEN_MAX_STEP_TOKENS; t > 1 && !g->from_bundle; t /= 2) {
+    qgen_tune tu = c->tune;
+    qgen_plan P;
+    tu.step = t;
+    if (qgen_plan_make(&c->L, g->limits, &tu, &P, NULL, 0) == 0) return t;
+  }
+  return 1;
 }
 
 static qgen_status open_gpu(qgen_ctx *c, const qgen_open_opts *o, const qgen_artifact *arts, int n_arts) {
@@ -328,6 +394,7 @@ static qgen_status open_gpu(qgen_ctx *c, const qgen_open_opts *o, const qgen_art
     size_t free_b = 0, total_b = 0; /* the device's size, for qgen_cache_create's early refusal */
     if (gctx(c)->cu->cuMemGetInfo(&free_b, &total_b) == CUDA_SUCCESS) c->device_bytes = total_b;
     st = gpu_load(c, o, arts, n_arts);
+    if (st == QGEN_OK && step_tokens(c) < c->info.max_step_tokens) c->info.max_step_tokens = step_tokens(c);
     /* a thread with no context keeps the primary one current, ready for its own cuMemAlloc */
     if (caller || st != QGEN_OK) st = leave(c, st);
   }
@@ -365,6 +432,7 @@ static qgen_status cache_alloc(qgen_kv *kv) {
   int rows = 0; /* batch rows x splits of the worst batch size */
   for (int nb = 1; nb <= QGEN_MAX_BATCH; nb++)
     if (nb * max_splits(g, L, nb) > rows) rows = nb * max_splits(g, L, nb);
+  m->part_rows = rows;
   const size_t sel = L->sparse ? (size_t)kv->max_seqs * L->n_head_kv * kv->pps : 0;
   const size_t own = kv->is_view ? 0 : 1; /* a view's pools, page table and lengths are the caller's */
   qgen_status st;
@@ -541,12 +609,73 @@ static int select_cluster(const qgen_ctx *c, int64_t pps, int lists) {
   return cl < 1 ? 1 : (int)cl;
 }
 
-static qgen_status attend_in(qgen_kv *kv, const int *seq, int n_seq, qgen_ptr q, qgen_ptr out, const qgen_budget *b,
-                             qgen_stream stream) {
+/* The engine module of 2^i tokens a row (gpu_engine), built on first use. */
+static qgen_status engine_load(qgen_ctx *c, int i, gpu_engine *e) {
+  gpu_ctx *g = gctx(c);
+  const qgen_cudrv *cu = g->cu;
+  const int step = 1 << i;
+  if (g->from_bundle)
+    return qgen_fail(c, QGEN_ERR_UNSUPPORTED, "a step of %d query tokens a sequence, a window or sinks needs kernels a bundle does "
+                     "not hold (it has the one-token step's): open the spec itself", step);
+  qgen_tune t = c->tune;
+  t.step = step;
+  char why[256];
+  if (qgen_plan_make(&c->L, g->limits, &t, &e->P, why, sizeof why) != 0)
+    return qgen_fail(c, QGEN_ERR_UNSUPPORTED, "a step of up to %d query tokens a sequence: spec %s's kernels for it do not fit %s: %s",
+                     step, c->spec.name, g->limits->name, why);
+  int target = 0;
+  qgen_artifact a;
+  qgen_status st = jit_target(c, &target);
+  if (st == QGEN_OK) st = jit_build(c, &t, g->limits, target, &a);
+  if (st != QGEN_OK) return st;
+  const CUresult r = cu->cuModuleLoadData(&e->mod, a.arch == g->arch ? (const void *)a.cubin : (const void *)a.ptx);
+  qgen_artifact_free(&a);
+  CU(r);
+  CU(cu->cuModuleGetFunction(&e->f_attend, e->mod, QGEN_KERNEL_NAME(attend)));
+  if (c->L.sparse) CU(cu->cuModuleGetFunction(&e->f_estimate, e->mod, QGEN_KERNEL_NAME(estimate)));
+  if (c->L.sparse && c->L.rescore > 1) CU(cu->cuModuleGetFunction(&e->f_rescore, e->mod, QGEN_KERNEL_NAME(rescore)));
+  if ((st = fit_kernel(c, "qg_attend", e->f_attend, &e->P)) || (e->f_estimate && (st = fit_kernel(c, "qg_estimate", e->f_estimate, &e->P))) ||
+      (e->f_rescore && (st = fit_kernel(c, "qg_rescore", e->f_rescore, &e->P))) ||
+      (st = occupancy(c, e->f_attend, e->P.attend_threads, e->P.attend_smem, &e->attend_per_sm)) ||
+      (e->f_estimate && (st = occupancy(c, e->f_estimate, e->P.est_threads, e->P.est_smem, &e->est_per_sm))) ||
+      (e->f_rescore && (st = occupancy(c, e->f_rescore, e->P.resc_threads, e->P.resc_smem, &e->resc_per_sm))))
+    return st;
+  if (e->attend_per_sm < 1) return qgen_fail(c, QGEN_ERR_UNSUPPORTED, "the attend kernel of %d query tokens cannot run on this device (occupancy 0)", step);
+  return QGEN_OK;
+}
+
+/* The engine module for steps of up to tmax tokens a sequence (the smallest power of two). */
+static qgen_status engine_get(qgen_ctx *c, int tmax, const gpu_engine **out) {
+  gpu_ctx *g = gctx(c);
+  int i = 0;
+  while ((1 << i) < tmax) i++;
+  pthread_mutex_lock(&g->eng_lock);
+  qgen_status st = QGEN_OK;
+  if (!g->eng[i]) {
+    gpu_engine *e = calloc(1, sizeof *e);
+    if (!e) st = qgen_fail(c, QGEN_ERR_OUT_OF_MEMORY, "out of host memory");
+    else if ((st = engine_load(c, i, e)) != QGEN_OK) {
+      if (e->mod) g->cu->cuModuleUnload(e->mod);
+      free(e);
+    } else g->eng[i] = e;
+  }
+  *out = g->eng[i];
+  pthread_mutex_unlock(&g->eng_lock);
+  return st;
+}
+
+/* The kernels of one step: the one-token module's, or an engine module's (step > 0). */
+typedef struct step_kernels {
+  CUfunction estimate, rescore, attend;
+  const qgen_plan *P;
+  int attend_per_sm, est_per_sm, resc_per_sm, step;
+} step_kernels;
+
+static qgen_status attend_in(qgen_kv *kv, const int *seq, int n_seq, const int *n_q, const qgen_ref_step_opts *x, qgen_ptr q,
+                             qgen_ptr out, const qgen_budget *b, qgen_stream stream) {
   qgen_ctx *c = kv->ctx;
   gpu_ctx *g = gctx(c);
   const qgen_layout *L = &c->L;
-  const qgen_plan *P = &c->P;
   const gpu_kv *m = gkv(kv);
   CUstream s = (CUstream)stream;
   qg_cache ca = cache_args(kv);
@@ -556,14 +685,40 @@ static qgen_status attend_in(qgen_kv *kv, const int *seq, int n_seq, qgen_ptr q,
   if (reuse && !g->f_extend)
     return qgen_fail(c, QGEN_ERR_UNSUPPORTED, "qgen_attend: the module of spec %s has no qg_extend kernel (a bundle "
                      "built before QGEN_ATTEND_REUSE): rebuild it", c->spec.name);
-  for (int i0 = 0; i0 < n_seq; i0 += QGEN_MAX_BATCH) {
+  int tmax = 1;
+  for (int i = 0; n_q && i < n_seq; i++) tmax = n_q[i] > tmax ? n_q[i] : tmax;
+  const int64_t window = x ? x->window : 0;
+  const float *sinks = x ? x->sinks : NULL;
+  step_kernels K = {g->f_estimate, g->f_rescore, g->f_attend, &c->P, g->attend_per_sm, g->est_per_sm, g->resc_per_sm, 0};
+  if (tmax > 1 || window > 0 || sinks) {
+    if (tmax > 1 && L->v_tau > 0)
+      return qgen_fail(c, QGEN_ERR_UNSUPPORTED, "qgen_attend_multi: spec %s has sparse-V (sparse.v_tau = %g); the GPU attends "
+                       "one query token a sequence with it", c->spec.name, L->v_tau);
+    const gpu_engine *e = NULL;
+    qgen_status st = engine_get(c, tmax, &e);
+    if (st != QGEN_OK) return st;
+    K = (step_kernels){e->f_estimate, e->f_rescore, e->f_attend, &e->P, e->attend_per_sm, e->est_per_sm, e->resc_per_sm, 1};
+    while (K.step < tmax) K.step *= 2;
+  }
+  const qgen_plan *P = K.P;
+  /* an engine launch's rows hold step x n_head heads of partials a split: fewer sequences a
+     launch, fewer splits, within what the cache allocated */
+  const int rows_per = K.step > 1 ? K.step : 1;
+  const int per_launch = m->part_rows / rows_per < QGEN_MAX_BATCH ? m->part_rows / rows_per : QGEN_MAX_BATCH;
+  int64_t row0 = 0; /* query rows of the earlier launches */
+  for (int i0 = 0; i0 < n_seq; i0 += per_launch) {
     qg_batch bt;
     memset(&bt, 0, sizeof bt);
-    bt.n = n_seq - i0 < QGEN_MAX_BATCH ? n_seq - i0 : QGEN_MAX_BATCH;
+    bt.n = n_seq - i0 < per_launch ? n_seq - i0 : per_launch;
     memcpy(bt.seq, seq + i0, (size_t)bt.n * sizeof(int));
-    const int ms = max_splits(g, L, bt.n);
+    for (int i = 0; i < bt.n; i++) bt.tok[i + 1] = bt.tok[i] + (n_q ? n_q[i0 + i] : 1);
+    bt.window = window > INT32_MAX ? INT32_MAX : (int)window;
+    bt.sinks = (qgen_dptr)(uintptr_t)sinks;
+    int ms = splits_at(g, K.attend_per_sm, L, bt.n);
+    if (ms * bt.n * rows_per > m->part_rows) ms = m->part_rows / (bt.n * rows_per);
     qg_work wk = {m->scores, m->list, m->count, m->part_o, m->part_ml, m->ticket, m->hist, ms, m->exact, m->hist2, L->rescore};
-    qgen_dptr qp = q + (qgen_dptr)i0 * L->q_bytes, op = out + (qgen_dptr)i0 * L->out_bytes;
+    qgen_dptr qp = q + (qgen_dptr)row0 * L->q_bytes, op = out + (qgen_dptr)row0 * L->out_bytes;
+    row0 += bt.tok[bt.n];
     qgen_status st;
     if (reuse) { /* the last selection, extended; no estimate or select */
       void *xa[] = {&ca, &wk, &bt};
@@ -572,52 +727,51 @@ static qgen_status attend_in(qgen_kv *kv, const int *seq, int n_seq, qgen_ptr q,
       void *ea[] = {&ca, &wk, &bt, &ba, &qp};
       /* the CTAs the capacity needs, at most one wave (each then loops over its share) */
       int64_t ex = (kv->pps + P->est_pages - 1) / P->est_pages;
-      const int64_t wave = (int64_t)g->sm_count * (g->est_per_sm > 0 ? g->est_per_sm : 1) / (bt.n * L->n_head_kv);
+      const int64_t wave = (int64_t)g->sm_count * (K.est_per_sm > 0 ? K.est_per_sm : 1) / (bt.n * L->n_head_kv);
       if (ex > wave) ex = wave > 0 ? wave : 1;
-      if ((st = launch(c, g->f_estimate, (unsigned)ex, (unsigned)L->n_head_kv, (unsigned)bt.n, P->est_threads, P->est_smem, s, ea))) return st;
+      if ((st = launch(c, K.estimate, (unsigned)ex, (unsigned)L->n_head_kv, (unsigned)bt.n, P->est_threads, P->est_smem, s, ea))) return st;
     }
     if (g->marks) CU(g->cu->cuEventRecordWithFlags(g->marks[0], s, CU_EVENT_RECORD_EXTERNAL));
     if (!dense && !reuse) {
       void *sa[] = {&ca, &wk, &bt, &ba};
       const int cl = select_cluster(c, kv->pps, bt.n * L->n_head_kv);
-      const int smem = 4 * (int)(kv->pps < P->sel_smem_keys ? kv->pps : P->sel_smem_keys);
-      if ((st = launch_ex(c, g->f_select, (unsigned)(L->n_head_kv * cl), (unsigned)bt.n, 1, P->sel_threads, smem, s, sa, cl)))
+      const int smem = 4 * (int)(kv->pps < c->P.sel_smem_keys ? kv->pps : c->P.sel_smem_keys);
+      if ((st = launch_ex(c, g->f_select, (unsigned)(L->n_head_kv * cl), (unsigned)bt.n, 1, c->P.sel_threads, smem, s, sa, cl)))
         return st;
-      if (g->f_rescore) { /* two-stage: the candidates' exact scores, then select over them */
+      if (K.rescore) { /* two-stage: the candidates' exact scores, then select over them */
         void *ra[] = {&ca, &wk, &bt, &ba, &qp};
         int64_t rx = (kv->pps + 2 * P->resc_threads / 32 - 1) / (2 * P->resc_threads / 32); /* >= 2 pages a warp */
-        const int64_t wave = (int64_t)g->sm_count * (g->resc_per_sm > 0 ? g->resc_per_sm : 1) / (bt.n * L->n_head_kv);
+        const int64_t wave = (int64_t)g->sm_count * (K.resc_per_sm > 0 ? K.resc_per_sm : 1) / (bt.n * L->n_head_kv);
         if (rx > wave) rx = wave > 0 ? wave : 1;
-        if ((st = launch_ex(c, g->f_rescore, (unsigned)rx, (unsigned)L->n_head_kv, (unsigned)bt.n, P->resc_threads, P->resc_smem, s, ra, 1)))
+        if ((st = launch_ex(c, K.rescore, (unsigned)rx, (unsigned)L->n_head_kv, (unsigned)bt.n, P->resc_threads, P->resc_smem, s, ra, 1)))
           return st;
         qg_work w2 = wk; /* over the exact scores and rescore's histogram; marks nothing */
         w2.scores = m->exact, w2.hist = m->hist2, w2.exact = 0, w2.cand = 1;
         void *s2[] = {&ca, &w2, &bt, &ba};
-        if ((st = launch_ex(c, g->f_select, (unsigned)(L->n_head_kv * cl), (unsigned)bt.n, 1, P->sel_threads, smem, s, s2, cl)))
+        if ((st = launch_ex(c, g->f_select, (unsigned)(L->n_head_kv * cl), (unsigned)bt.n, 1, c->P.sel_threads, smem, s, s2, cl)))
           return st;
         /* top-p: the fewest of those holding the mass share (one CTA a list; the first
            work's exact scores, and its Quest scores as scratch) */
-        if (g->f_topp && (st = launch_ex(c, g->f_topp, (unsigned)L->n_head_kv, (unsigned)bt.n, 1, P->sel_threads, 0, s, sa, 1)))
+        if (g->f_topp && (st = launch_ex(c, g->f_topp, (unsigned)L->n_head_kv, (unsigned)bt.n, 1, c->P.sel_threads, 0, s, sa, 1)))
           return st;
       }
     }
     if (g->marks) CU(g->cu->cuEventRecordWithFlags(g->marks[1], s, CU_EVENT_RECORD_EXTERNAL));
     int bulk = P->bulk && (g->features & QGEN_ARCH_BULK); /* read by sm_90 code only */
     void *aa[] = {&ca, &wk, &bt, &qp, &op, &dense, &bulk};
-    if ((st = dense ? launch(c, g->f_attend, (unsigned)ms, (unsigned)L->n_head_kv, (unsigned)bt.n, P->attend_threads,
+    if ((st = dense ? launch(c, K.attend, (unsigned)ms, (unsigned)L->n_head_kv, (unsigned)bt.n, P->attend_threads,
                              P->attend_smem, s, aa)
-                    : launch_ex(c, g->f_attend, (unsigned)ms, (unsigned)L->n_head_kv, (unsigned)bt.n, P->attend_threads,
+                    : launch_ex(c, K.attend, (unsigned)ms, (unsigned)L->n_head_kv, (unsigned)bt.n, P->attend_threads,
                                 P->attend_smem, s, aa, 1)))
       return st;
   }
   return QGEN_OK;
 }
 
-/* n_q: one each, no window or sinks (qgen.c refuses others: max_step_tokens is 1 here,
-   windows and sinks 0). */
+/* n_q NULL: one token each; more tokens, a window or sinks run an engine module. */
 static qgen_status attend(qgen_kv *kv, const int *seq, int n_seq, const int *n_q, const qgen_ref_step_opts *x, qgen_ptr q,
                           qgen_ptr out, const qgen_budget *b, qgen_stream stream) {
-  IN_CTX(kv->ctx, attend_in(kv, seq, n_seq, q, out, b, stream));
+  IN_CTX(kv->ctx, attend_in(kv, seq, n_seq, n_q, x, q, out, b, stream));
 }
 
 /* A view's bounds: pass 0 empties the pages whose first slot is written, pass 1 merges
@@ -793,7 +947,9 @@ static int splits(const qgen_ctx *c, int nb) { return max_splits(gctx(c), &c->L,
 const qgen_backend_ops qgen_gpu_backend = {
     .name = "gpu",
     .runs_kernels = 1,
-    .max_step_tokens = 1, /* the kernels take one query token per sequence */
+    .max_step_tokens = QGEN_MAX_STEP_TOKENS,
+    .windows = 1,
+    .sinks = 1,
     .open = open_gpu,
     .close = close_gpu,
     .cache_create = cache_create,

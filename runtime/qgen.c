@@ -126,6 +126,7 @@ static qgen_status open_ctx(qgen_ctx **out, const spec_source *src, const qgen_o
     qgen_spec_layout(&c->spec, &c->L);
     c->backend = o->backend;
     fill_info(c);
+    c->info.max_step_tokens = be->max_step_tokens; /* the GPU's open may lower it */
     st = bundle ? be->open(c, o, bundle->arts, bundle->n) : be->open(c, o, NULL, 0);
   }
   if (bundle) qgen_bundle_free(bundle);
@@ -742,10 +743,10 @@ static qgen_status attend_step(qgen_kv *kv, const char *fn, const int *seq, int 
     if (n_q[i] < 1 || n_q[i] > QGEN_MAX_STEP_TOKENS)
       return qgen_fail(c, QGEN_ERR_INVALID_ARG, "%s: n_q[%d] = %d is outside [1, QGEN_MAX_STEP_TOKENS = %d]", fn, i, n_q[i],
                        QGEN_MAX_STEP_TOKENS);
-    if (n_q[i] > c->be->max_step_tokens)
-      return qgen_fail(c, QGEN_ERR_UNSUPPORTED, "%s: n_q[%d] = %d query tokens for sequence %d; the %s backend attends "
-                       "%d a sequence in one call (the CPU backend %d)", fn, i, n_q[i], seq[i], c->be->name,
-                       c->be->max_step_tokens, QGEN_MAX_STEP_TOKENS);
+    if (n_q[i] > c->info.max_step_tokens)
+      return qgen_fail(c, QGEN_ERR_UNSUPPORTED, "%s: n_q[%d] = %d query tokens for sequence %d; %s's kernels on this %s "
+                       "attend at most %d a sequence in one call (qgen_info.max_step_tokens)", fn, i, n_q[i], seq[i], c->spec.name,
+                       c->be->name, c->info.max_step_tokens);
   }
   const qgen_attend_opts o = opts ? *opts : qgen_attend_defaults(c);
   qgen_budget b = {QGEN_BUDGET_DENSE, 0, 0, 0, 0};

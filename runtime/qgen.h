@@ -129,6 +129,10 @@ typedef struct qgen_info {
   int plan_arch;            /* GPU backend: the architecture whose limits the kernels were planned for and are
                                launched within (compute capability * 10): the device's, the bundle artifact's,
                                or QGEN_EMULATE's */
+  int max_step_tokens;      /* the most query tokens of one sequence a qgen_attend_multi takes:
+                               QGEN_MAX_STEP_TOKENS, or on the GPU backend fewer where the kernels for
+                               more do not fit plan_arch, and 1 with a bundle's kernels (which are the
+                               one-token step's; a window or sinks need the spec itself too) */
 } qgen_info;
 QGEN_API void qgen_get_info(const qgen_ctx *ctx, qgen_info *info);
 
@@ -238,13 +242,14 @@ typedef struct qgen_attend_opts {
   long long sink, recent;   /* tokens always attended at the start / end (>= 0) */
   long long window;         /* > 0: a sliding-window layer; each query attends only the last
                                window tokens it sees, itself included, exactly (not whole
-                               pages); dense within it (mode QGEN_ATTEND_DENSE), on the CPU
-                               backend so far (the GPU's is QGEN_ERR_UNSUPPORTED), and not
-                               with a sparse-V spec (sparse.v_tau). 0: every token */
+                               pages); dense within it (mode QGEN_ATTEND_DENSE; the GPU reads
+                               only the window's pages), and not with a sparse-V spec
+                               (sparse.v_tau). 0: every token */
   qgen_ptr sinks;           /* learned attention sinks (gpt-oss): n_head f32 logits (scaled
-                               units); each head's softmax gets one more term, exp(sink),
-                               that weighs no value. 0: none. The CPU backend so far (the
-                               GPU's is QGEN_ERR_UNSUPPORTED), not with a sparse-V spec */
+                               units; device memory on the GPU backend); each head's softmax
+                               gets one more term, exp(sink), that weighs no value. 0: none.
+                               Not with a sparse-V spec. On the GPU a window or sinks run the
+                               kernels of qgen_attend_multi's steps of several tokens (below) */
 } qgen_attend_opts;
 /* The spec's defaults (sparse if the spec is), with only the one of coverage and budget
    that the spec gives set, the other 0: to use the other, set it and clear this one.
@@ -266,9 +271,12 @@ enum { QGEN_MAX_STEP_TOKENS = 16 };
    head for the whole step, a page scored by the max over the step's tokens as over a
    group's heads (the exact score of two-stage selection too) and the forced pages those of
    the whole length, so a verify step reads each selected page once for all its tokens;
-   qgen_kv_selection gives it. Dense is exact. All n_q 1 is qgen_attend. The GPU backend
-   attends one token a sequence so far: more is QGEN_ERR_UNSUPPORTED there (the CPU
-   backend, the reference, takes up to QGEN_MAX_STEP_TOKENS). */
+   qgen_kv_selection gives it. Dense is exact. All n_q 1 is qgen_attend. More than
+   qgen_info.max_step_tokens is QGEN_ERR_UNSUPPORTED. On the GPU backend a step of several
+   tokens (like a window or sinks) runs kernels built for it on its first use (NVRTC: seconds,
+   once per power of two of the step's largest n_q, then from the kernel cache): make such a
+   step once before capturing one in a CUDA graph; its outputs agree with one-token steps'
+   to rounding, not bit for bit. Not with a sparse-V spec there (QGEN_ERR_UNSUPPORTED). */
 QGEN_API qgen_status qgen_attend_multi(qgen_kv *kv, const int *seq, int n_seq, const int *n_q, qgen_ptr q,
                                        qgen_ptr out, const qgen_attend_opts *opts, qgen_stream stream);
 

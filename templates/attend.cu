@@ -96,7 +96,7 @@ constexpr bool FP8_K = SWIZZLED<KT> && !KT::Q16 && !QG_OLD_DEQUANT, FP8_V = SWIZ
 constexpr bool SWAP = QG_SWAP_OPS;
 // The swapped consumers two sub-tiles of their group a step (plan pair; consume_step).
 constexpr bool PAIR = QG_PAIR;
-static_assert(!SWAP || (G <= 8 && MT == 1 && !KT::Q16 && !VT::Q16 && !SWIZZLED<KT> && !SWIZZLED<VT> && !OLD_K && !OLD_V),
+static_assert(!SWAP || (!STEP && G <= 8 && MT == 1 && !KT::Q16 && !VT::Q16 && !SWIZZLED<KT> && !SWIZZLED<VT> && !OLD_K && !OLD_V),
               "the swapped operands are for block-quantized K and V (oct / tpair) and one n-tile of heads");
 #ifdef QG_V_TAU
 constexpr float V_TAU = QG_V_TAU; // sparse.v_tau: skip a sub-tile's V work when all its weights are below it
@@ -219,13 +219,18 @@ __device__ __forceinline__ void copy_rows(u8 *dst, const u8 *src, i64 ts, int nv
 }
 
 // This CTA's share of the list: pages [p0, p1) of the list's L, of a sequence of len tokens
-// in n pages.
+// in n pages. A dense list is the pages from base on (0, or a window's first page).
 struct share {
-  i64 len, n, L, p0, p1;
+  i64 len, n, L, p0, p1, base;
   // Valid rows of sub-tile jt of the share: only the sequence's last page is partial, and
   // it is always the list's last entry (the lists are ascending and always hold it).
   __device__ __forceinline__ int valid(int jt) const {
     return (p0 + jt / SPP == L - 1 ? (int)(len - (n - 1) * BLOCK) : BLOCK) - (jt % SPP) * SUB;
+  }
+  // The sequence position of sub-tile jt's first token (list: NULL when dense).
+  __device__ __forceinline__ i64 pos(int jt, const int *list) const {
+    const i64 i = p0 + jt / SPP;
+    return (list ? (i64)list[i] : base + i) * BLOCK + (jt % SPP) * SUB;
   }
 };
 
@@ -253,7 +258,7 @@ __device__ __forceinline__ void produce(const qg_cache &c, const int *list, int 
       batch = pi >> 5;
       const i64 i = sh.p0 + (i64)batch * 32 + lane;
       if (i < sh.p1) {
-        lp_l = list ? list[i] : i;
+        lp_l = list ? list[i] : sh.base + i;
         phys_l = pt[lp_l * R];
       }
     }
@@ -366,19 +371,23 @@ __device__ __forceinline__ void qk_tile(float (&s)[2][4], const u8 *qa, const u8
 }
 
 // Online softmax of S (rows past nvalid masked) into the running (m, l, O); row 0 = head g,
-// row 1 = head g + 8 of the m-tile, whose heads past nrows are padding. Leaves P as the A
+// row 1 = head g + 8 of the m-tile, whose heads past nrows are padding. Engine modules mask
+// too each row's columns outside [lo, hi) (its span, relative to the sub-tile). Leaves P as the A
 // operand of P V (pa, and its residue pl for bf16 V). Returns whether the P V of the
 // sub-tile may be skipped (sparse-V: every weight of the warp's heads below V_TAU; l still
 // counts them); always false (no code) when V_TAU is 0.
 __device__ __forceinline__ bool softmax_tile(float (&s)[2][4], float (&o)[D / 8][4], float (&m)[2], float (&l)[2], u32 (&pa)[4],
-                                             u32 (&pl)[4], int nvalid, int nrows, int lane, float sl2) {
+                                             u32 (&pl)[4], int nvalid, const int (&lo)[2], const int (&hi)[2], int nrows, int lane,
+                                             float sl2) {
   const int tok0 = 2 * (lane & 3);
   float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
   for (int nt = 0; nt < 2; nt++)
 #pragma unroll
     for (int e = 0; e < 4; e++) {
-      const bool ok = tok0 + nt * 8 + (e & 1) < nvalid;
+      const int col = tok0 + nt * 8 + (e & 1);
+      bool ok = col < nvalid;
+      if constexpr (STEP > 0) ok = ok && col >= lo[e >> 1] && col < hi[e >> 1]; // the row's causal span and window
       s[nt][e] = ok ? s[nt][e] * sl2 : -INFINITY;
       mx[e >> 1] = fmaxf(mx[e >> 1], s[nt][e]);
     }
@@ -518,11 +527,11 @@ __device__ __forceinline__ void pv_tile(float (&o)[D / 8][4], const u32 (&pa)[4]
 // of the warp's 16 heads are real. Under sparse-V a skipped sub-tile's V is still copied
 // by the producer: what it saves is the shared-memory loads, dequantization and mma.
 __device__ __forceinline__ void consume(float (&o)[D / 8][4], float (&m)[2], float (&l)[2], const u8 *qa, const u8 *ks, const u8 *vs,
-                                        int nvalid, int nrows, int lane, float sl2) {
+                                        int nvalid, const int (&lo)[2], const int (&hi)[2], int nrows, int lane, float sl2) {
   float s[2][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}};
   qk_tile(s, qa, ks, lane);
   u32 pa[4], pl[4];
-  if (!softmax_tile(s, o, m, l, pa, pl, nvalid, nrows, lane, sl2)) pv_tile(o, pa, pl, vs, lane);
+  if (!softmax_tile(s, o, m, l, pa, pl, nvalid, lo, hi, nrows, lane, sl2)) pv_tile(o, pa, pl, vs, lane);
 }
 
 // The swapped operands (SWAP: K and V block-quantized, G <= 8). With Q as the A operand the
@@ -668,10 +677,12 @@ __device__ __forceinline__ void consume_swap(float (&o)[D / 8][4], float (&m)[2]
 
 // A consumer warp's step over NS sub-tiles of its token group, jt + k WARPS_T: their stages
 // waited for, consumed, then released (every lane, after its own reads: release). NS > 1
-// only under PAIR.
+// only under PAIR. Engine modules: span holds the sequence positions [lo, hi) that the
+// lane's two rows see (row_span), list the share's list (NULL: dense).
 template <int NS>
 __device__ __forceinline__ void consume_step(int jt, float (&o)[D / 8][4], float (&m)[2], float (&l)[2], const qsrc &q, const u8 *qsm,
-                                             const u8 *stages, u64 *full, u64 *empty, const share &sh, int wm, int lane, float sl2) {
+                                             const u8 *stages, u64 *full, u64 *empty, const share &sh, int wm, int lane, float sl2,
+                                             const i64 (&span)[2][2], const int *list) {
   const u8 *ks[NS], *vs[NS];
   int nvalid[NS], ci[NS];
 #pragma unroll
@@ -688,7 +699,14 @@ __device__ __forceinline__ void consume_step(int jt, float (&o)[D / 8][4], float
   } else {
     static_assert(NS == 1, "pairs are for the swapped operands");
     const u8 *qa = qsm + (wm * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * Q_SROW + ((lane >> 4) * 8) * 2;
-    consume(o, m, l, qa, ks[0], vs[0], nvalid[0], G - wm * 16, lane, sl2);
+    int lo[2] = {0, 0}, hi[2] = {SUB, SUB};
+    if constexpr (STEP > 0) {
+      const i64 p = sh.pos(jt, list);
+#pragma unroll
+      for (int r = 0; r < 2; r++)
+        lo[r] = (int)min(max(span[r][0] - p, (i64)0), (i64)SUB), hi[r] = (int)min(max(span[r][1] - p, (i64)0), (i64)SUB);
+    }
+    consume(o, m, l, qa, ks[0], vs[0], nvalid[0], lo, hi, G - wm * 16, lane, sl2);
   }
 #pragma unroll
   for (int k = 0; k < NS; k++) mbar_arrive(&empty[ci[k]]);
@@ -699,9 +717,9 @@ __device__ __forceinline__ void consume_step(int jt, float (&o)[D / 8][4], float
 // [WARPS_T][MT*16]), then per (head, channel) the merged value: the output when the share
 // is the whole list (ns == 1), else this split's f32 partial. g, j, wm, wt: the lane's and
 // the warp's places, as the kernel computed them.
-__device__ __forceinline__ void merge_groups(const qg_work &wk, const float (&o)[D / 8][4], const float (&m)[2], const float (&l)[2],
-                                             float *red_o, float *red_m, float *red_l, int b, int h, int split, int ns, void *out, int g,
-                                             int j, int wm, int wt, int warp) {
+__device__ __forceinline__ void merge_groups(const qg_work &wk, const qg_batch &bt, const float (&o)[D / 8][4], const float (&m)[2],
+                                             const float (&l)[2], float *red_o, float *red_m, float *red_l, int b, int h, int split, int ns,
+                                             void *out, int g, int j, int wm, int wt, int warp) {
   __syncthreads(); // the ring is drained
   if constexpr (SWAP) { // O^T: lane (g, j) holds channels of rows g, g + 8 for heads 2j, 2j + 1
     if (warp < NC) {
@@ -739,9 +757,10 @@ __device__ __forceinline__ void merge_groups(const qg_work &wk, const float (&o)
       acc += f * red_o[((i64)w * MT * 16 + r) * D + d];
       lsum += f * red_l[w * MT * 16 + r];
     }
-    const i64 row = (i64)b * N_HEAD + h * G + r;
+    const i64 row = part_row(b, h, r);
     if (ns == 1) {
-      OT::store(out, row * D + d, lsum > 0.0f ? acc / lsum : 0.0f);
+      if (STEP && bt.sinks) lsum += sink_term(bt, h, r, mref);
+      if (row_real(bt, b, r)) OT::store(out, io_row(bt, b, h, r) * D + d, lsum > 0.0f ? acc / lsum : 0.0f);
     } else {
       wk.part_o[(row * wk.max_splits + split) * D + d] = acc;
       if (d == 0) {
@@ -754,7 +773,7 @@ __device__ __forceinline__ void merge_groups(const qg_work &wk, const float (&o)
 
 // The last split of this (row, KV head) to finish merges all of them (combine.cu), with
 // scratch shared memory wsm; s_last is the CTA's shared verdict.
-__device__ __forceinline__ void merge_splits(const qg_work &wk, int b, int h, int ns, void *out, float *wsm, int &s_last) {
+__device__ __forceinline__ void merge_splits(const qg_work &wk, const qg_batch &bt, int b, int h, int ns, void *out, float *wsm, int &s_last) {
   __threadfence(); // this CTA's partial is visible device-wide before its ticket
   __syncthreads();
   if (threadIdx.x == 0) {
@@ -765,7 +784,7 @@ __device__ __forceinline__ void merge_splits(const qg_work &wk, int b, int h, in
   __syncthreads();
   if (s_last) {
     __threadfence();
-    combine_group<THREADS>(wk, b, h, ns, out, wsm);
+    combine_group<THREADS>(wk, bt, b, h, ns, out, wsm);
   }
 }
 
@@ -803,7 +822,7 @@ extern "C" __global__ void QG_ATTEND_BOUNDS qg_attend(qg_cache c, qg_work wk, qg
     for (int qc = 0; qc < NQ; qc++)
       for (int i = threadIdx.x; i < (MT * 16 - G) * Q_SROW / 16; i += NC * 32)
         *(uint4 *)(qsm + qc * MT * 16 * Q_SROW + G * Q_SROW + 16 * i) = make_uint4(0, 0, 0, 0);
-    load_group_q<NC * 32>(q, b, h, [&](int r, int d, float x) {
+    load_group_q<NC * 32>(q, bt, b, h, [&](int r, int d, float x) {
       const u32 w = pack2<KT::BF>(x, 0.0f);
       *(u16 *)(qsm + r * Q_SROW + 2 * k_slot(d)) = (u16)w;
       if constexpr (NQ == 2) *(u16 *)(qsm + MT * 16 * Q_SROW + r * Q_SROW + 2 * k_slot(d)) = (u16)pack2_residue<true>(x, 0.0f, w);
@@ -812,10 +831,12 @@ extern "C" __global__ void QG_ATTEND_BOUNDS qg_attend(qg_cache c, qg_work wk, qg
   if (!dense) grid_dep_wait(); // the list and its count are select's
   __syncthreads();             // barriers initialised, q staged
   const int *list = dense ? nullptr : wk.list + ((i64)seq * N_KV + h) * c.pages_per_seq;
-  const i64 L = dense ? n : wk.count[(i64)seq * N_KV + h];
+  // a dense window reads the pages from the one its first row's span starts in
+  const i64 base = STEP && dense && bt.window > 0 ? max(len - (row_tokens(bt, b) - 1) - bt.window, (i64)0) / BLOCK : 0;
+  const i64 L = dense ? n - base : wk.count[(i64)seq * N_KV + h];
   const int ns = n_splits(L, wk.max_splits);
   if (split >= ns) return; // the whole CTA: ns is the same for every thread
-  const share sh = {len, n, L, L * split / ns, L * (split + 1) / ns};
+  const share sh = {len, n, L, L * split / ns, L * (split + 1) / ns, base};
   const int n_sub = (int)(sh.p1 - sh.p0) * SPP;
 
   float o[D / 8][4];
@@ -830,10 +851,13 @@ extern "C" __global__ void QG_ATTEND_BOUNDS qg_attend(qg_cache c, qg_work wk, qg
     produce_any(c, list, seq, h, sh, n_sub, stages, full, empty, lane, bulk);
   } else {
     const qsrc q(qsm, lane); // SWAP: Q^T's B-fragments (unused otherwise)
+    i64 span[2][2] = {{0, len}, {0, len}}; // engine modules: the lane's rows' spans
+    if constexpr (STEP > 0)
+      for (int r = 0; r < 2; r++) row_span(bt, b, wm * 16 + g + 8 * r, len, span[r][0], span[r][1]);
     int jt = wt;             // consumers of token group wt: two sub-tiles a step under PAIR, a last odd one alone
     if constexpr (PAIR)
-      for (; jt + WARPS_T < n_sub; jt += 2 * WARPS_T) consume_step<2>(jt, o, m, l, q, qsm, stages, full, empty, sh, wm, lane, sl2);
-    for (; jt < n_sub; jt += WARPS_T) consume_step<1>(jt, o, m, l, q, qsm, stages, full, empty, sh, wm, lane, sl2);
+      for (; jt + WARPS_T < n_sub; jt += 2 * WARPS_T) consume_step<2>(jt, o, m, l, q, qsm, stages, full, empty, sh, wm, lane, sl2, span, list);
+    for (; jt < n_sub; jt += WARPS_T) consume_step<1>(jt, o, m, l, q, qsm, stages, full, empty, sh, wm, lane, sl2, span, list);
     if constexpr (TENSOR_UNIT<VT> != 0.0f) {
       const float vsc = c.v_scale * TENSOR_UNIT<VT>;
 #pragma unroll
@@ -849,8 +873,8 @@ extern "C" __global__ void QG_ATTEND_BOUNDS qg_attend(qg_cache c, qg_work wk, qg
   float *red_o = (float *)stages;                         // [WARPS_T][MT*16][D]
   float *red_m = red_o + WARPS_T * MT * 16 * D;           // [WARPS_T][MT*16]
   float *red_l = red_m + WARPS_T * MT * 16;               // [WARPS_T][MT*16]
-  merge_groups(wk, o, m, l, red_o, red_m, red_l, b, h, split, ns, out, g, j, wm, wt, warp);
+  merge_groups(wk, bt, o, m, l, red_o, red_m, red_l, b, h, split, ns, out, g, j, wm, wt, warp);
   if (ns == 1) return;
   __shared__ int s_last;
-  merge_splits(wk, b, h, ns, out, (float *)stages, s_last);
+  merge_splits(wk, bt, b, h, ns, out, (float *)stages, s_last);
 }

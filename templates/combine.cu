@@ -12,17 +12,17 @@
 // were written by other SMs and must not come from this SM's L1.
 
 // All THREADS threads of the CTA call it, with scratch shared memory for G * ns floats;
-// writes out rows b*N_HEAD + h*G .. + G-1. Warps first turn each head's (m_s, l_s) into
+// writes the output rows of the group's real rows (io_row). Warps first turn each head's (m_s, l_s) into
 // normalised weights (every split's pair loaded at once); then each thread sums four
 // channels of one head over the splits, 16-byte loads 16 splits deep: the merge runs on
 // one SM after all the others finished, so each L2 round trip here is on the step's
 // critical path. The first 16 splits of a thread's first four channels do not depend on
 // the weights: they are loaded before them, so that round trip overlaps the weights'.
 template <int THREADS>
-__device__ __forceinline__ void combine_group(const qg_work &wk, int b, int h, int ns, void *out, float *wsm) {
+__device__ __forceinline__ void combine_group(const qg_work &wk, const qg_batch &bt, int b, int h, int ns, void *out, float *wsm) {
   constexpr int NWARP = THREADS / 32, MW = (QG_MAX_SPLITS + 31) / 32, DEEP = 16;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const i64 row0 = (i64)b * N_HEAD + h * G;
+  const i64 row0 = part_row(b, h, 0);
   // splits s0 .. s0 + DEEP - 1 of the four channels i of the partials (0 past ns)
   auto load_batch = [&](int i, int s0, float4 (&v)[DEEP]) {
     const float4 *po = (const float4 *)(wk.part_o + (row0 + i / (D / 4)) * wk.max_splits * D + (i % (D / 4)) * 4);
@@ -46,6 +46,7 @@ __device__ __forceinline__ void combine_group(const qg_work &wk, int b, int h, i
     for (int k = 0; k < MW; k++) f[k] = fast_exp2(mlv[k].x - mref), lsum += f[k] * mlv[k].y;
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) lsum += __shfl_xor_sync(0xffffffffu, lsum, o);
+    if (STEP && bt.sinks) lsum += sink_term(bt, h, r, mref);
     const float inv = lsum > 0.0f ? 1.0f / lsum : 0.0f;
 #pragma unroll
     for (int k = 0; k < MW; k++)
@@ -64,7 +65,8 @@ __device__ __forceinline__ void combine_group(const qg_work &wk, int b, int h, i
           acc.x += w * v[u].x, acc.y += w * v[u].y, acc.z += w * v[u].z, acc.w += w * v[u].w;
         }
     }
-    const i64 o = (row0 + r) * D + d;
+    if (!row_real(bt, b, r)) continue;
+    const i64 o = io_row(bt, b, h, r) * D + d;
     OT::store(out, o, acc.x), OT::store(out, o + 1, acc.y), OT::store(out, o + 2, acc.z), OT::store(out, o + 3, acc.w);
   }
 }

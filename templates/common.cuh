@@ -22,7 +22,13 @@ typedef unsigned long long u64;
 constexpr int D = QG_HEAD_DIM;
 constexpr int N_HEAD = QG_N_HEAD;
 constexpr int N_KV = QG_N_HEAD_KV;
-constexpr int G = QG_GROUP;
+constexpr int HEADS = QG_HEADS; // query heads of a KV head
+// 0: the one-token module (a CTA's rows are its KV head's HEADS query heads of one token);
+// T >= 1: an engine module (runtime/gpu.c: several query tokens a sequence, windows, sinks),
+// whose rows are those heads for each of T tokens: row r is token r / HEADS, head r % HEADS
+constexpr int STEP = QG_STEP;
+constexpr int G = QG_GROUP; // a CTA's query rows
+static_assert(G == HEADS * (STEP > 1 ? STEP : 1), "the emitter and the rows disagree");
 constexpr int BLOCK = QG_BLOCK;
 constexpr bool SPARSE = QG_SPARSE != 0;
 constexpr bool BOUNDS_I8 = QG_BOUNDS_I8 != 0; // estimate reads 8-bit bounds (layout.h)
@@ -34,6 +40,36 @@ constexpr int APPEND_MAX = QGEN_APPEND_MAX; // sequences per append launch
 
 static_assert(D % 32 == 0 && D <= 256, "head_dim must be a multiple of 32, at most 256");
 static_assert(BLOCK % 32 == 0, "block must be a multiple of 32");
+
+// ---- query rows -----------------------------------------------------------------------
+
+// Query tokens of batch row b.
+__device__ __forceinline__ int row_tokens(const qg_batch &bt, int b) { return STEP ? bt.tok[b + 1] - bt.tok[b] : 1; }
+// The token of row r among them; rows past the row's tokens (padding) take its last token,
+// so that a page bound's max over the rows is over the step's tokens alone.
+__device__ __forceinline__ int row_token(const qg_batch &bt, int b, int r) { return STEP ? min(r / HEADS, row_tokens(bt, b) - 1) : 0; }
+// Whether row r is one of batch row b's tokens (its output is written), not padding.
+__device__ __forceinline__ bool row_real(const qg_batch &bt, int b, int r) { return !STEP || r / HEADS < row_tokens(bt, b); }
+// The row of q and of out (in rows of D elements) that row r of batch row b, KV head h reads
+// and writes.
+__device__ __forceinline__ i64 io_row(const qg_batch &bt, int b, int h, int r) {
+  if constexpr (!STEP) return (i64)b * N_HEAD + h * G + r;
+  else return (i64)(bt.tok[b] + row_token(bt, b, r)) * N_HEAD + h * HEADS + r % HEADS;
+}
+// The row of the split partials (qg_work part_o, part_ml) of row r of (batch row b, KV head h).
+__device__ __forceinline__ i64 part_row(int b, int h, int r) { return ((i64)b * N_KV + h) * G + r; }
+// Tokens [lo, hi) of the sequence (len tokens) that row r of batch row b sees: all but the
+// step's later tokens (causal), within the window if any.
+__device__ __forceinline__ void row_span(const qg_batch &bt, int b, int r, i64 len, i64 &lo, i64 &hi) {
+  hi = len - (row_tokens(bt, b) - 1 - row_token(bt, b, r));
+  lo = STEP && bt.window > 0 ? max(hi - bt.window, (i64)0) : 0;
+}
+
+// A learned sink's softmax term for row r of KV head h against the running max mref (base
+// 2): the head's logit (scaled units) in base 2.
+__device__ __forceinline__ float sink_term(const qg_batch &bt, int h, int r, float mref) {
+  return exp2f(bt.sinks[h * HEADS + r % HEADS] * 1.4426950408889634f - mref);
+}
 
 // ---- warp and block reductions ------------------------------------------------------
 

@@ -146,7 +146,7 @@ template <int R> __device__ __forceinline__ void estimate_r(const qg_cache &c, c
   for (int part = 0; part < EST_NQ; part++)
     for (int i = threadIdx.x; i < (EST_NT * 8 - G) * EST_QROW / 16; i += QG_EST_THREADS)
       *(uint4 *)(qsm + (part * EST_NT * 8 + G) * EST_QROW + 16 * i) = make_uint4(0, 0, 0, 0);
-  load_group_q<QG_EST_THREADS>(q, b, h, [&](int r, int d, float x) {
+  load_group_q<QG_EST_THREADS>(q, bt, b, h, [&](int r, int d, float x) {
     put(r, d, fminf(x, 0.0f));
     put(r, D + d, fmaxf(x, 0.0f));
   });

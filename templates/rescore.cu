@@ -42,14 +42,13 @@ extern "C" __global__ void __launch_bounds__(QG_RESC_THREADS) qg_rescore(qg_cach
 
   // The query's B fragments (heads >= G zero): column g of n-tile nt is head nt*8 + g, k
   // slots 2j, 2j+1 | 2j+8, 2j+9 of k-step s are elements 16s + 4j + 0, 1 | 2, 3.
-  const i64 qbase = ((i64)b * N_HEAD + h * G) * D;
   for (int i = threadIdx.x; i < RS_NQ * RS_NT * RS_KS * 32; i += QG_RESC_THREADS) {
     const int l = i & 31, s = (i >> 5) % RS_KS, nt = (i >> 5) / RS_KS % RS_NT, part = (i >> 5) / (RS_KS * RS_NT);
     const int head = nt * 8 + (l >> 2), d0 = 16 * s + 4 * (l & 3);
     float x[4];
 #pragma unroll
     for (int e = 0; e < 4; e++) {
-      const float v = head < G ? IT::load(q, qbase + (i64)head * D + d0 + e) : 0.0f;
+      const float v = head < G ? IT::load(q, io_row(bt, b, h, head) * D + d0 + e) : 0.0f;
       x[e] = part == 0 ? v : v - __half2float(__float2half_rn(v));
     }
     qf[i] = make_uint2(pack2<false>(x[0], x[1]), pack2<false>(x[2], x[3]));

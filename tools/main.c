@@ -396,7 +396,7 @@ static int emit_variant(const qgen_spec *s, const char *spec, const int *use, in
 
 static int cmd_emit(int argc, char **argv) {
   const char *spec = NULL, *out = NULL, *variant = NULL, *arch_list = NULL;
-  int print = 0, plan_only = 0;
+  int print = 0, plan_only = 0, step = 0;
   const qgen_opt opts[] = {
       SPEC_OPT(&spec),
       {.name = "--out", .alias = "-o", .arg = "DIR", .kind = QGEN_OPT_STR, .dst = &out,
@@ -407,12 +407,20 @@ static int cmd_emit(int argc, char **argv) {
       {.name = "--print", .kind = QGEN_OPT_FLAG, .dst = &print, .help = "print the emitted source to stdout"},
       {.name = "--plan", .kind = QGEN_OPT_FLAG, .dst = &plan_only,
        .help = "print each variant's launch plan per arch (or why it does not fit); compile nothing"},
+      {.name = "--step", .arg = "N", .kind = QGEN_OPT_INT, .dst = &step,
+       .help = "the engine module of N query tokens a sequence (1, 2, 4, 8, 16):\n"
+               "what a step of up to N tokens, a window or sinks runs (the\n"
+               "library builds it on first use; this fills the cache ahead)"},
       HELP_OPT,
       {0}};
   const qgen_cmd cmd = {"emit", EMIT_SYNOPSIS, NULL, 19, opts};
   const int done = qgen_opts_parse(&cmd, argc, argv, NULL, 0, NULL);
   if (done >= 0) return done;
   if (!spec) return die(QGEN_EXIT_USER, "emit: --spec FILE is required (see qgen emit --help)");
+  if (step < 0 || step > 16 || (step & (step - 1)))
+    return die(QGEN_EXIT_USER, "emit: --step %d: the engine modules take 1, 2, 4, 8 or 16 tokens", step);
+  if (step && out) return die(QGEN_EXIT_USER, "emit: --step writes no files (its module would take the one-token files' names): give it without -o");
+  tune.step = step;
   if (plan_only && (print || out)) return die(QGEN_EXIT_USER, "emit: --plan compiles and writes nothing: give it without --print and -o");
   int rc = qgen_opts_not_input("emit", NULL, NULL, spec);
   if (rc != 0) return rc;

@@ -149,7 +149,8 @@ class Info(ctypes.Structure):
                 ("k_row_bytes", ctypes.c_size_t), ("v_row_bytes", ctypes.c_size_t),
                 ("backend", ctypes.c_int), ("arch", ctypes.c_int), ("sm_count", ctypes.c_int),
                 ("device_name", ctypes.c_char * 128), ("from_ptx", ctypes.c_int),
-                ("open_ms", ctypes.c_double), ("cache_hit", ctypes.c_int), ("plan_arch", ctypes.c_int)]
+                ("open_ms", ctypes.c_double), ("cache_hit", ctypes.c_int), ("plan_arch", ctypes.c_int),
+                ("max_step_tokens", ctypes.c_int)]
 
 
 class AttendOpts(ctypes.Structure):
