@@ -10,7 +10,9 @@
  * coverage also as a reuse step (QGEN_ATTEND_REUSE over the last selection), captured and
  * replayed the same way, on its own line and as reuse_us in the JSON. In the same cell a plain
  * streaming read (16-byte loads, 4 in flight per thread, grid sized to the SMs) of exactly
- * the bytes the step must read gives the practical floor at that size.
+ * the bytes the step must read gives the practical floor at that size. With --tokens, each
+ * coverage is timed again as a step of T query tokens a sequence (the last T of each:
+ * qgen_attend_multi, a speculative verify step), which reads the same bytes.
  *
  * Several --variant names are timed one after another in this process (all opened first, so
  * a bad one fails before any time is spent), into one table and one JSON array.
@@ -75,13 +77,22 @@ static float median(float *v, int n) {
   } while (0)
 #define API(call) QGEN_API_CHECK(ctx, call, QGEN_API_FATAL("bench"))
 
-/* ex[r] = the step (attend with o) of cache kv[r], captured on cs, for each of R caches. */
-static void capture_steps(benv *b, qgen_ctx *ctx, qgen_kv **kv, int R, const int *seq, int B, CUdeviceptr dq,
+/* One step of B sequences with nq query tokens each (NULL: one) on stream s. */
+static qgen_status step(qgen_kv *kv, const int *seq, int B, const int *nq, CUdeviceptr dq, CUdeviceptr dout,
+                        const qgen_attend_opts *o, CUstream s) {
+  return nq ? qgen_attend_multi(kv, seq, B, nq, dq, dout, o, s) : qgen_attend(kv, seq, B, dq, dout, o, s);
+}
+
+/* ex[r] = the step (attend with o, nq tokens a sequence) of cache kv[r], captured on cs, for
+   each of R caches. */
+static void capture_steps(benv *b, qgen_ctx *ctx, qgen_kv **kv, int R, const int *seq, int B, const int *nq, CUdeviceptr dq,
                           CUdeviceptr dout, const qgen_attend_opts *o, CUstream cs, CUgraphExec *ex) {
   for (int r = 0; r < R; r++) {
     CUgraph gr;
+    API(step(kv[r], seq, B, nq, dq, dout, o, cs)); /* once eagerly: a step of several tokens builds its kernels on first use */
+    CK(b->cu->cuStreamSynchronize(cs));
     CK(b->cu->cuStreamBeginCapture(cs, CU_STREAM_CAPTURE_MODE_GLOBAL));
-    API(qgen_attend(kv[r], seq, B, dq, dout, o, cs));
+    API(step(kv[r], seq, B, nq, dq, dout, o, cs));
     CK(b->cu->cuStreamEndCapture(cs, &gr));
     CK(b->cu->cuGraphInstantiate(&ex[r], gr, 0));
     CK(b->cu->cuGraphDestroy(gr));
@@ -234,7 +245,7 @@ int qgen_bench_jit(const char *spec, const char *variant) {
 }
 
 void qgen_bench_print_header(void) {
-  printf("%-22s %4s %8s %6s | %9s %9s %9s %9s %9s | %9s %9s %8s %8s\n", "spec", "B", "ctx", "cov", "step_us", "est_us",
+  printf("%-22s %4s %8s %6s %2s | %9s %9s %9s %9s %9s | %9s %9s %8s %8s\n", "spec", "B", "ctx", "cov", "T", "step_us", "est_us",
          "sel_us", "attend_us", "eager_us", "stream_us", "floor_us", "GB/s", "x_stream");
 }
 
@@ -259,10 +270,10 @@ typedef struct {
    query and output, the first cache's fill time and the dense step's time. */
 typedef struct {
   int64_t C;
-  int B, R;
+  int B, R, T; /* T: the query tokens a sequence of the step being timed */
   qgen_kv **kv;
-  int *seq;
-  CUdeviceptr dq, dout;
+  int *seq, *nq; /* nq: T for each sequence, or NULL while T is 1 */
+  CUdeviceptr dq, dout; /* room for the most tokens of --tokens */
   double fill_ms, dense_us;
 } bcell;
 
@@ -292,7 +303,7 @@ static int cell_begin(bvar *v, const qgen_bench_cfg *c, bcell *k, int64_t C, int
   benv *b = v->b;
   qgen_ctx *ctx = v->ctx;
   const qgen_layout *L = v->L;
-  *k = (bcell){.C = C, .B = B, .dense_us = NAN};
+  *k = (bcell){.C = C, .B = B, .T = 1, .dense_us = NAN};
   const double cache_bytes = step_bytes(L, C, B, 1.0) + (double)qgen_pages_of(C, L->block) * B * (L->bounds_page_bytes + L->bounds_i8_page_bytes);
   if (cache_bytes > c->mem_gib * (1u << 30)) {
     printf("%-22s %4d %8lld   skip (cache %.1f GiB > --mem-gib)\n", v->info.name, B,
@@ -326,7 +337,10 @@ static int cell_begin(bvar *v, const qgen_bench_cfg *c, bcell *k, int64_t C, int
     if (r == 0) k->fill_ms = ms;
   }
   free(nn);
-  const size_t qb = (size_t)B * L->q_bytes, ob = (size_t)B * L->out_bytes;
+  int tmax = 1;
+  for (int i = 0; i < c->ntok; i++) tmax = (int)c->tokens[i] > tmax ? (int)c->tokens[i] : tmax;
+  k->nq = malloc(sizeof(int) * (size_t)B);
+  const size_t qb = (size_t)B * tmax * L->q_bytes, ob = (size_t)B * tmax * L->out_bytes;
   CK(b->cu->cuMemAlloc(&k->dq, qb));
   CK(b->cu->cuMemAlloc(&k->dout, ob));
   CK(b->cu->cuMemcpyDtoD(k->dq, v->dk, qb < (size_t)BENCH_CHUNK * v->rowb ? qb : (size_t)BENCH_CHUNK * v->rowb));
@@ -338,6 +352,7 @@ static void cell_end(bvar *v, bcell *k) {
   for (int r = 0; r < k->R; r++) qgen_cache_destroy(k->kv[r]);
   free(k->kv);
   free(k->seq);
+  free(k->nq);
   v->b->cu->cuMemFree(k->dq);
   v->b->cu->cuMemFree(k->dout);
   printf("%-22s %4d %8lld   append: %.3g tokens/s filling in %d-token chunks per sequence\n", v->info.name, k->B,
@@ -349,10 +364,11 @@ static void cell_end(bvar *v, bcell *k) {
 static double time_eager(bvar *v, const bcell *k, const qgen_attend_opts *ao, const qgen_bench_cfg *c) {
   benv *b = v->b;
   qgen_ctx *ctx = v->ctx;
-  for (int i = 0; i < c->warmup; i++) API(qgen_attend(k->kv[i % k->R], k->seq, k->B, k->dq, k->dout, ao, v->cs));
+  const int *nq = k->T > 1 ? k->nq : NULL;
+  for (int i = 0; i < c->warmup; i++) API(step(k->kv[i % k->R], k->seq, k->B, nq, k->dq, k->dout, ao, v->cs));
   for (int i = 0; i < c->runs; i++) {
     CK(b->cu->cuEventRecord(v->e0, v->cs));
-    API(qgen_attend(k->kv[i % k->R], k->seq, k->B, k->dq, k->dout, ao, v->cs));
+    API(step(k->kv[i % k->R], k->seq, k->B, nq, k->dq, k->dout, ao, v->cs));
     CK(b->cu->cuEventRecord(v->e1, v->cs));
     CK(b->cu->cuEventSynchronize(v->e1));
     CK(b->cu->cuEventElapsedTime(&v->t[i], v->e0, v->e1));
@@ -369,7 +385,7 @@ static double time_graph(bvar *v, const bcell *k, const qgen_attend_opts *ao, co
   CUgraphExec *ex = calloc(2 * (size_t)R, sizeof *ex);
   for (int m = 0; m < 2; m++) {
     qgen_ext_set_marks(v->ctx, m ? v->marks : NULL);
-    capture_steps(b, v->ctx, k->kv, R, k->seq, k->B, k->dq, k->dout, ao, v->cs, ex + m * R);
+    capture_steps(b, v->ctx, k->kv, R, k->seq, k->B, k->T > 1 ? k->nq : NULL, k->dq, k->dout, ao, v->cs, ex + m * R);
   }
   qgen_ext_set_marks(v->ctx, NULL);
   const double step = replay_us(b, ex, R, v->cs, v->e0, v->e1, v->t, c->warmup, c->runs);
@@ -398,8 +414,9 @@ static double time_reuse(bvar *v, const bcell *k, const qgen_attend_opts *ao, co
   CUgraphExec *ex = calloc((size_t)R, sizeof *ex);
   qgen_attend_opts ro = *ao;
   ro.mode = QGEN_ATTEND_REUSE;
-  for (int r = 0; r < R; r++) API(qgen_attend(k->kv[r], k->seq, k->B, k->dq, k->dout, ao, v->cs)); /* each cache's selection */
-  capture_steps(b, ctx, k->kv, R, k->seq, k->B, k->dq, k->dout, &ro, v->cs, ex);
+  const int *nq = k->T > 1 ? k->nq : NULL;
+  for (int r = 0; r < R; r++) API(step(k->kv[r], k->seq, k->B, nq, k->dq, k->dout, ao, v->cs)); /* each cache's selection */
+  capture_steps(b, ctx, k->kv, R, k->seq, k->B, nq, k->dq, k->dout, &ro, v->cs, ex);
   const double reuse = replay_us(b, ex, R, v->cs, v->e0, v->e1, v->t, c->warmup, c->runs);
   for (int r = 0; r < R; r++) CK(b->cu->cuGraphExecDestroy(ex[r]));
   free(ex);
@@ -416,22 +433,22 @@ typedef struct {
 static void report_row(bvar *v, const bcell *k, qgen_bench_cfg *c, const brow *w) {
   const qgen_layout *L = v->L;
   const char *name = v->info.name;
-  printf("%-22s %4d %8lld %6.4g | %9.1f %9.1f %9.1f %9.1f %9.1f | %9.1f %9.1f %8.0f %8.2f\n", name, k->B,
-         (long long)k->C, w->cov, w->step, w->est, w->sel, w->att, w->eager, w->sus, w->floor_us, w->bytes / w->step / 1e3,
+  printf("%-22s %4d %8lld %6.4g %2d | %9.1f %9.1f %9.1f %9.1f %9.1f | %9.1f %9.1f %8.0f %8.2f\n", name, k->B,
+         (long long)k->C, w->cov, k->T, w->step, w->est, w->sel, w->att, w->eager, w->sus, w->floor_us, w->bytes / w->step / 1e3,
          w->step / w->sus);
   if (w->cov < 1.0)
-    printf("%-22s %4d %8lld %6.4g   reuse: %.1f us a step over the last selection (no estimate or select)\n", name,
-           k->B, (long long)k->C, w->cov, w->reuse);
+    printf("%-22s %4d %8lld %6.4g %2d   reuse: %.1f us a step over the last selection (no estimate or select)\n", name,
+           k->B, (long long)k->C, w->cov, k->T, w->reuse);
   fflush(stdout);
   char selj[32] = "null", reusej[32] = "null";
   if (w->cov < 1.0) snprintf(selj, sizeof selj, "%.2f", w->est + w->sel), snprintf(reusej, sizeof reusej, "%.2f", w->reuse);
   if (c->jf)
     fprintf(c->jf,
             "%s  {\"spec\": \"%s\", \"n_head\": %d, \"k_type\": \"%s\", \"v_type\": \"%s\", \"batch\": %d, \"ctx\": %lld, "
-            "\"coverage\": %g, \"qgen_us\": %.2f, \"select_us\": %s, \"estimate_us\": %.2f, \"attend_us\": %.2f, "
+            "\"coverage\": %g, \"tokens\": %d, \"qgen_us\": %.2f, \"select_us\": %s, \"estimate_us\": %.2f, \"attend_us\": %.2f, "
             "\"eager_us\": %.2f, \"dense_us\": %.2f, \"stream_us\": %.2f, \"floor_us\": %.2f, \"bytes\": %.0f, \"gbps\": %.1f, "
             "\"splits\": %d, \"append_tok_s\": %.4g, \"reuse_us\": %s, \"tune\": \"%s\"}",
-            c->rows ? ",\n" : "", name, L->n_head, v->info.k_type, v->info.v_type, k->B, (long long)k->C, w->cov, w->step,
+            c->rows ? ",\n" : "", name, L->n_head, v->info.k_type, v->info.v_type, k->B, (long long)k->C, w->cov, k->T, w->step,
             selj, w->est, w->att, w->eager, isnan(k->dense_us) ? w->step : k->dense_us, w->sus, w->floor_us,
             w->bytes, w->bytes / w->step / 1e3, qgen_ext_max_splits(v->ctx, k->B), (double)k->C * k->B / (k->fill_ms * 1e-3),
             reusej, c->tune);
@@ -453,7 +470,7 @@ static void time_coverage(bvar *v, bcell *k, qgen_bench_cfg *c, double cov) {
   w.att = 1e3 * median(v->t + 3 * c->runs, c->runs);
   w.bytes = step_bytes(v->L, k->C, k->B, cov);
   w.sus = stream_us(v->b, (size_t)w.bytes, c->runs), w.floor_us = w.bytes / 4.3e6;
-  if (cov >= 1.0) k->dense_us = w.step;
+  if (cov >= 1.0 && k->T == 1) k->dense_us = w.step;
   report_row(v, k, c, &w);
 }
 
@@ -472,7 +489,12 @@ void qgen_bench_variant(qgen_bench_env *b, qgen_ctx *ctx, qgen_bench_cfg *c) {
     for (int bi = 0; bi < c->nb; bi++) {
       bcell k;
       if (!cell_begin(&v, c, &k, (int64_t)c->ctxs[ci], (int)c->batches[bi])) continue;
-      for (int vi = 0; vi < c->ncov; vi++) time_coverage(&v, &k, c, c->covs[vi]);
+      for (int vi = 0; vi < c->ncov; vi++)
+        for (int ti = 0; ti < c->ntok; ti++) {
+          k.T = (int)c->tokens[ti];
+          for (int i = 0; i < k.B; i++) k.nq[i] = k.T;
+          time_coverage(&v, &k, c, c->covs[vi]);
+        }
       cell_end(&v, &k);
     }
   free(v.t);

@@ -15,8 +15,8 @@
 /* What every variant's cells share: the lists of the command line, the JSON file and its
    row count. */
 typedef struct qgen_bench_cfg {
-  const double *ctxs, *batches, *covs;
-  int nctx, nb, ncov, runs, warmup;
+  const double *ctxs, *batches, *covs, *tokens; /* tokens: query tokens a sequence a step */
+  int nctx, nb, ncov, ntok, runs, warmup;
   double mem_gib;  /* cells whose caches need more are skipped */
   FILE *jf;        /* the JSON array's rows go here (NULL: none) */
   int rows;        /* rows written to jf so far */

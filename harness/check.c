@@ -207,6 +207,7 @@ static int check_variant(const char *path, const char *variant, const qgen_check
   check_bits(&e, gc, cc, seed + 400, o->quick);
   if (L->sparse) check_reuse(&e, gc, cc, seed + 420);
   check_decode_graph(&e, gc, cc, seed + 450);
+  check_steps(&e, gc, cc, seed + 460, o->quick);
   check_views(&e, gc, cc, seed + 470);
   if (o->big) check_big(&e, gc, seed + 500);
   printf("%s: %d of %d checks passed\n\n", info.name, e.checks - e.fails, e.checks);

@@ -1,7 +1,8 @@
 /* check_cases.c — the checks of `qgen check` on caches the check fills itself: append
  * (bytes), attend (dense and sparse outputs and lists), reuse, bits (determinism, full
  * budget == dense, graph replay), decode graph (append_decode + attend captured once and
- * replayed), each printing its PASS/FAIL lines.
+ * replayed), steps (several query tokens a sequence, windows, sinks), each printing its
+ * PASS/FAIL lines.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -211,6 +212,32 @@ void check_reuse(env *e, qgen_ctx *gc, qgen_ctx *cc, uint64_t seed) {
 }
 
 /* bits: determinism, sparse-with-full-budget == dense, graph replay == eager. */
+/* Whether a step (qgen_attend_multi with n_q, qgen_attend without) captured in a CUDA graph
+   on a stream of its own and replayed into the poisoned dout gives want's ob bytes exactly
+   (got: the host buffer it is read into). */
+static int replay_equals(env *e, qgen_kv *kv, const int *seq, int nb, const int *n_q, qgen_ptr dq, qgen_ptr dout,
+                         const qgen_attend_opts *os, const void *want, void *got, size_t ob) {
+  CUstream st;
+  CUgraph graph;
+  CUgraphExec exec;
+  int ok = e->cu->cuStreamCreate(&st, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS &&
+           e->cu->cuStreamBeginCapture(st, CU_STREAM_CAPTURE_MODE_GLOBAL) == CUDA_SUCCESS;
+  ok = ok && (n_q ? qgen_attend_multi(kv, seq, nb, n_q, dq, dout, os, (qgen_stream)st)
+                  : qgen_attend(kv, seq, nb, dq, dout, os, (qgen_stream)st)) == QGEN_OK;
+  ok = e->cu->cuStreamEndCapture(st, &graph) == CUDA_SUCCESS && ok;
+  ok = ok && e->cu->cuGraphInstantiate(&exec, graph, 0) == CUDA_SUCCESS;
+  if (ok) {
+    check_poison(e, dout, ob);
+    ok = e->cu->cuGraphLaunch(exec, st) == CUDA_SUCCESS && e->cu->cuStreamSynchronize(st) == CUDA_SUCCESS;
+    check_download(e, got, dout, ob);
+    ok = ok && memcmp(want, got, ob) == 0;
+    e->cu->cuGraphExecDestroy(exec);
+    e->cu->cuGraphDestroy(graph);
+  }
+  e->cu->cuStreamDestroy(st);
+  return ok;
+}
+
 void check_bits(env *e, qgen_ctx *gc, qgen_ctx *cc, uint64_t seed, int quick) {
   const qgen_layout *L = qgen_ext_layout(gc);
   const int64_t lens[2] = {quick ? 3000 : 20000, 777};
@@ -248,23 +275,7 @@ void check_bits(env *e, qgen_ctx *gc, qgen_ctx *cc, uint64_t seed, int quick) {
     check_verdict(e, memcmp(a, b, ob) == 0, "bits     sparse with budget %lld tokens >= context == dense, bit for bit",
             (long long)full.budget);
     /* a sparse step captured in a CUDA graph and replayed */
-    CUstream st;
-    CUgraph graph;
-    CUgraphExec exec;
-    int ok = e->cu->cuStreamCreate(&st, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS &&
-             e->cu->cuStreamBeginCapture(st, CU_STREAM_CAPTURE_MODE_GLOBAL) == CUDA_SUCCESS;
-    ok = ok && qgen_attend(pr.g, pr.seq, 2, dq, dout, &os, (qgen_stream)st) == QGEN_OK;
-    ok = e->cu->cuStreamEndCapture(st, &graph) == CUDA_SUCCESS && ok;
-    ok = ok && e->cu->cuGraphInstantiate(&exec, graph, 0) == CUDA_SUCCESS;
-    if (ok) {
-      check_poison(e, dout, ob);
-      ok = e->cu->cuGraphLaunch(exec, st) == CUDA_SUCCESS && e->cu->cuStreamSynchronize(st) == CUDA_SUCCESS;
-      check_download(e, b, dout, ob);
-      ok = ok && memcmp(c1, b, ob) == 0;
-      e->cu->cuGraphExecDestroy(exec);
-      e->cu->cuGraphDestroy(graph);
-    }
-    e->cu->cuStreamDestroy(st);
+    const int ok = replay_equals(e, pr.g, pr.seq, 2, NULL, dq, dout, &os, c1, b, ob);
     check_verdict(e, ok, "bits     sparse step captured in a CUDA graph and replayed == eager, bit for bit");
     free(c1);
   }
@@ -421,4 +432,132 @@ void check_decode_graph(env *e, qgen_ctx *gc, qgen_ctx *cc, uint64_t seed) {
   qgen_cache_destroy(d.g);
   qgen_cache_destroy(d.eg);
   qgen_cache_destroy(d.c);
+}
+
+/* steps: a step of several query tokens a sequence (qgen_attend_multi: 5, 1, 16 and 2, ragged),
+   dense and sparse, against the reference step (each token causal; one selection for the
+   step, a page scored by the max over its tokens); a dense sliding window; learned sinks;
+   the sparse step captured in a CUDA graph and replayed == eager, bit for bit. Steps longer
+   than the context's qgen_info.max_step_tokens (kernels that would not fit its architecture)
+   are cut to it. A sparse-V spec's GPU refuses a step of several tokens
+   (QGEN_ERR_UNSUPPORTED), which is checked. */
+void check_steps(env *e, qgen_ctx *gc, qgen_ctx *cc, uint64_t seed, int quick) {
+  const qgen_layout *L = qgen_ext_layout(gc);
+  enum { NB = 4 };
+  const int64_t lens[NB] = {quick ? 2100 : 9000, 777, 1500, 70};
+  int nq[NB] = {5, 1, 16, 2}, rows = 0;
+  qgen_info in;
+  qgen_get_info(gc, &in);
+  for (int i = 0; i < NB; i++) rows += nq[i] = nq[i] < in.max_step_tokens ? nq[i] : in.max_step_tokens;
+  pair pr;
+  check_make_pair(e, gc, cc, &pr, NB, lens, seed, 1);
+  const size_t qb = (size_t)rows * L->q_bytes, ob = (size_t)rows * L->out_bytes;
+  const int64_t nout = (int64_t)rows * L->n_head * L->head_dim;
+  uint8_t *q = malloc(qb), *out = malloc(ob), *eager = malloc(ob);
+  double *ref = malloc(sizeof(double) * (size_t)nout);
+  float *sinks = malloc(sizeof(float) * (size_t)L->n_head);
+  check_fill(L, seed * 3 + 11, q, (int64_t)rows * L->n_head, 1.5f);
+  /* sinks from about -3 to 9: some below every score, some above */
+  for (int h = 0; h < L->n_head; h++) sinks[h] = 3.0f + 3.0f * check_gauss_at(seed + 13, (uint64_t)h);
+  CUdeviceptr dq = check_dalloc(e, qb), dout = check_dalloc(e, ob), dsinks = check_dalloc(e, sizeof(float) * (size_t)L->n_head);
+  check_upload(e, dq, q, qb);
+  check_upload(e, dsinks, sinks, sizeof(float) * (size_t)L->n_head);
+  const qgen_kvmem *m = qgen_ext_host_cache(pr.c);
+  qgen_ref_scratch *w = qgen_ref_scratch_new(L, lens[0], NULL);
+  char desc[64];
+  snprintf(desc, sizeof desc, "%d/%d/%d/%d tokens, ctx", nq[0], nq[1], nq[2], nq[3]);
+  /* the reference step of each sequence, under so, into ref */
+#define REF_STEPS(so)                                                                                                \
+  for (int i = 0, row = 0; i < NB; row += nq[i], i++)                                                              \
+    qgen_ref_step_tokens_in(w, L, m, i, nq[i], so, q + (size_t)row * L->q_bytes, NULL, NULL,                       \
+                            ref + (int64_t)row * L->n_head * L->head_dim, NULL, NULL)
+  qgen_attend_opts od = qgen_attend_defaults(gc);
+  od.mode = QGEN_ATTEND_DENSE;
+  if (L->v_tau > 0) {
+    const qgen_status st = qgen_attend_multi(pr.g, pr.seq, NB, nq, dq, dout, &od, NULL);
+    check_verdict(e, st == QGEN_ERR_UNSUPPORTED, "steps    sparse-V spec: a step of several tokens refused (%s: %s)",
+                  qgen_status_str(st), qgen_error(gc));
+  } else {
+    check_poison(e, dout, ob);
+    API(qgen_attend_multi(pr.g, pr.seq, NB, nq, dq, dout, &od, NULL));
+    check_download(e, out, dout, ob);
+    REF_STEPS(NULL);
+    double r = check_rel_err(L, out, ref, nout);
+    check_verdict(e, r <= check_tolerance(L), "steps    dense   %s %lld/777/1500/70   rel err %.2e (tol %.0e)", desc,
+                  (long long)lens[0], r, check_tolerance(L));
+
+    if (L->sparse) {
+      qgen_attend_opts os = qgen_attend_defaults(gc);
+      qgen_budget bs = {os.budget > 0 ? QGEN_BUDGET_TOKENS : QGEN_BUDGET_COVERAGE, os.coverage, os.budget, os.sink, os.recent};
+      check_poison(e, dout, ob);
+      API(qgen_attend_multi(pr.g, pr.seq, NB, nq, dq, dout, &os, NULL));
+      check_download(e, eager, dout, ob);
+      int near = 0, total = 0, cut = 0;
+      char why[512] = "";
+      const int bad = !check_steps_vs_ref(gc, L, pr.g, m, NB, lens, nq, q, &bs, L->bounds_i8, ref, &near, &total, &cut, why, sizeof why);
+      r = check_rel_err(L, eager, ref, nout);
+      check_verdict(e, !bad && r <= check_tolerance(L), "steps    sparse  %s %lld/777/1500/70   rel err %.2e, lists of %d heads match "
+                    "(%d near-ties)%s%s", desc, (long long)lens[0], r, total, near, bad ? ": " : "", why);
+      /* the same step captured in a CUDA graph and replayed */
+      const int ok = replay_equals(e, pr.g, pr.seq, NB, nq, dq, dout, &os, eager, out, ob);
+      check_verdict(e, ok, "steps    sparse step of %.*s captured in a CUDA graph and replayed == eager, bit for bit",
+                    (int)strlen(desc) - 5, desc);
+    }
+  }
+  if (L->v_tau == 0) {
+    /* a sliding window that ends inside pages and starts mid-page, then sinks: one token a
+       sequence (the one-token path's engine module) and the ragged step */
+    const long long win[2] = {100, 37};
+    for (int k = 0; k < 2; k++) {
+      const qgen_ref_step_opts so = {win[k], NULL};
+      od.window = win[k];
+      check_poison(e, dout, ob);
+      API(qgen_attend_multi(pr.g, pr.seq, NB, nq, dq, dout, &od, NULL));
+      check_download(e, out, dout, ob);
+      REF_STEPS(&so);
+      const double r = check_rel_err(L, out, ref, nout);
+      check_verdict(e, r <= check_tolerance(L), "steps    dense   window %lld, %s %lld/777/1500/70  rel err %.2e (tol %.0e)", win[k], desc,
+                    (long long)lens[0], r, check_tolerance(L));
+    }
+    od.window = 0;
+    od.sinks = dsinks;
+    const qgen_ref_step_opts so = {0, sinks};
+    check_poison(e, dout, ob);
+    API(qgen_attend(pr.g, pr.seq, NB, dq, dout, &od, NULL));
+    check_download(e, out, dout, (size_t)NB * L->out_bytes);
+    for (int i = 0; i < NB; i++)
+      qgen_ref_step_tokens_in(w, L, m, i, 1, &so, q + (size_t)i * L->q_bytes, NULL, NULL, ref + (int64_t)i * L->n_head * L->head_dim,
+                              NULL, NULL);
+    double r = check_rel_err(L, out, ref, (int64_t)NB * L->n_head * L->head_dim);
+    check_verdict(e, r <= check_tolerance(L), "steps    dense   sinks, one token a sequence, ctx %lld/777/1500/70  rel err %.2e (tol %.0e)",
+                  (long long)lens[0], r, check_tolerance(L));
+    if (L->sparse) { /* sinks with a sparse step of several tokens */
+      qgen_attend_opts os = qgen_attend_defaults(gc);
+      os.sinks = dsinks;
+      check_poison(e, dout, ob);
+      API(qgen_attend_multi(pr.g, pr.seq, NB, nq, dq, dout, &os, NULL));
+      check_download(e, out, dout, ob);
+      /* over the GPU's lists (checked above without sinks; the same step selects the same) */
+      const int64_t pps = qgen_kv_pages_per_seq(pr.g);
+      int32_t *rl = malloc(sizeof(int32_t) * (size_t)(L->n_head_kv * pps));
+      int64_t *rc = malloc(sizeof(int64_t) * L->n_head_kv);
+      int *cnt = malloc(sizeof(int) * L->n_head_kv);
+      const qgen_budget reuse = {QGEN_BUDGET_REUSE, 0, 0, 0, 0};
+      for (int i = 0, row = 0; i < NB; row += nq[i], i++) {
+        API(qgen_kv_selection(pr.g, i, rl, cnt));
+        for (int h = 0; h < L->n_head_kv; h++) rc[h] = cnt[h];
+        qgen_ref_step_tokens_in(w, L, m, i, nq[i], &so, q + (size_t)row * L->q_bytes, &reuse, NULL,
+                                ref + (int64_t)row * L->n_head * L->head_dim, rl, rc);
+      }
+      r = check_rel_err(L, out, ref, nout);
+      check_verdict(e, r <= check_tolerance(L), "steps    sparse  sinks, %s %lld/777/1500/70  rel err %.2e (tol %.0e)", desc,
+                    (long long)lens[0], r, check_tolerance(L));
+      free(rl), free(rc), free(cnt);
+    }
+  }
+#undef REF_STEPS
+  qgen_ref_scratch_free(w);
+  e->cu->cuMemFree(dq), e->cu->cuMemFree(dout), e->cu->cuMemFree(dsinks);
+  free(q), free(out), free(eager), free(ref), free(sinks);
+  check_free_pair(&pr);
 }

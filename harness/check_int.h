@@ -75,6 +75,13 @@ int check_sparse_vs_ref(qgen_ctx *gc, const qgen_layout *L, qgen_kv *kv, const q
                         const uint8_t *q, const qgen_budget *bs, const qgen_ref_order *ord, int i8, double *ref, int *near,
                         int *total, int *cut, char *why, size_t wn);
 
+/* The same for a step of nq[i] query tokens of sequence i (q: their rows, sequence after
+   sequence): its lists against the reference selection whose page scores are the max over
+   the step's tokens, and in ref the reference step over the GPU's lists (each token causal). */
+int check_steps_vs_ref(qgen_ctx *gc, const qgen_layout *L, qgen_kv *kv, const qgen_kvmem *m, int nb, const int64_t *lens,
+                       const int *nq, const uint8_t *q, const qgen_budget *bs, int i8, double *ref, int *near, int *total,
+                       int *cut, char *why, size_t wn);
+
 /* ---- the checks: check_cases.c, check_views.c, check_big.c ------------------------------- */
 
 void check_append(env *e, qgen_ctx *gc, qgen_ctx *cc, uint64_t seed);
@@ -82,6 +89,7 @@ void check_attend(env *e, qgen_ctx *gc, qgen_ctx *cc, int nb, const int64_t *len
 void check_reuse(env *e, qgen_ctx *gc, qgen_ctx *cc, uint64_t seed);
 void check_bits(env *e, qgen_ctx *gc, qgen_ctx *cc, uint64_t seed, int quick);
 void check_decode_graph(env *e, qgen_ctx *gc, qgen_ctx *cc, uint64_t seed);
+void check_steps(env *e, qgen_ctx *gc, qgen_ctx *cc, uint64_t seed, int quick);
 void check_views(env *e, qgen_ctx *gc, qgen_ctx *cc, uint64_t seed);
 void check_big(env *e, qgen_ctx *gc, uint64_t seed);
 

@@ -105,12 +105,18 @@ static int top_p_tie(const qgen_layout *L, int64_t n, int64_t len, const double 
   return near;
 }
 
+/* a[i] = max(a[i], b[i]), a NaN in either kept (the reference's rule for a page's score) */
+static void max_keep_nan(double *a, const double *b, int64_t n) {
+  for (int64_t i = 0; i < n; i++)
+    if (!isnan(a[i]) && (isnan(b[i]) || b[i] > a[i])) a[i] = b[i];
+}
+
 /* One sequence's comparison: its inputs and per-page buffers (n pages, +1 so that an empty
    sequence allocates). */
 typedef struct {
   const qgen_layout *L;
   const qgen_kvmem *m;
-  int seq, i8;
+  int seq, i8, nq; /* nq: the step's query tokens (q holds their rows), scored by the max over them */
   int64_t len, n;
   const void *q;
   const qgen_budget *b;
@@ -119,7 +125,7 @@ typedef struct {
   int32_t *rl;    /* the reference's list of one head */
   uint8_t *in_g, *in_r, *in_c, *in_k, *forced; /* per page: GPU list, reference list, candidates, two-stage list, forced */
   uint8_t *codes; /* 8-bit bounds of one page */
-  float *qf;      /* the query as f32 */
+  float *qf;      /* the queries as f32 */
 } lcmp;
 
 /* The float summation error bound of the GPU's page score in head h, with margin. */
@@ -136,14 +142,16 @@ static double head_tol(const lcmp *c, int h) {
     uint16_t so[2];
     if (c->i8 && qgen_ref_bounds_i8(pb, L->head_dim, so, c->codes) == 0)
       i8mag = 2 * (fabs(qgen_f16_to_f32(so[0])) + 255.0 * qgen_f16_to_f32(so[1]));
-    for (int g = 0; g < L->group; g++) {
-      double s = 0;
-      for (int d = 0; d < L->head_dim; d++) {
-        double a = fabs(qgen_f16_to_f32(pb[d])), cc = fabs(qgen_f16_to_f32(pb[L->head_dim + d]));
-        s += fabs(c->qf[(h * L->group + g) * L->head_dim + d]) * (c->i8 ? i8mag : a > cc ? a : cc);
+    for (int j = 0; j < c->nq; j++)
+      for (int g = 0; g < L->group; g++) {
+        double s = 0;
+        const float *qg = c->qf + ((size_t)j * L->n_head + (size_t)h * L->group + g) * L->head_dim;
+        for (int d = 0; d < L->head_dim; d++) {
+          double a = fabs(qgen_f16_to_f32(pb[d])), cc = fabs(qgen_f16_to_f32(pb[L->head_dim + d]));
+          s += fabs(qg[d]) * (c->i8 ? i8mag : a > cc ? a : cc);
+        }
+        if (s > sabs) sabs = s;
       }
-      if (s > sabs) sabs = s;
-    }
   }
   return L->head_dim * 0x1p-22 * sabs + 1e-30;
 }
@@ -166,6 +174,12 @@ static int64_t ref_list(lcmp *c, int h, const double *s, int *cut) {
   memset(c->in_c, 0, (size_t)n);
   for (int64_t i = 0; i < cc; i++) c->in_c[c->rl[i]] = !c->forced[c->rl[i]];
   qgen_ref_sketch_scores(L, c->m, c->seq, c->q, h, NULL, c->ex);
+  for (int j = 1; j < c->nq; j++) { /* a step's: the max over its tokens */
+    double *x = malloc(sizeof(double) * (size_t)(n + 1));
+    qgen_ref_sketch_scores(L, c->m, c->seq, (const uint8_t *)c->q + (size_t)j * L->q_bytes, h, NULL, x);
+    max_keep_nan(c->ex, x, n);
+    free(x);
+  }
   rc = qgen_ref_select_rescore(b, len, L->block, L->rescore, s, c->ex, c->rl);
   if (L->top_p < 1) { /* the two-stage list, then its top-p cut */
     memset(c->in_k, 0, (size_t)n);
@@ -236,11 +250,11 @@ static int compare_head(lcmp *c, int h, const int *list, int count, int *cut, ch
    i8): the near-ties, or -1 with why. With a top-p cut, *cut counts the heads whose
    reference list it shortened (so a reader sees the cut was exercised, not only the full
    two-stage lists). */
-static int compare_lists(const qgen_layout *L, const qgen_kvmem *m, int seq, int64_t len, const void *q,
+static int compare_lists(const qgen_layout *L, const qgen_kvmem *m, int seq, int64_t len, const void *q, int nq,
                          const qgen_budget *b, int i8, const int *glist, const int *gcount, int64_t pps, int *cut, char *why,
                          size_t wn) {
   const int64_t n = qgen_pages_of(len, L->block);
-  lcmp c = {.L = L, .m = m, .seq = seq, .i8 = i8, .len = len, .n = n, .q = q, .b = b};
+  lcmp c = {.L = L, .m = m, .seq = seq, .i8 = i8, .nq = nq, .len = len, .n = n, .q = q, .b = b};
   c.sc = malloc(sizeof(double) * (size_t)(n * L->n_head_kv + 1));
   c.rl = malloc(sizeof(int32_t) * (size_t)(n + 1));
   c.in_g = calloc((size_t)n + 1, 1), c.in_r = calloc((size_t)n + 1, 1), c.forced = malloc((size_t)n + 1);
@@ -248,9 +262,15 @@ static int compare_lists(const qgen_layout *L, const qgen_kvmem *m, int seq, int
   c.ex = L->rescore > 1 ? malloc(sizeof(double) * (size_t)(n + 1)) : NULL;
   c.codes = malloc((size_t)2 * L->head_dim);
   (i8 ? qgen_ref_estimate_i8 : qgen_ref_estimate)(L, m, seq, q, c.sc);
+  for (int j = 1; j < nq; j++) { /* a step's: the max over its tokens */
+    double *x = malloc(sizeof(double) * (size_t)(n * L->n_head_kv + 1));
+    (i8 ? qgen_ref_estimate_i8 : qgen_ref_estimate)(L, m, seq, (const uint8_t *)q + (size_t)j * L->q_bytes, x);
+    max_keep_nan(c.sc, x, n * L->n_head_kv);
+    free(x);
+  }
   qgen_forced_pages(b, len, L->block, c.forced);
-  c.qf = malloc(sizeof(float) * (size_t)L->n_head * L->head_dim);
-  qgen_type_traits_of(L->in_type)->to_f32(q, c.qf, (int64_t)L->n_head * L->head_dim);
+  c.qf = malloc(sizeof(float) * (size_t)nq * L->n_head * L->head_dim);
+  qgen_type_traits_of(L->in_type)->to_f32(q, c.qf, (int64_t)nq * L->n_head * L->head_dim);
   int near = 0;
   for (int h = 0; h < L->n_head_kv; h++) {
     const int r = compare_head(&c, h, glist + h * pps, gcount[h], cut, why, wn);
@@ -280,7 +300,7 @@ int check_sparse_vs_ref(qgen_ctx *gc, const qgen_layout *L, qgen_kv *kv, const q
   char later[512]; /* after the first mismatch, which why keeps, every sequence is still compared so that ref is whole */
   for (int i = 0; i < nb; i++) {
     API(qgen_kv_selection(kv, i, lists, counts));
-    int r = compare_lists(L, m, i, lens[i], q + i * L->q_bytes, bs, i8, lists, counts, pps, cut, bad ? later : why,
+    int r = compare_lists(L, m, i, lens[i], q + i * L->q_bytes, 1, bs, i8, lists, counts, pps, cut, bad ? later : why,
                           bad ? sizeof later : wn);
     if (r < 0) bad = 1;
     else *near += r;
@@ -293,5 +313,40 @@ int check_sparse_vs_ref(qgen_ctx *gc, const qgen_layout *L, qgen_kv *kv, const q
   free(counts);
   free(lp);
   free(cn);
+  return !bad;
+}
+
+int check_steps_vs_ref(qgen_ctx *gc, const qgen_layout *L, qgen_kv *kv, const qgen_kvmem *m, int nb, const int64_t *lens,
+                       const int *nq, const uint8_t *q, const qgen_budget *bs, int i8, double *ref, int *near, int *total,
+                       int *cut, char *why, size_t wn) {
+  const int64_t pps = qgen_kv_pages_per_seq(kv);
+  int *lists = malloc(sizeof(int) * (size_t)(L->n_head_kv * pps)), *counts = malloc(sizeof(int) * L->n_head_kv);
+  int32_t *rl = malloc(sizeof(int32_t) * (size_t)(L->n_head_kv * pps));
+  int64_t *rc = malloc(sizeof(int64_t) * L->n_head_kv);
+  int64_t max_len = 1;
+  for (int i = 0; i < nb; i++) max_len = lens[i] > max_len ? lens[i] : max_len;
+  qgen_ref_scratch *w = qgen_ref_scratch_new(L, max_len, NULL);
+  const qgen_budget reuse = {QGEN_BUDGET_REUSE, 0, 0, 0, 0};
+  int bad = 0;
+  char later[512];
+  int64_t row = 0; /* query rows of the earlier sequences */
+  for (int i = 0; i < nb; i++) {
+    const uint8_t *qi = q + (size_t)row * L->q_bytes;
+    API(qgen_kv_selection(kv, i, lists, counts));
+    int r = compare_lists(L, m, i, lens[i], qi, nq[i], bs, i8, lists, counts, pps, cut, bad ? later : why, bad ? sizeof later : wn);
+    if (r < 0) bad = 1;
+    else *near += r;
+    *total += L->n_head_kv;
+    /* the reference step over the GPU's lists (a reused selection: it holds the last page,
+       so extending it adds nothing) */
+    for (int h = 0; h < L->n_head_kv; h++) {
+      memcpy(rl + h * pps, lists + h * pps, sizeof(int32_t) * (size_t)counts[h]);
+      rc[h] = counts[h];
+    }
+    qgen_ref_step_tokens_in(w, L, m, i, nq[i], NULL, qi, &reuse, NULL, ref + row * L->n_head * L->head_dim, rl, rc);
+    row += nq[i];
+  }
+  qgen_ref_scratch_free(w);
+  free(lists), free(counts), free(rl), free(rc);
   return !bad;
 }

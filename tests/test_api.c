@@ -385,12 +385,6 @@ static void bad_attends(fixture *f) {
     EXPECT(f, "qgen_attend: a window with a sparse attend", qgen_attend(f->kv, &s0, 1, Q, O, &o, NULL), QGEN_ERR_INVALID_ARG,
            "a window attends dense");
   }
-  if (backend == QGEN_BACKEND_GPU) {
-    o = d, o.mode = QGEN_ATTEND_DENSE, o.window = 64;
-    EXPECT(f, "qgen_attend: a window on the GPU", qgen_attend(f->kv, &s0, 1, Q, O, &o, NULL), QGEN_ERR_UNSUPPORTED, "window = 64");
-    o = d, o.sinks = Q; /* never read: refused first */
-    EXPECT(f, "qgen_attend: sinks on the GPU", qgen_attend(f->kv, &s0, 1, Q, O, &o, NULL), QGEN_ERR_UNSUPPORTED, "sinks");
-  }
 
   o = d, o.mode = 7;
   EXPECT(f, "qgen_attend: mode 7", qgen_attend(f->kv, &s0, 1, Q, O, &o, NULL), QGEN_ERR_INVALID_ARG, "qgen_attend");
@@ -927,10 +921,22 @@ static void rollback_steps(const char *path, const char *variant, int exact) {
   qgen_close(ctx);
 }
 
+/* Outputs a and b (n f16) agree: bit for bit on the CPU backend, whose steps of several tokens
+   and one-token steps share one code path; within two f16 ulps on the GPU, whose steps of
+   several tokens, windows and sinks run other kernels (an engine module) than one-token
+   steps, summing in another order. */
+static int same_out(const uint16_t *a, const uint16_t *b, size_t n) {
+  if (backend != QGEN_BACKEND_GPU) return !memcmp(a, b, n * 2);
+  for (size_t i = 0; i < n; i++) {
+    const float x = qgen_f16_to_f32(a[i]), y = qgen_f16_to_f32(b[i]);
+    if (!(fabsf(x - y) <= 2e-3f * fabsf(y) + 1e-4f)) return 0;
+  }
+  return 1;
+}
+
 /* qgen_attend_multi: all n_q 1 is qgen_attend bit for bit (sparse, then dense); a dense step
    of 5, 1 and 16 tokens gives, for token j, qgen_attend's output on the cache rolled back to
-   that token; a sparse one runs and leaves one selection per sequence; the GPU backend refuses
-   more than one token a sequence, changing nothing. */
+   that token (same_out); a sparse one runs and leaves one selection per sequence; a window. */
 static void multi_steps(void) {
   enum { NS = 3 };
   qgen_ctx *ctx;
@@ -955,21 +961,10 @@ static void multi_steps(void) {
   }
   check(st == QGEN_OK && same, "multi: qgen_attend_multi with one token a sequence is qgen_attend bit for bit (sparse, "
         "dense)%s", st == QGEN_OK ? "" : qgen_error(ctx));
-  if (backend == QGEN_BACKEND_GPU) {
-    snap s0;
-    snap_take(a, 1, &s0);
-    qgen_ext_clear_error(ctx);
-    memset(o1, 0xA5, 22 * qe * 2);
-    st = qgen_attend_multi(a, seqs, NS, nq, P(q), P(o1), &sparse, NULL);
-    pull(o1);
-    int untouched = 1;
-    for (size_t i = 0; i < 22 * qe * 2; i++) untouched &= ((uint8_t *)o1)[i] == 0xA5;
-    check(st == QGEN_ERR_UNSUPPORTED && strstr(qgen_error(ctx), "n_q[0] = 5") && untouched && snap_same(a, 1, &s0),
-          "multi: the GPU backend refuses 5 tokens a sequence, nothing written: %s", qgen_error(ctx));
-    snap_free(&s0);
-  } else {
+  {
     memset(o1, 0xA5, 22 * qe * 2);
     st = qgen_attend_multi(a, seqs, NS, nq, P(q), P(o1), &dense, NULL);
+    pull(o1);
     /* token j of sequence i against a one-token attend over the first len - (nq - 1 - j) */
     int r0 = 0;
     same = st == QGEN_OK;
@@ -977,13 +972,14 @@ static void multi_steps(void) {
       for (int j = nq[i] - 1; j >= 0 && st == QGEN_OK; j--) {
         memset(o2, 0x5A, qe * 2);
         st = qgen_attend(b, &seqs[i], 1, P(q + (size_t)(r0 + j) * qe), P(o2), &dense, NULL);
-        same &= st == QGEN_OK && !memcmp(o1 + (size_t)(r0 + j) * qe, o2, qe * 2);
+        pull(o2);
+        same &= st == QGEN_OK && same_out(o1 + (size_t)(r0 + j) * qe, o2, qe);
         if (st == QGEN_OK && j > 0) st = qgen_rollback(b, seqs[i], 1);
       }
       r0 += nq[i];
     }
     check(st == QGEN_OK && same, "multi: a dense step of 5, 1 and 16 tokens: token j's output is the one-token attend "
-          "over the cache without the step's later tokens, bit for bit%s", st == QGEN_OK ? "" : qgen_error(ctx));
+          "over the cache without the step's later tokens (same_out)%s", st == QGEN_OK ? "" : qgen_error(ctx));
     int lists[8 * 8], counts[8] = {0};
     qgen_attend_opts quarter = sparse;
     quarter.coverage = 0.25, quarter.budget = 0, quarter.sink = quarter.recent = 0;
@@ -996,6 +992,7 @@ static void multi_steps(void) {
     qgen_attend_opts win = dense;
     win.window = 37;
     st = qgen_attend_multi(a, seqs, 1, nq, P(q), P(o1), &win, NULL);
+    pull(o1);
     same = st == QGEN_OK;
     for (int j = 0; j < 5 && st == QGEN_OK; j++) {
       qgen_kv *c = NULL;
@@ -1003,11 +1000,12 @@ static void multi_steps(void) {
       st = qgen_cache_create(ctx, &c, NS, 400);
       if (st == QGEN_OK) st = qgen_append(c, &s2, 1, &w, P(k + (size_t)first * row), P(v + (size_t)first * row), NULL);
       if (st == QGEN_OK) st = qgen_attend(c, &s2, 1, P(q + (size_t)j * qe), P(o2), &dense, NULL);
-      same &= st == QGEN_OK && !memcmp(o1 + (size_t)j * qe, o2, qe * 2);
+      pull(o2);
+      same &= st == QGEN_OK && same_out(o1 + (size_t)j * qe, o2, qe);
       qgen_cache_destroy(c);
     }
-    check(st == QGEN_OK && same, "multi: window 37: each token of a 5-token step attends its last 37 tokens, bit for bit "
-          "the attend of a cache of only those%s", st == QGEN_OK ? "" : qgen_error(ctx));
+    check(st == QGEN_OK && same, "multi: window 37: each token of a 5-token step attends its last 37 tokens: the attend "
+          "of a cache of only those (same_out)%s", st == QGEN_OK ? "" : qgen_error(ctx));
   }
   tfree(k), tfree(v), tfree(q), tfree(o1), tfree(o2);
   qgen_cache_destroy(a);
