@@ -17,6 +17,10 @@ comparison is the attend kernel's at equal bytes, not a selection's. Its kernels
 by its own JIT on first use (nvcc and ninja on the GPU machine); bench/flashinfer-wheels.sh
 fetches the pinned wheels for a machine without network.
 
+--tokens T,.. also times SDPA over a verify step of T query tokens a sequence (the last T of
+the cache, causal among themselves: a lower-right causal mask), rows with "tokens": T, the
+peer of `qgen bench --tokens`.
+
   python3 bench/peers.py --ctx 16384,131072 --batch 1 --coverage 1,0.25 --json peers.json
 """
 import argparse
@@ -27,6 +31,7 @@ import statistics
 import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
+from torch.nn.attention.bias import causal_lower_right
 
 try:
     import flashinfer
@@ -115,6 +120,7 @@ def main():
     ap.add_argument("--ctx", default="16384,131072")
     ap.add_argument("--batch", default="1")
     ap.add_argument("--coverage", default="1,0.25")
+    ap.add_argument("--tokens", default="1", help="query tokens a sequence a step (T > 1: SDPA only)")
     ap.add_argument("--heads", type=int, default=32)
     ap.add_argument("--kv-heads", type=int, default=8)
     ap.add_argument("--head-dim", type=int, default=128)
@@ -176,6 +182,27 @@ def main():
                     us, eager = timed(quest, [(i,) for i in range(R)], a.runs, a.warmup)
                 rows.append({"ctx": C, "batch": B, "coverage": cov, "torch_quest_us": us, "torch_quest_eager_us": eager})
             rows.append(dict(row, coverage=1.0))
+            for T in [int(x) for x in a.tokens.split(",") if int(x) > 1]:
+                qt = torch.randn(B, H, T, D, device=dev, dtype=torch.float16)
+                # the causal-bias object where the backend takes it, else the same mask as booleans
+                masks = (("lower-right bias", causal_lower_right(T, C)),
+                         ("bool mask", torch.ones(T, C, dtype=torch.bool, device=dev).tril(C - T)))
+                vrow = {"ctx": C, "batch": B, "coverage": 1.0, "tokens": T}
+                for name, be in (("cudnn_us", SDPBackend.CUDNN_ATTENTION), ("flash_us", SDPBackend.FLASH_ATTENTION),
+                                 ("efficient_us", SDPBackend.EFFICIENT_ATTENTION)):
+                    vrow[name] = None
+                    for how, mask in masks:
+                        try:
+                            with sdpa_kernel(be):
+                                vrow[name], vrow[name.replace("_us", "_eager_us")] = timed(
+                                    lambda k, v, m=mask: F.scaled_dot_product_attention(qt, k, v, attn_mask=m,
+                                                                                        enable_gqa=True),
+                                    kvs, a.runs, a.warmup)
+                            vrow[name.replace("_us", "_mask")] = how
+                            break
+                        except Exception as e:  # a backend that refuses the mask or shape
+                            print(f"{name} ({how}) T{T} B{B} ctx {C}: {type(e).__name__}: {str(e)[:120]}")
+                rows.append(vrow)
             del kvs, bounds
             torch.cuda.empty_cache()
             if flashinfer is not None:
@@ -186,7 +213,7 @@ def main():
                     print(f"flashinfer B{B} ctx {C}: {type(e).__name__}: {str(e)[:200]}")
                     fi = {}
                 for r in rows:
-                    if r["ctx"] == C and r["batch"] == B:
+                    if r["ctx"] == C and r["batch"] == B and "tokens" not in r:
                         r.update(fi.get(r["coverage"], {}))
             print(json.dumps(rows[-1]), flush=True)
     with open(a.json, "w") as f:

@@ -18,20 +18,22 @@ enum { BENCH_MAX_VARIANTS = 16 };
 
 static const char BENCH_SYNOPSIS[] =
     "usage: qgen bench --spec FILE [--variant LIST] [--ctx LIST] [--batch LIST] [--coverage LIST]\n"
-    "                  [--runs N] [--warmup N] [--json FILE] [--jit]\n"
+    "                  [--tokens LIST] [--runs N] [--warmup N] [--json FILE] [--jit]\n"
     "\n"
     "Times one decode step (estimate + select + attend, or attend alone when dense; attend\n"
     "merges its splits itself) per layer on the GPU, for every context x batch x coverage;\n"
     "coverage 1 = dense. A sparse coverage is also timed as a reuse step (QGEN_ATTEND_REUSE:\n"
-    "the last selection, no estimate or select), printed on a line of its own.\n"
+    "the last selection, no estimate or select), printed on a line of its own. --tokens times\n"
+    "steps of several query tokens a sequence too (a speculative verify step: the last T\n"
+    "tokens of each sequence, qgen_attend_multi), in the T column.\n"
     "Lists are comma-separated; contexts take K/M suffixes (16K = 16384).\n"
     "\n";
 
 /* What the command line sets. */
 typedef struct {
   const char *spec, *variant, *json;
-  double ctxs[32], batches[16], covs[16], mem_gib, v_tau;
-  int nctx, nb, ncov, runs, warmup, jit;
+  double ctxs[32], batches[16], covs[16], tokens[8], mem_gib, v_tau;
+  int nctx, nb, ncov, ntok, runs, warmup, jit;
 } bench_args;
 
 enum { BENCH_MAX_OPTS = 16 }; /* room for the table below and its zero end */
@@ -49,6 +51,8 @@ static void bench_options(bench_args *a, qgen_opt opts[BENCH_MAX_OPTS]) {
        .lo = 1, .hi = 65536, .help = "default 1"},
       {.name = "--coverage", .arg = "LIST", .kind = QGEN_OPT_NUMS, .dst = a->covs, .count = &a->ncov, .max = 16,
        .lo = 0, .hi = 1, .open_lo = 1, .help = "default 1,0.25 (sparse rows need a sparse spec)"},
+      {.name = "--tokens", .arg = "LIST", .kind = QGEN_OPT_NUMS, .dst = a->tokens, .count = &a->ntok, .max = 8, .lo = 1,
+       .hi = QGEN_MAX_STEP_TOKENS, .help = "query tokens a sequence a step (1..16), default 1"},
       {.name = "--runs", .arg = "N", .kind = QGEN_OPT_INT, .dst = &a->runs, .lo = 1, .hi = 1000000,
        .help = "timed steps per cell (median reported), default 50"},
       {.name = "--warmup", .arg = "N", .kind = QGEN_OPT_INT, .dst = &a->warmup, .lo = 0, .hi = 1000000,
@@ -117,7 +121,8 @@ static int run_bench(const bench_args *a, qgen_ctx **ctxv, int nv) {
   if (jf) fprintf(jf, "[\n");
   const char *tune = getenv("QGEN_TUNE") ? getenv("QGEN_TUNE") : ""; /* validated by main */
   qgen_bench_print_header();
-  qgen_bench_cfg c = {a->ctxs, a->batches, a->covs, a->nctx, a->nb, a->ncov, a->runs, a->warmup, a->mem_gib, jf, 0, tune};
+  qgen_bench_cfg c = {a->ctxs, a->batches, a->covs, a->tokens, a->nctx, a->nb, a->ncov, a->ntok, a->runs, a->warmup, a->mem_gib, jf, 0,
+                      tune};
   for (int i = 0; i < nv; i++) qgen_bench_variant(b, ctxv[i], &c);
   if (jf) {
     fprintf(jf, "\n]\n");
@@ -128,8 +133,8 @@ static int run_bench(const bench_args *a, qgen_ctx **ctxv, int nv) {
 }
 
 int qgen_bench_main(int argc, char **argv) {
-  bench_args a = {.ctxs = {16384, 131072}, .batches = {1}, .covs = {1, 0.25}, .mem_gib = 100, .v_tau = -1,
-                  .nctx = 2, .nb = 1, .ncov = 2, .runs = 50, .warmup = 10};
+  bench_args a = {.ctxs = {16384, 131072}, .batches = {1}, .covs = {1, 0.25}, .tokens = {1}, .mem_gib = 100, .v_tau = -1,
+                  .nctx = 2, .nb = 1, .ncov = 2, .ntok = 1, .runs = 50, .warmup = 10};
   qgen_opt opts[BENCH_MAX_OPTS];
   bench_options(&a, opts);
   const qgen_cmd cmd = {"bench", BENCH_SYNOPSIS, NULL, 20, opts};
