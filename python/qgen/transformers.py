@@ -149,7 +149,7 @@ class QgenLayer(CacheLayerMixin):
 
     is_sliding = False
     is_compileable = False
-    is_croppable = True  # on the CPU backend (crop says why not on a GPU)
+    is_croppable = True
 
     def __init__(self, owner, layer_idx):
         super().__init__()
@@ -184,10 +184,12 @@ class QgenLayer(CacheLayerMixin):
             if n_new > MAX_STEP_TOKENS:
                 raise NotImplementedError(f"qgen: {n_new} new tokens after a {self.length}-token prompt; a step after "
                                           f"the prompt adds at most {MAX_STEP_TOKENS} (chunked prefill is not supported)")
-            if self.device.type != "cpu":
-                raise NotImplementedError(f"qgen: {n_new} new tokens in one step after the prompt (assisted or "
-                                          "speculative decoding) run on qgen's CPU backend only so far; on a GPU each "
-                                          "step adds one token")
+            most = self.kv.ctx.info["max_step_tokens"]
+            if n_new > most:
+                raise NotImplementedError(f"qgen: {n_new} new tokens in one step after the prompt; this context's "
+                                          f"kernels take at most {most} (Context.info['max_step_tokens']: a bundle "
+                                          "holds one-token kernels, and a spec whose engine kernels do not fit the "
+                                          "GPU gets fewer)")
         if self.length + n_new > self.owner.max_tokens:
             raise ValueError(f"qgen: layer {self.layer_idx} holds {self.length} tokens per sequence and got {n_new} "
                              f"more; QgenCache(max_tokens={self.owner.max_tokens}) is too small")
@@ -242,14 +244,12 @@ class QgenLayer(CacheLayerMixin):
         batch, n_head, n_q, head_dim = query.shape
         if n_q != self.n_step:
             raise ValueError(f"qgen: layer {self.layer_idx} got a query of {n_q} tokens for a step of {self.n_step}")
-        if sinks is not None and self.device.type != "cpu":
-            raise NotImplementedError("qgen: attention sinks (gpt-oss) run on qgen's CPU backend only so far")
         q = query.transpose(1, 2).reshape(batch * n_q, n_head, head_dim).contiguous()
         self.steps += 1
         self.verify_steps += n_q > 1
         kw = dict(n_q=None if n_q == 1 else [n_q] * batch)
         if sinks is not None:
-            kw["sinks"] = sinks.detach().to(device="cpu", dtype=torch.float32).contiguous()
+            kw["sinks"] = sinks.detach().to(device=self.device, dtype=torch.float32).contiguous()
         if self.window:  # a sliding-window layer: dense within its window
             out = self.kv.attend(q, seqs=self.seqs, dense=True, window=self.window, **kw)
         else:
@@ -290,8 +290,6 @@ class QgenLayer(CacheLayerMixin):
             return
         if keep < 0:
             raise ValueError(f"qgen: crop({n}) of layer {self.layer_idx}, which holds {self.length} tokens")
-        if self.device.type != "cpu":
-            _refused("removing tokens on a GPU (crop: assisted or speculative decoding run on qgen's CPU backend only so far)")
         for s in self.seqs:
             self.kv.rollback(s, self.length - keep)
         self.rolled_back += self.length - keep
@@ -392,9 +390,6 @@ class QgenCache(Cache):
         if device is not None and device.type == "cpu":
             backend, index = "cpu", 0
         else:
-            if any(self.windows or []):
-                raise NotImplementedError("qgen: the model's sliding-window layers (window "
-                                          f"{max(self.windows)}) run on qgen's CPU backend only so far")
             backend = "gpu"
             index = torch.cuda.current_device() if device is None or device.index is None else device.index
         key = (str(dtype), backend, index)

@@ -79,6 +79,9 @@ except ImportError:
 needs_transformers = pytest.mark.skipif(transformers is None, reason="needs torch and transformers")
 gpu = pytest.mark.skipif(transformers is None or not torch.cuda.is_available(),
                          reason="needs torch, transformers and a CUDA device")
+# The engine-shaped tests run on both backends: the CPU here and in CI, the GPU's kernels for
+# several query tokens, windows and sinks on a CUDA device.
+DEVICES = ["cpu", pytest.param("cuda", marks=gpu)]
 PROMPTS = [4096] + ([32768] if os.environ.get("QGEN_TEST_LONG") == "1" else [])
 
 
@@ -191,27 +194,32 @@ def test_reselect_reuses_selections(model):
 
 # ---- CPU: verify steps of several tokens (assisted generation, prompt lookup) ------------
 
-def tiny_cpu_model(seed, layers=2):
-    """A float32 Llama on the CPU (qgen's CPU backend) with a vocabulary of 32 tokens, so that
+def tiny_cpu_model(seed, layers=2, device="cpu"):
+    """A float32 Llama (on the CPU: qgen's CPU backend) with a vocabulary of 32 tokens, so that
     prompt lookup finds repeated n-grams and a random assistant's drafts are sometimes kept."""
     config = transformers.LlamaConfig(hidden_size=256, intermediate_size=512, num_hidden_layers=layers,
                                       num_attention_heads=8, num_key_value_heads=2, head_dim=64, vocab_size=32,
                                       max_position_embeddings=4096)
     torch.manual_seed(seed)
-    return transformers.AutoModelForCausalLM.from_config(config, attn_implementation="sdpa").eval()
+    return transformers.AutoModelForCausalLM.from_config(config, attn_implementation="sdpa").to(device).eval()
+
+
+def random_ids(n, seed, device, batch=1):
+    return torch.randint(0, 32, (batch, n), generator=torch.Generator().manual_seed(seed)).to(device)
 
 
 @needs_transformers
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("how", ["prompt lookup", "assistant", "same-weights assistant"])
-def test_verify_steps_match_sdpa_on_cpu(how):
+def test_verify_steps_match_sdpa(how, device):
     """Assisted generation and prompt lookup through QgenCache (dense) give SDPA's plain greedy
     tokens and logits (check_against_sdpa); their verify steps are single qgen calls of
     several tokens and their rejected drafts are rolled back (crop), none through SDPA."""
-    model = tiny_cpu_model(0)
-    ids = torch.randint(0, 32, (1, 300), generator=torch.Generator().manual_seed(5))
+    model = tiny_cpu_model(0, device=device)
+    ids = random_ids(300, 5, device)
     kw = {"prompt lookup": dict(prompt_lookup_num_tokens=4),
-          "assistant": dict(assistant_model=tiny_cpu_model(1, layers=1)),
-          "same-weights assistant": dict(assistant_model=tiny_cpu_model(0))}[how]
+          "assistant": dict(assistant_model=tiny_cpu_model(1, layers=1, device=device)),
+          "same-weights assistant": dict(assistant_model=tiny_cpu_model(0, device=device))}[how]
     if "assistant_model" in kw:  # at most 16 tokens a step: 4 drafts and the token before them
         kw["assistant_model"].generation_config.num_assistant_tokens = 4
         kw["assistant_model"].generation_config.num_assistant_tokens_schedule = "constant"
@@ -223,14 +231,15 @@ def test_verify_steps_match_sdpa_on_cpu(how):
     rolled = [layer.rolled_back for layer in cache.layers]
     assert min(verify) > 0 and len(set(verify)) == 1, verify
     assert how == "same-weights assistant" or min(rolled) > 0, rolled
-    print(f"{how}: qgen dense vs SDPA worst logits rel. error {worst:.3g}; {verify[0]} verify steps, "
+    print(f"{device} {how}: qgen dense vs SDPA worst logits rel. error {worst:.3g}; {verify[0]} verify steps, "
           f"{rolled[0]} draft tokens rolled back, {cache.layers[0].steps} qgen steps")
 
 
 @needs_transformers
-def test_sparse_verify_steps_run_on_cpu():
-    model = tiny_cpu_model(0)
-    ids = torch.randint(0, 32, (1, 600), generator=torch.Generator().manual_seed(6))
+@pytest.mark.parametrize("device", DEVICES)
+def test_sparse_verify_steps_run(device):
+    model = tiny_cpu_model(0, device=device)
+    ids = random_ids(600, 6, device)
     cache = qgen_cache(model, ids, drafts=16, k_type="f16", coverage=0.25, block=32, sink=32, recent=32)
     tok, log = generate(model, ids, "qgen", cache, prompt_lookup_num_tokens=4)
     assert tok.shape == (1, NEW_TOKENS) and torch.isfinite(log).all()
@@ -238,9 +247,10 @@ def test_sparse_verify_steps_run_on_cpu():
 
 
 @needs_transformers
-def test_verify_step_limits_on_cpu():
-    model = tiny_cpu_model(0)
-    ids = torch.randint(0, 32, (1, 40), generator=torch.Generator().manual_seed(7))
+@pytest.mark.parametrize("device", DEVICES)
+def test_verify_step_limits(device):
+    model = tiny_cpu_model(0, device=device)
+    ids = random_ids(40, 7, device)
     model.set_attn_implementation("qgen")
     cache = qgen_cache(model, ids)
     with torch.no_grad():
@@ -256,8 +266,9 @@ def test_verify_step_limits_on_cpu():
 
 
 @needs_transformers
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("coverage", [None, 0.25])
-def test_gemma3_sliding_layers_on_cpu(coverage):
+def test_gemma3_sliding_layers(coverage, device):
     """A Gemma 3-shaped model (random weights: sliding-window layers of 64 tokens between
     global ones, Gemma's query_pre_attn_scalar scale) decodes every layer through qgen: the
     sliding layers dense within their window. Dense: SDPA's greedy tokens and logits
@@ -269,8 +280,8 @@ def test_gemma3_sliding_layers_on_cpu(coverage):
                                            layer_types=["sliding_attention", "full_attention"] * 2,
                                            max_position_embeddings=4096)
     torch.manual_seed(0)
-    model = transformers.AutoModelForCausalLM.from_config(config, attn_implementation="sdpa").eval()
-    ids = torch.randint(0, 32, (1, 300), generator=torch.Generator().manual_seed(8))
+    model = transformers.AutoModelForCausalLM.from_config(config, attn_implementation="sdpa").to(device).eval()
+    ids = random_ids(300, 8, device)
     sparse = {} if coverage is None else dict(coverage=coverage, block=32, sink=32, recent=32)
     cache = qgen_cache(model, ids, drafts=16, k_type="f16", **sparse)
     assert [layer.window for layer in cache.layers] == [64, 0, 64, 0]
@@ -282,7 +293,7 @@ def test_gemma3_sliding_layers_on_cpu(coverage):
         cache = qgen_cache(model, ids, drafts=16, k_type="f16")
         tok_v, log_v = generate(model, ids, "qgen", cache, prompt_lookup_num_tokens=4)
         worst = max(worst, check_against_sdpa(tok_v, log_v, tok_s, log_s))
-        print(f"gemma3 sliding 64: qgen dense vs SDPA worst logits rel. error {worst:.3g} "
+        print(f"{device} gemma3 sliding 64: qgen dense vs SDPA worst logits rel. error {worst:.3g} "
               f"({cache.layers[0].verify_steps} verify steps with prompt lookup)")
 
 
@@ -319,22 +330,23 @@ def check_left_padded(model, ids, mask, **kw):
 
 
 @needs_transformers
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("arch", ["llama", "gemma3"])
-def test_left_padded_batch_on_cpu(arch):
+def test_left_padded_small_batch(arch, device):
     """Prompts of 300, 260 and 171 tokens in one left-padded batch: SDPA's greedy tokens and
     logits through a dense QgenCache (a Gemma 3-shaped model: its sliding layers too)."""
     if arch == "llama":
-        model = tiny_cpu_model(0)
+        model = tiny_cpu_model(0, device=device)
     else:
         config = transformers.Gemma3TextConfig(hidden_size=256, intermediate_size=512, num_hidden_layers=2,
                                                num_attention_heads=4, num_key_value_heads=2, head_dim=64,
                                                vocab_size=32, sliding_window=64,
                                                layer_types=["sliding_attention", "full_attention"])
         torch.manual_seed(0)
-        model = transformers.AutoModelForCausalLM.from_config(config, attn_implementation="sdpa").eval()
+        model = transformers.AutoModelForCausalLM.from_config(config, attn_implementation="sdpa").to(device).eval()
     ids, mask = left_padded([300, 260, 171], 32, seed=9)
-    worst = check_left_padded(model, ids, mask)
-    print(f"{arch} left-padded batch of 3: qgen dense vs SDPA worst logits rel. error {worst:.3g}")
+    worst = check_left_padded(model, ids.to(device), mask.to(device))
+    print(f"{device} {arch} left-padded batch of 3: qgen dense vs SDPA worst logits rel. error {worst:.3g}")
 
 
 @gpu
@@ -359,12 +371,8 @@ def test_refusals(model):
     cache = qgen_cache(model, ids[:1])
     with torch.no_grad():
         model(ids[:1], past_key_values=cache, use_cache=True)
-        with pytest.raises(NotImplementedError, match="CPU backend only"):
-            model(ids[:1, :2], past_key_values=cache, use_cache=True)
         with pytest.raises(NotImplementedError, match="chunked prefill"):
             model(ids[:1, :17], past_key_values=cache, use_cache=True)
-        with pytest.raises(NotImplementedError, match="on a GPU"):
-            cache.crop(-1)
     with torch.no_grad(), pytest.raises(ValueError, match="QgenCache"):
         model.generate(ids[:1], attention_mask=torch.ones_like(ids[:1]), max_new_tokens=2, do_sample=False,
                        pad_token_id=0)
@@ -372,7 +380,8 @@ def test_refusals(model):
 
 
 @needs_transformers
-def test_gpt_oss_sinks_and_windows_on_cpu():
+@pytest.mark.parametrize("device", DEVICES)
+def test_gpt_oss_sinks_and_windows(device):
     """A gpt-oss-shaped model (random weights: learned attention sinks in every layer,
     sliding windows of 16 tokens on every other one, mixture of experts) through a dense
     QgenCache gives the greedy tokens and logits of its own eager attention."""
@@ -386,22 +395,21 @@ def test_gpt_oss_sinks_and_windows_on_cpu():
     with torch.no_grad():
         for layer in model.model.layers:  # sinks of the scores' scale, not the init's zeros
             layer.self_attn.sinks.normal_(0.0, 2.0)
-    ids = torch.randint(0, 32, (1, 200), generator=torch.Generator().manual_seed(12))
+    model.to(device)
+    ids = random_ids(200, 12, device)
     tok_e, log_e = generate(model, ids, "eager")
     cache = qgen_cache(model, ids, k_type="f16")
     assert [layer.window for layer in cache.layers] == [16, 0]
     tok_q, log_q = generate(model, ids, "qgen", cache)
     worst = check_against_sdpa(tok_q, log_q, tok_e, log_e)
-    print(f"gpt-oss sinks + windows of 16: qgen dense vs eager worst logits rel. error {worst:.3g}")
+    print(f"{device} gpt-oss sinks + windows of 16: qgen dense vs eager worst logits rel. error {worst:.3g}")
 
 
 @needs_transformers
-def test_sliding_layers_refused_on_a_gpu():
+def test_layer_windows():
     config = transformers.Qwen3Config(num_hidden_layers=2, use_sliding_window=True, sliding_window=128,
                                       max_window_layers=0, layer_types=["sliding_attention"] * 2)
     assert qt.layer_windows(config) == [128, 128]
-    with pytest.raises(NotImplementedError, match="sliding-window layers .* CPU backend only"):
-        qt.QgenCache(config, max_tokens=1024, dtype=torch.float32)  # no device given: a GPU
 
 
 @needs_transformers
