@@ -174,6 +174,13 @@ int qgen_plan_make(const qgen_layout *L, const qgen_arch *A, const qgen_tune *tp
   if (comb > area) area = comb;
   p->attend_smem = q_bytes + area + 128; /* + slack to start the ring on a 128-byte line */
   p->attend_min_ctas = t.ctas; /* 0: no minimum (ptxas sizes the registers itself) */
+  /* an engine module with a side under 16 bits: an explicit minimum of one CTA an SM. Left to
+     itself (and at a minimum of two), ptxas gave its plain quantized consumers 128 registers
+     and spilled 12-24 bytes at 8 and 16 tokens a row (q8_0, e4m3, e5m2 on sm_90); with this
+     they take 143-154 and none, which still fits two CTAs of 160 threads an SM. */
+  const qgen_type_traits *tk = qgen_type_traits_of(L->k_type), *tv = qgen_type_traits_of(L->v_type);
+  const int narrow = tk->block_bytes * 8 < 16 * tk->block || tv->block_bytes * 8 < 16 * tv->block; /* under 16 bits a value */
+  if (t.step && !t.ctas && narrow) p->attend_min_ctas = 1;
   /* the ring's chunks: CH sub-tiles of one page, >= 2 chunk stages, the largest of at most 4
      (on an H200 chunks of 4 made q4_0 dense 16-22 % faster, f16 at head_dim 64 20-33 %,
      f16 at 128 0-1 %; attend.cu drops the L2 policy of its cp.async in chunks: L2_HINT).
