@@ -6,7 +6,9 @@
 #         targets.py (the performance targets against the new results)
 # probe = a few cells, for tuning (targets.py too: it lists the cells a probe lacks)
 # Both also time sparse-V (--v-tau 0.001, 0.01) on q8_0/q4_0 at 128K and 1M, B1, into
-# OUT_DIR/vtau-*.json (not merged: the same cells as the grid's, another kernel).
+# OUT_DIR/vtau-*.json (not merged: the same cells as the grid's, another kernel), and
+# speculative verify steps of 4 and 8 tokens beside the one-token step (f16, 128K and 512K,
+# B1 and B4) into OUT_DIR/verify-f16.json, which targets.py reads with --verify.
 # STEPS="qgen peers merge" (the default) runs all three; a subset splits the run over
 # several GPU calls. STEPS=rescore (not a default) benches two-stage selection instead:
 # tests/gpu/rescore.lua's Qwen3-4B variants (f16 with its q4_0 sketch, q4_0 with its own K;
@@ -54,6 +56,8 @@ for t in q8_0 q4_0 q5_0; do
 done
 "$q" bench --spec specs/qwen3-4b-fp8.lua --variant qwen3-4b-e4m3 --ctx $ctx4 --batch $b4 --coverage $cov --json "$out/q4b-e4m3.json"
 "$q" bench --spec specs/qwen2.5-14b-1m.lua --variant qwen2.5-14b-1m --ctx $ctx14 --batch $b14 --coverage $cov --json "$out/q14b-f16.json"
+"$q" bench --spec specs/qwen3-4b.lua --variant qwen3-4b --ctx 128K,512K --batch 1,4 --coverage 1,0.25,0.0625 \
+  --tokens 1,4,8 --json "$out/verify-f16.json"
 # sparse-V (spec sparse.v_tau) on quantized steps; kept apart from the grid (merge.py reads q4b-*/q14b-*)
 for tau in 0.001 0.01; do for t in q8_0 q4_0; do
   "$q" bench --spec specs/qwen3-4b.lua --variant qwen3-4b-$t --v-tau $tau --ctx 128K,1M --batch 1 --coverage 1,0.25,0.0625 \
@@ -77,5 +81,7 @@ if has merge; then
 python3 bench/merge.py --qgen "$out"/q4b-*.json "$out"/q14b-*.json --peers "$out"/peers32.json "$out"/peers40.json \
   --meta "$out/meta.json" --out "$out/decode-h200" --chart
 # (a probe lacks cells the targets need: targets.py then lists them and exits 1)
-python3 bench/targets.py "$out/decode-h200.json" | tee "$out/targets.txt" || [ "$mode" != full ]
+verify=()
+[ -f "$out/verify-f16.json" ] && verify=(--verify "$out/verify-f16.json")
+python3 bench/targets.py "$out/decode-h200.json" "${verify[@]}" | tee "$out/targets.txt" || [ "$mode" != full ]
 fi

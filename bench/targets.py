@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """targets.py — the performance targets, checked against a results file.
 
-    python3 bench/targets.py bench/results/decode-h200.json [--spec qwen3-4b]
+    python3 bench/targets.py bench/results/decode-h200.json [--spec qwen3-4b] [--verify verify-f16.json]
 
 Reads the rows `qgen bench` / bench/run.sh wrote (with the peers merged in) and prints one
 line per target (the quantized and sparse round's, and the first round's that still stand): the measured value (the worst cell where a target covers several), the
@@ -12,7 +12,8 @@ Ratios follow the README: xcuDNN = cuDNN's time / ours (> 1: we are faster); xst
 time / the streaming read of the cell's bytes (the practical floor; < 1.2 is the goal);
 the estimate+select share of a sparse step = (step - attend) / step, attend timed alone;
 xFlashInfer = FlashInfer's paged decode time / ours (its targets read "not run" where the run
-had no FlashInfer columns).
+had no FlashInfer columns); xone-token = a speculative verify step's time / the one-token
+step's at the same budget (`qgen bench --tokens 1,4,8` rows, --verify; "not run" without).
 """
 import argparse
 import json
@@ -25,6 +26,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("results", help="a decode-<gpu>.json written by bench/run.sh (merge.py)")
     ap.add_argument("--spec", default="qwen3-4b", help="the f16 spec; its quantized variants are SPEC-q8_0 / -q4_0 / -q5_0 / -e4m3")
+    ap.add_argument("--verify", help="qgen bench JSON with --tokens 1,4,8 rows of the f16 spec (verify steps)")
     a = ap.parse_args()
     with open(a.results) as f:
         doc = json.load(f)
@@ -107,6 +109,20 @@ def main():
             worst(label, cells, value, 1.0, True, "{:.3f}")
         else:
             results.append((label, "not run (no FlashInfer columns)", "≥ 1.000", False))
+
+    # a speculative verify step reads each selected page once for all its tokens
+    vrows = {}
+    if a.verify:
+        with open(a.verify) as f:
+            vrows = {(r["spec"], r["batch"], r["ctx"], round(r["coverage"], 6), r.get("tokens", 1)): r for r in json.load(f)}
+    for T in (4, 8):
+        label = f"7. verify step of {T} tokens, dense/25 %/6.25 %, 128K-512K, B1,4 (xone-token)"
+        cells = [((vrows[k], vrows[k[:4] + (1,)]), f"B{k[1]} {k[3] * 100:g} % {ctx_name(k[2])}") for k in sorted(vrows)
+                 if k[0] == s and k[4] == T and k[2] in (128 * K, 512 * K) and k[1] in (1, 4) and k[:4] + (1,) in vrows]
+        if cells:
+            worst(label, cells, lambda p: p[0]["qgen_us"] / p[1]["qgen_us"], 1.3, False)
+        else:
+            results.append((label, "not run (no --verify rows)", "≤ 1.30", False))
 
     print(f"{doc.get('gpu', '?')}, driver {doc.get('driver', '?')}, {doc.get('date', '?')}: {doc.get('command', '?')}")
     w = max(len(t) for t, *_ in results)
