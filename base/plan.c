@@ -3,8 +3,10 @@
  *    WARPS_M warps (one per m-tile of 16 query heads) that each take whole 16-token
  *    sub-tiles from a ring of STAGES = groups x stages-per-group sub-tile buffers. Three
  *    token groups for 16-bit caches, four when a side is quantized (its consumers are
- *    issue-bound on dequantization and its stages are small), fewer when the group has
- *    several m-tiles or when the ring's budget would give a group under two stages; 2..4
+ *    issue-bound on dequantization and its stages are small), base / m-tiles rounded up
+ *    when the rows have several m-tiles (an 8-token verify step of a group of 4 is two: in
+ *    one token group of two warps it read the cache at half the one-token step's rate; in
+ *    two, about as fast), fewer when the ring's budget would give a group under two stages; 2..4
  *    stages a group (one computing, the rest in flight): for f16, 3 x 4 beat 6 x 2, 7 x 3,
  *    2 x 6, 3 x 5 and 4 x 4; for fp8 K and V 2 (3 x 2 beat 3 x 3 and 3 x 4).
  *    The ring's budget is 106 KiB, two CTAs an SM of sm_90 and one of sm_80; on an
@@ -154,7 +156,7 @@ int qgen_plan_make(const qgen_layout *L, const qgen_arch *A, const qgen_tune *tp
   int budget = (t.smem_kib ? t.smem_kib : 106) * 1024;
   if (!t.smem_kib && budget > room) budget = room;
   const int base = k16 && v16 ? 3 : 4;
-  int groups = base / p->mt > 0 ? base / p->mt : 1;
+  int groups = (base + p->mt - 1) / p->mt;
   while (groups > 1 && budget / (stage * groups) < 2) groups--;
   if (t.groups) groups = t.groups;
   if (p->warps_m * groups + 1 > 32) groups = 31 / p->warps_m; /* at most 1024 threads */

@@ -362,19 +362,23 @@ using OT = QG_OUT_TYPE;
 static_assert(KT::ROW == QG_K_ROW && VT::ROW == QG_V_ROW, "plan and type traits disagree on row bytes");
 
 // The G x D queries of (batch row b, KV head h) as floats (an engine module's rows: io_row), handed to put(r, d, x) one
-// element at a time. Each thread has 8 loads in flight before its first put: a loop that
-// loads and then stores to shared memory runs one global round trip per element, as the
-// compiler may not hoist a load above a store that could alias it.
+// element at a time. Each thread has all its loads in flight (up to 32) before its first
+// put: a loop that loads and then stores to shared memory runs one global round trip per
+// element, as the compiler may not hoist a load above a store that could alias it; and each
+// round trip of an engine module's batch re-reads the step's token offsets first (io_row),
+// so the many rows of a verify step must not come in small batches.
 template <int THREADS, typename Put>
 __device__ __forceinline__ void load_group_q(const void *q, const qg_batch &bt, int b, int h, Put put) {
-  constexpr int N = G * D, PER = 8;
+  constexpr int N = G * D, ALL = (N + THREADS - 1) / THREADS, PER = ALL < 16 ? ALL : 16;
   const i64 base = ((i64)b * N_HEAD + h * G) * D; // the one-token module's rows are consecutive
   for (int i0 = 0; i0 < N; i0 += THREADS * PER) {
     float x[PER];
 #pragma unroll
     for (int u = 0; u < PER; u++) {
-      const int i = i0 + u * THREADS + (int)threadIdx.x;
-      x[u] = i >= N ? 0.0f : STEP ? IT::load(q, io_row(bt, b, h, i / D) * D + i % D) : IT::load(q, base + i);
+      // past the end: the last element again, so that no load sits behind a branch (a
+      // conditional load is waited for in its own block, one round trip each)
+      const int i = min(i0 + u * THREADS + (int)threadIdx.x, N - 1);
+      x[u] = STEP ? IT::load(q, io_row(bt, b, h, i / D) * D + i % D) : IT::load(q, base + i);
     }
 #pragma unroll
     for (int u = 0; u < PER; u++) {

@@ -57,8 +57,8 @@ static const char *broken(const qgen_layout *L, const qgen_arch *A, const qgen_p
   const qgen_type types[2] = {L->k_type, L->v_type};
   const int pieces[2] = {P->k_piece, P->v_piece}, tiles[2] = {P->k_tile_bytes, P->v_tile_bytes};
   const int quant = qgen_type_traits_of(types[0])->is_quant || qgen_type_traits_of(types[1])->is_quant;
-  const int want = (quant ? 4 : 3) / P->mt > 0 ? (quant ? 4 : 3) / P->mt : 1;
-  if (!tuned && P->warps_t > want) return "token groups: at most 3 (4 when a side is quantized) per m-tile count";
+  const int want = ((quant ? 4 : 3) + P->mt - 1) / P->mt;
+  if (!tuned && P->warps_t > want) return "token groups: at most 3 (4 when a side is quantized) over the m-tiles, rounded up";
   const int nq0 = qgen_type_traits_of(L->k_type)->bf16_mma ? 2 : 1, q0 = nq0 * P->mt * 16 * P->q_srow;
   const int room = A->smem_block - 512 - q0 - 128, budget = room < 106 * 1024 ? room : 106 * 1024;
   if (!tuned && P->warps_t < want && budget / ((tiles[0] + tiles[1]) * want) >= 2) return "token groups: fewer only when the budget is short";
@@ -211,6 +211,15 @@ int main(void) {
   qgen_plan_make(&L, H100, NULL, &P, NULL, 0);
   check(P.warps_t == 3 && P.stages == 12 && P.attend_threads == 128, "qwen3-4b f16: 3 groups x 4 stages, 128 threads (got %d, %d, %d)",
         P.warps_t, P.stages, P.attend_threads);
+  /* an 8-token verify step of that shape is two m-tiles of rows: two token groups (one would
+     leave two consumer warps a CTA), 160 threads */
+  char terr[128];
+  qgen_tune_parse(NULL, &t, terr, sizeof terr);
+  t.step = 8;
+  qgen_plan_make(&L, H100, &t, &P, NULL, 0);
+  check(P.mt == 2 && P.warps_t == 2 && P.stages == 8 && P.attend_threads == 160,
+        "qwen3-4b f16, 8-token step: 2 m-tiles, 2 groups x 4 stages, 160 threads (got %d, %d, %d, %d)", P.mt, P.warps_t, P.stages,
+        P.attend_threads);
   /* fp8 K and V: 2 stages a group; fp8 on one side only keeps the budget's ring */
   qgen_layout_init(&L, 128, 32, 8, 64, QGEN_TYPE_E4M3, QGEN_TYPE_E4M3, QGEN_TYPE_F16, QGEN_TYPE_F16, 0.088, 1);
   qgen_plan_make(&L, H100, NULL, &P, NULL, 0);
