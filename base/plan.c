@@ -137,6 +137,13 @@ int qgen_plan_make(const qgen_layout *L, const qgen_arch *A, const qgen_tune *tp
   const int rows = L->group * (t.step > 1 ? t.step : 1);
   p->mt = (rows + 15) / 16;
   p->warps_m = p->mt;
+  /* refused before anything below divides by the token groups that would leave */
+  if (p->warps_m + 1 > 32) {
+    if (why && whyn)
+      snprintf(why, whyn, "qg_attend would need %d consumer warps for %d query rows (%d heads x %d tokens); at most 31 (1024 threads)",
+               p->warps_m, rows, L->group, rows / L->group);
+    return -1;
+  }
   const int k16 = !qgen_type_traits_of(L->k_type)->is_quant;
   const int fp8 = qgen_type_traits_of(L->k_type)->tensor_scale && qgen_type_traits_of(L->v_type)->tensor_scale;
   const int v16 = !qgen_type_traits_of(L->v_type)->is_quant;
@@ -251,12 +258,6 @@ int qgen_plan_make(const qgen_layout *L, const qgen_arch *A, const qgen_tune *tp
 
   /* what cannot fit the architecture, even at the smallest shapes above */
   const int lim = A->smem_block - STATIC_SLACK;
-  if (p->warps_m + 1 > 32) {
-    if (why && whyn)
-      snprintf(why, whyn, "qg_attend would need %d consumer warps for %d query rows (%d heads x %d tokens); at most 31 (1024 threads)",
-               p->warps_m, rows, L->group, rows / L->group);
-    return -1;
-  }
   if (p->attend_smem > lim) return fail(why, whyn, A, "qg_attend", p->attend_smem, "its query tile, ring and merge area");
   if (L->sparse && p->est_smem > lim) return fail(why, whyn, A, "qg_estimate", p->est_smem, "the group's staged queries");
   if (L->sparse && L->rescore > 1 && p->resc_smem > lim)

@@ -27,7 +27,11 @@
  *     tuned or not), and
  *     attend's registers then sized for 4 CTAs an SM; else left to ptxas;
  *   - QGEN_TUNE groups= / stages= / selreg= / chunk= / ctas= / pair= reach the plan, a CTA never exceeds 1024
- *     threads, and out-of-range values are refused by name.
+ *     threads, and out-of-range values are refused by name;
+ *   - the engine modules (steps of 2, 4, 8 and 16 query tokens: group x step rows) of every
+ *     shape on every arch: the same ring, CTA and token-group rules over their m-tiles, no
+ *     swapped operands or pairs, shared memory within the arch; or refused naming the kernel
+ *     (rows of more than 31 m-tiles among them: the plan must refuse them before sizing a ring).
  * Prints one line per check and "N passed, N failed"; exits 1 on any failure.
  */
 #include <stdio.h>
@@ -150,6 +154,59 @@ static int sweep(const qgen_arch *A, const qgen_tune *t, int *n_plans, int *max_
   return bad;
 }
 
+/* The first broken invariant of the engine-module plan P of L on A (step query tokens a
+   row: group x step rows a KV head), or NULL. */
+static const char *step_broken(const qgen_layout *L, const qgen_arch *A, const qgen_plan *P, int step) {
+  const int mt = (L->group * step + 15) / 16;
+  if (P->mt != mt || P->warps_m != mt) return "m-tiles of group x step rows";
+  if (P->warps_t < 1 || P->stages % P->warps_t || P->stages < 2 * P->warps_t || P->stages / P->warps_t > 4) return "ring: 2..4 stages a group";
+  if (P->attend_threads != 32 * (mt * P->warps_t + 1) || P->attend_threads > 1024) return "CTA size";
+  const int quant = qgen_type_traits_of(L->k_type)->is_quant || qgen_type_traits_of(L->v_type)->is_quant;
+  int want = ((quant ? 4 : 3) + mt - 1) / mt;
+  if (mt * want + 1 > 32) want = 31 / mt;
+  if (P->warps_t > want) return "token groups: at most 3 (4 when a side is quantized) over the m-tiles, rounded up";
+  const int nq = qgen_type_traits_of(L->k_type)->bf16_mma ? 2 : 1, q = nq * mt * 16 * P->q_srow;
+  const int room = A->smem_block - 512 - q - 128, budget = room < 106 * 1024 ? room : 106 * 1024;
+  if (P->warps_t < want && budget / ((P->k_tile_bytes + P->v_tile_bytes) * want) >= 2) return "token groups: fewer only when the budget is short";
+  if (P->attend_smem + 512 > A->smem_block || P->est_smem + 512 > A->smem_block) return "shared memory within the arch's CTA limit";
+  if (P->swap_ops || P->pair) return "no swapped operands or pairs (rows are masked by token)";
+  const int spp = L->block / 16;
+  if (P->chunk < 1 || spp % P->chunk || P->stages % P->chunk || P->stages / P->chunk < 2) return "ring chunks: whole sub-tiles of a page, >= 2 chunk stages";
+  return NULL;
+}
+
+/* Every shape's engine modules of 2, 4, 8 and 16 tokens on A: a plan keeps step_broken's
+   invariants or is refused naming the kernel; returns the number broken (printing the first). */
+static int sweep_steps(const qgen_arch *A, int *n_plans, int *n_refused) {
+  static const int groups[] = {1, 2, 3, 4, 5, 7, 8, 12, 16, 17, 24, 32, 33, 48, 64};
+  int bad = 0;
+  *n_plans = *n_refused = 0;
+  for (int step = 2; step <= 16; step *= 2)
+    for (int D = 32; D <= 256; D += 32)
+      for (size_t gi = 0; gi < sizeof groups / sizeof *groups; gi++)
+        for (int block = 32; block <= 256; block += 32)
+          for (int k = 0; k < N_TYPES; k++)
+            for (int v = 0; v < N_TYPES; v++) {
+              qgen_layout L;
+              qgen_layout_init(&L, D, 2 * groups[gi], 2, block, CACHE_TYPES[k], CACHE_TYPES[v], (k + v) % 2 ? QGEN_TYPE_F32 : QGEN_TYPE_F16,
+                               QGEN_TYPE_F16, 1.0, 1);
+              qgen_tune t;
+              char why[256] = "";
+              qgen_tune_parse(NULL, &t, why, sizeof why);
+              t.step = step;
+              qgen_plan P;
+              const int rc = qgen_plan_make(&L, A, &t, &P, why, sizeof why);
+              (*n_plans)++;
+              const char *bad_why = rc != 0 ? (strstr(why, "qg_") ? NULL : "a refusal that does not name the kernel") : step_broken(&L, A, &P, step);
+              *n_refused += rc != 0;
+              if (bad_why && bad++ == 0)
+                printf("  first broken on %s: step %d, D %d, group %d, block %d, k %s, v %s: %s (groups %d, stages %d, threads %d; %s)\n", A->name,
+                       step, D, groups[gi], block, qgen_type_traits_of(CACHE_TYPES[k])->name, qgen_type_traits_of(CACHE_TYPES[v])->name,
+                       bad_why, P.warps_t, P.stages, P.attend_threads, why);
+            }
+  return bad;
+}
+
 int main(void) {
   int n, smem, n_refused, bad;
   for (int i = 0; qgen_arch_at(i); i++) {
@@ -157,6 +214,13 @@ int main(void) {
     bad = sweep(A, NULL, &n, &smem, &n_refused);
     check(bad == 0, "default plan on %s: %d shapes x types, %d break an invariant, %d refused (largest attend smem %d bytes)", A->name,
           n, bad, n_refused, smem);
+  }
+
+  for (int i = 0; qgen_arch_at(i); i++) {
+    const qgen_arch *A = qgen_arch_at(i);
+    bad = sweep_steps(A, &n, &n_refused);
+    check(bad == 0, "engine modules (2-16 tokens) on %s: %d shapes x types x steps, %d break an invariant, %d refused", A->name, n, bad,
+          n_refused);
   }
 
   /* the architectures' tables: every row's own numbers consistent, and the occupancy rule */
