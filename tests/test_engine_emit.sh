@@ -45,6 +45,8 @@ done
 
 "$QGEN" emit --spec specs/qwen3-4b.lua --step 3 > "$tmp/out.txt" 2>&1
 [ $? = 1 ] && grep -q "take 1, 2, 4, 8 or 16" "$tmp/out.txt"; ok $? "--step 3 refused, naming the steps there are"
+"$QGEN" emit --spec specs/qwen3-4b.lua --step 0 --plan > "$tmp/out.txt" 2>&1
+[ $? = 1 ] && grep -q "take 1, 2, 4, 8 or 16" "$tmp/out.txt"; ok $? "--step 0 refused, not taken for the one-token module"
 "$QGEN" emit --spec specs/qwen3-4b.lua --step 4 -o "$tmp/o" > "$tmp/out.txt" 2>&1
 [ $? = 1 ] && [ ! -e "$tmp/o" ] && grep -q "without -o" "$tmp/out.txt"; ok $? "--step with -o refused, nothing written"
 "$QGEN" emit --spec specs/qwen3-4b.lua --step 4 --plan --arch sm_90 > "$tmp/out.txt" 2>&1

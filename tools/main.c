@@ -19,6 +19,7 @@
  */
 #define _GNU_SOURCE /* fopencookie */
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -396,7 +397,7 @@ static int emit_variant(const qgen_spec *s, const char *spec, const int *use, in
 
 static int cmd_emit(int argc, char **argv) {
   const char *spec = NULL, *out = NULL, *variant = NULL, *arch_list = NULL;
-  int print = 0, plan_only = 0, step = 0;
+  int print = 0, plan_only = 0, step = INT_MIN; /* INT_MIN: no --step (the one-token module) */
   const qgen_opt opts[] = {
       SPEC_OPT(&spec),
       {.name = "--out", .alias = "-o", .arg = "DIR", .kind = QGEN_OPT_STR, .dst = &out,
@@ -417,10 +418,10 @@ static int cmd_emit(int argc, char **argv) {
   const int done = qgen_opts_parse(&cmd, argc, argv, NULL, 0, NULL);
   if (done >= 0) return done;
   if (!spec) return die(QGEN_EXIT_USER, "emit: --spec FILE is required (see qgen emit --help)");
-  if (step < 0 || step > 16 || (step & (step - 1)))
+  if (step != INT_MIN && (step < 1 || step > 16 || (step & (step - 1))))
     return die(QGEN_EXIT_USER, "emit: --step %d: the engine modules take 1, 2, 4, 8 or 16 tokens", step);
-  if (step && out) return die(QGEN_EXIT_USER, "emit: --step writes no files (its module would take the one-token files' names): give it without -o");
-  tune.step = step;
+  if (step != INT_MIN && out) return die(QGEN_EXIT_USER, "emit: --step writes no files (its module would take the one-token files' names): give it without -o");
+  tune.step = step == INT_MIN ? 0 : step;
   if (plan_only && (print || out)) return die(QGEN_EXIT_USER, "emit: --plan compiles and writes nothing: give it without --print and -o");
   int rc = qgen_opts_not_input("emit", NULL, NULL, spec);
   if (rc != 0) return rc;
