@@ -4,12 +4,7 @@
 # for 32 query rows (mt = 2: the plan gives one token group of 4 stages) under QGEN_TUNE
 # groups/stages, T = 8 alone. qwen3-4b f16 and q4_0, 128K/512K, B1/B4, dense/25 %/6.25 %,
 # 20 runs a cell; two rounds. Results into $OUT/r.tgz.
-set -u
-t0=$(date +%s)
-DEST=$OUT; R=/tmp/o/r; mkdir -p $R
-elapsed() { echo "at $(($(date +%s) - t0)) s"; }
-pack() { tar czf $DEST/r.tgz -C /tmp/o r; }
-nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee $R/gpu.txt
+. experiments/2026-12-06-verify-cost/head.sh
 # cell TAG TEMPLATES TUNE TOKENS VARIANT ROUND
 cell() {
   env QGEN_TEMPLATE_DIR=$PWD/$2 QGEN_CACHE_DIR=/tmp/qc-$(basename $2) QGEN_TUNE="$3" timeout 150 .carry/b/qgen bench \

@@ -4,12 +4,7 @@
 # 128K/512K, B1/B4, dense/25 %/6.25 %, T = 1, 4, 8, two rounds; then its GPU checks in
 # parallel: qgen check --quick of every spec natively, test_api on the GPU backend, the whole
 # Python suite and the README's GPU Python blocks. Results into $OUT/r.tgz.
-set -u
-t0=$(date +%s)
-DEST=$OUT; R=/tmp/o/r; mkdir -p $R
-elapsed() { echo "at $(($(date +%s) - t0)) s"; }
-pack() { tar czf $DEST/r.tgz -C /tmp/o r; }
-nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee $R/gpu.txt
+. experiments/2026-12-06-verify-cost/head.sh
 # cell TAG BUILD TOKENS VARIANT ROUND (the build's own, embedded templates)
 cell() {
   env QGEN_CACHE_DIR=/tmp/qc-$2 timeout 150 .carry/$2/qgen bench --spec specs/qwen3-4b.lua --variant $4 --ctx 128K,512K --batch 1,4 \

@@ -2,12 +2,7 @@
 # one call (bench/results/flashinfer-h200/verify: bench/verify_table.py), then whether the merge
 # tail sets the small sparse steps' cost: fewer, longer splits for small lists (QGEN_TUNE
 # split=512 / 1024) at T = 4, 8 against the default, 128K/512K, B1/B4, two rounds. .carry/b the Release build, .whl/fi FlashInfer's wheels. Into $OUT/r.tgz.
-set -u
-t0=$(date +%s)
-DEST=$OUT; R=/tmp/o/r; mkdir -p $R
-elapsed() { echo "at $(($(date +%s) - t0)) s"; }
-pack() { tar czf $DEST/r.tgz -C /tmp/o r; }
-nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee $R/gpu.txt
+. experiments/2026-12-06-verify-cost/head.sh
 export QGEN_CACHE_DIR=/tmp/qc
 timeout 200 .carry/b/qgen bench --spec specs/qwen3-4b.lua --variant qwen3-4b --ctx 64K,128K,512K --batch 1,4 \
   --coverage 1,0.25,0.0625 --tokens 1,4,8 --json $R/q4b-f16.json > $R/qgen.log 2>&1
