@@ -103,6 +103,7 @@ static int build_targets(const qgen_spec *s, const qgen_tune *tune, const int (*
     qgen_fmt(err, errlen, "%s: %d archs to build; 1..%d allowed", uri, n, QGEN_MAX_ARCHS);
     return -1;
   }
+  memset(out, 0, (size_t)n * sizeof *out); /* freed on failure, whether or not a job got to it */
   job *jobs = calloc((size_t)n, sizeof *jobs);
   pthread_t *th = calloc((size_t)n, sizeof *th);
   int rc = 0;

@@ -4,7 +4,9 @@
  *   - an entry stored under the key of another qgen or NVRTC version is a miss (cache level,
  *     and end to end through qgen_build: a planted entry is used only under the right key);
  *   - a unit that fails to compile is written to $QGEN_DUMP_SOURCE as <name>.cu and the
- *     message says where (a template with a syntax error, via QGEN_TEMPLATE_DIR).
+ *     message says where (a template with a syntax error, via QGEN_TEMPLATE_DIR);
+ *   - a build that fails before its jobs write the artifacts leaves them zeroed, whatever
+ *     the caller passed in.
  * The parts that compile need NVRTC; without it they are skipped (the rest still runs).
  */
 #define _GNU_SOURCE
@@ -413,6 +415,34 @@ static void dump_tests(int have_nvrtc) {
   free(err);
 }
 
+/* A build that fails before any job writes its artifact (here: a template directory without
+   the templates) frees nothing the caller handed it uninitialised: the artifacts, poisoned
+   first, come back zeroed (the error path freed them as they were; qgen emit crashed under
+   ASan). No NVRTC needed: the unit is never emitted. */
+static void failed_build_tests(void) {
+  qgen_spec_set set = {0};
+  char err[4096];
+  if (qgen_spec_load(QGEN_SOURCE_DIR "/specs/qwen2.5-0.5b.lua", &set, err, sizeof err) != 0) {
+    check(0, "load qwen2.5-0.5b: %s", err);
+    return;
+  }
+  char *saved = getenv("QGEN_TEMPLATE_DIR") ? strdup(getenv("QGEN_TEMPLATE_DIR")) : NULL;
+  char empty[4200];
+  snprintf(empty, sizeof empty, "%s/no-templates", root);
+  mkdir(empty, 0700);
+  setenv("QGEN_TEMPLATE_DIR", empty, 1);
+  qgen_artifact a[2];
+  memset(a, 0xA5, sizeof a);
+  const int archs[2] = {80, 90};
+  const int rc = qgen_build(&set.v[0], NULL, archs, 2, NULL, a, NULL, err, sizeof err);
+  static const qgen_artifact zero;
+  check(rc == -1 && strstr(err, "cannot open") && !memcmp(&a[0], &zero, sizeof zero) && !memcmp(&a[1], &zero, sizeof zero),
+        "a build failing before its jobs write an artifact: -1, the missing template named, the poisoned artifacts zeroed (%s)", err);
+  if (saved) setenv("QGEN_TEMPLATE_DIR", saved, 1);
+  else unsetenv("QGEN_TEMPLATE_DIR");
+  free(saved);
+}
+
 int main(void) {
   if (!mkdtemp(root)) {
     perror("mkdtemp");
@@ -423,6 +453,7 @@ int main(void) {
   cache_version_miss();
   artifact_tests();
   rescore_units();
+  failed_build_tests();
   int major = 0, minor = 0;
   char err[512];
   int have = qgen_nvrtc_version(&major, &minor, err, sizeof err) == 0;
