@@ -176,11 +176,13 @@ _Static_assert(offsetof(qg_cache, pages_per_seq) == 40 && offsetof(qg_cache, k_s
 /* The step kernels in launch order, X(name, units): extern "C" qg_<name>, defined in the
    template <name>.cu; units SPARSE: only in the units of sparse specs, RESCORE: of sparse
    specs with two-stage selection (rescore > 1), TOPP: of those with a top-p cut (top_p <
-   1; after the second select). Under NVRTC each is
-   declared here with its whole signature, which its definition must match. */
+   1; after the second select). A unit whose plan sets merge_rows (an engine module of
+   >= 16 query rows) has qg_combine after attend too (QGEN_MERGE_KERNEL). Under NVRTC each
+   is declared here with its whole signature, which its definition must match. */
 #define QGEN_KERNELS(X) \
   X(append, ALL) X(view, SPARSE) X(estimate, SPARSE) X(select, SPARSE) X(rescore, RESCORE) X(topp, TOPP) X(extend, SPARSE) X(attend, ALL)
 #define QGEN_KERNEL_NAME(k) "qg_" #k
+#define QGEN_MERGE_KERNEL QGEN_KERNEL_NAME(combine)
 #ifdef __CUDACC__
 extern "C" __global__ void qg_append(qg_cache c, qg_append_args a);
 extern "C" __global__ void qg_view(qg_cache c, const void *slots, qg_i64 n, qg_i64 n_pages, qg_i32 slot_bytes, qg_i32 pass);
@@ -190,6 +192,7 @@ extern "C" __global__ void qg_rescore(qg_cache c, qg_work wk, qg_batch bt, qgen_
 extern "C" __global__ void qg_topp(qg_cache c, qg_work wk, qg_batch bt, qgen_budget bg);
 extern "C" __global__ void qg_extend(qg_cache c, qg_work wk, qg_batch bt);
 extern "C" __global__ void qg_attend(qg_cache c, qg_work wk, qg_batch bt, const void *q, void *out, int dense, int bulk);
+extern "C" __global__ void qg_combine(qg_cache c, qg_work wk, qg_batch bt, void *out, int dense);
 #endif
 
 #endif

@@ -177,7 +177,14 @@ int qgen_plan_make(const qgen_layout *L, const qgen_arch *A, const qgen_tune *tp
   p->stages = groups * per;
   p->attend_threads = 32 * (p->warps_m * groups + 1);
   const int red = p->warps_t * p->mt * 16 * (D + 2) * 4;
-  const int comb = rows * QGEN_MAX_SPLITS * 4; /* the last split's merge weights */
+  /* Split partials: an engine module of >= 16 query rows leaves them to qg_combine, whose
+     threads take 4 channels of a row each, the rows that fit 128 threads a CTA (combine.cu);
+     the last split's merge in one CTA is a chain of L2 round trips that grows with the rows
+     (on an H100 it was 2.1 us of the one-token step at 128K B1, 6.2 us of a 4-token step's,
+     12.7 of an 8-token step's). */
+  p->merge_rows = t.step && rows >= 16 ? 512 / D : 0;
+  p->merge_threads = p->merge_rows ? (p->merge_rows * D / 4 + 31) / 32 * 32 : 0;
+  const int comb = p->merge_rows ? 0 : rows * QGEN_MAX_SPLITS * 4; /* the last split's merge weights */
   int area = p->stages * stage;
   if (red > area) area = red;
   if (comb > area) area = comb;

@@ -29,6 +29,8 @@
   X(attend_smem, 0)      /* dynamic shared memory of attend, bytes */                          \
   X(attend_min_ctas, 1)  /* the CTAs an SM attend's registers are sized for (0: ptxas's choice) */ \
   X(chunk, 1)            /* attend's ring unit: consecutive sub-tiles of a page copied together */ \
+  X(merge_rows, 1)       /* split partials merged by qg_combine, this many rows a CTA (0: by attend's last CTA) */ \
+  X(merge_threads, 1)    /* qg_combine's CTA size */                                           \
   X(min_split_tokens, 1) /* a split gets at least this many tokens */                          \
   /* estimate: CTA size, pages a CTA per round, staged q row bytes, the staged q (dynamic    \
      shared memory, bytes), the CTAs an SM its registers are sized for (launch bounds) */     \

@@ -83,7 +83,11 @@ static void *run_job(void *arg) {
     }
     qgen_artifact_free(j->out); /* a valid file with a bad payload: rebuild over it */
   }
-  if (qgen_nvrtc_compile(j->src, name, j->code, qgen_kernel_names(j->spec), j->out, j->err, sizeof j->err) != 0)
+  qgen_layout L;
+  qgen_plan P; /* (planned already by qgen_emit_source) */
+  qgen_spec_layout(j->spec, &L);
+  qgen_plan_make(&L, j->plan, j->tune, &P, NULL, 0);
+  if (qgen_nvrtc_compile(j->src, name, j->code, qgen_kernel_names(j->spec, P.merge_rows > 0), j->out, j->err, sizeof j->err) != 0)
     return NULL;
   if (j->cache) {
     uint8_t *blob = qgen_artifact_pack(j->out, &size);

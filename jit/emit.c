@@ -51,15 +51,17 @@ extern const struct qgen_embedded qgen_headers[], qgen_templates[];
 #define IN_SPARSE_UNIT(k, units) IN_SPARSE_##units(k)
 #define IN_RESCORE_UNIT(k, units) IN_RESCORE_##units(k)
 #define IN_TOPP_UNIT(k, units) IN_TOPP_##units(k)
-static const char *const KERNELS_DENSE[] = {QGEN_KERNELS(IN_DENSE_UNIT) NULL};
-static const char *const KERNELS_SPARSE[] = {QGEN_KERNELS(IN_SPARSE_UNIT) NULL};
-static const char *const KERNELS_RESCORE[] = {QGEN_KERNELS(IN_RESCORE_UNIT) NULL};
-static const char *const KERNELS_TOPP[] = {QGEN_KERNELS(IN_TOPP_UNIT) NULL};
+/* [0]: the unit's kernels; [1]: the same and qg_combine (a plan with merge_rows) */
+static const char *const KERNELS_DENSE[2][10] = {{QGEN_KERNELS(IN_DENSE_UNIT) NULL}, {QGEN_KERNELS(IN_DENSE_UNIT) QGEN_MERGE_KERNEL, NULL}};
+static const char *const KERNELS_SPARSE[2][10] = {{QGEN_KERNELS(IN_SPARSE_UNIT) NULL}, {QGEN_KERNELS(IN_SPARSE_UNIT) QGEN_MERGE_KERNEL, NULL}};
+static const char *const KERNELS_RESCORE[2][10] = {{QGEN_KERNELS(IN_RESCORE_UNIT) NULL}, {QGEN_KERNELS(IN_RESCORE_UNIT) QGEN_MERGE_KERNEL, NULL}};
+static const char *const KERNELS_TOPP[2][10] = {{QGEN_KERNELS(IN_TOPP_UNIT) NULL}, {QGEN_KERNELS(IN_TOPP_UNIT) QGEN_MERGE_KERNEL, NULL}};
 
-const char *const *qgen_kernel_names(const qgen_spec *s) {
-  if (!s->sparse) return KERNELS_DENSE;
-  if (s->rescore < 2) return KERNELS_SPARSE;
-  return s->top_p < 1 ? KERNELS_TOPP : KERNELS_RESCORE;
+const char *const *qgen_kernel_names(const qgen_spec *s, int merge_kernel) {
+  const int m = merge_kernel != 0;
+  if (!s->sparse) return KERNELS_DENSE[m];
+  if (s->rescore < 2) return KERNELS_SPARSE[m];
+  return s->top_p < 1 ? KERNELS_TOPP[m] : KERNELS_RESCORE[m];
 }
 
 /* A growing string. */

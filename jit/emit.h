@@ -16,8 +16,9 @@
 #include "base/plan.h"
 #include "spec/spec.h"
 
-/* The kernels a spec's unit defines (NULL-terminated list of extern "C" names). */
-const char *const *qgen_kernel_names(const qgen_spec *s);
+/* The kernels a spec's unit defines (NULL-terminated list of extern "C" names); merge_kernel:
+   its plan sets merge_rows, so qg_combine follows qg_attend. */
+const char *const *qgen_kernel_names(const qgen_spec *s, int merge_kernel);
 
 /* The translation unit planned for architecture A (its shared-memory limits size the
    plan; base/arch.h) under the plan overrides tune (NULL: none) as a fresh NUL-terminated

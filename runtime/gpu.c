@@ -43,7 +43,7 @@
    and extend read no queries: the one-token module's serve it. */
 typedef struct gpu_engine {
   CUmodule mod;
-  CUfunction f_estimate, f_rescore, f_attend;
+  CUfunction f_estimate, f_rescore, f_attend, f_combine; /* f_combine: where the plan sets merge_rows */
   qgen_plan P;
   int attend_per_sm, est_per_sm, resc_per_sm;
 } gpu_engine;
@@ -517,8 +517,8 @@ static qgen_status launch(qgen_ctx *c, CUfunction f, unsigned gx, unsigned gy, u
    CTAs may start while that kernel finishes and wait in grid_dep_wait, common.cuh), in
    clusters of `cluster` CTAs along x (1: none; more only with code built for sm_90+).
    Only for select and attend of a sparse step, whose predecessor is our own estimate /
-   select / extend: a kernel before estimate or extend (the caller's, which may write q)
-   is fully ordered. */
+   select / extend, and for qg_combine after attend: a kernel before estimate or extend
+   (the caller's, which may write q) is fully ordered. */
 static qgen_status launch_ex(qgen_ctx *c, CUfunction f, unsigned gx, unsigned gy, unsigned gz, int threads, int smem,
                              CUstream s, void **args, int cluster) {
   /* not across the benchmark's breakdown events either: an event between two kernels
@@ -634,7 +634,8 @@ static qgen_status engine_load(qgen_ctx *c, int i, gpu_engine *e) {
   CU(cu->cuModuleGetFunction(&e->f_attend, e->mod, QGEN_KERNEL_NAME(attend)));
   if (c->L.sparse) CU(cu->cuModuleGetFunction(&e->f_estimate, e->mod, QGEN_KERNEL_NAME(estimate)));
   if (c->L.sparse && c->L.rescore > 1) CU(cu->cuModuleGetFunction(&e->f_rescore, e->mod, QGEN_KERNEL_NAME(rescore)));
-  if ((st = fit_kernel(c, "qg_attend", e->f_attend, &e->P)) || (e->f_estimate && (st = fit_kernel(c, "qg_estimate", e->f_estimate, &e->P))) ||
+  if (e->P.merge_rows) CU(cu->cuModuleGetFunction(&e->f_combine, e->mod, QGEN_KERNEL_NAME(combine)));
+  if ((st = fit_kernel(c, "qg_attend", e->f_attend, &e->P)) || (e->f_combine && (st = fit_kernel(c, "qg_combine", e->f_combine, &e->P))) || (e->f_estimate && (st = fit_kernel(c, "qg_estimate", e->f_estimate, &e->P))) ||
       (e->f_rescore && (st = fit_kernel(c, "qg_rescore", e->f_rescore, &e->P))) ||
       (st = occupancy(c, e->f_attend, e->P.attend_threads, e->P.attend_smem, &e->attend_per_sm)) ||
       (e->f_estimate && (st = occupancy(c, e->f_estimate, e->P.est_threads, e->P.est_smem, &e->est_per_sm))) ||
@@ -666,7 +667,7 @@ static qgen_status engine_get(qgen_ctx *c, int tmax, const gpu_engine **out) {
 
 /* The kernels of one step: the one-token module's, or an engine module's (step > 0). */
 typedef struct step_kernels {
-  CUfunction estimate, rescore, attend;
+  CUfunction estimate, rescore, attend, combine; /* combine: NULL where attend merges the splits itself */
   const qgen_plan *P;
   int attend_per_sm, est_per_sm, resc_per_sm, step;
 } step_kernels;
@@ -689,7 +690,7 @@ static qgen_status attend_in(qgen_kv *kv, const int *seq, int n_seq, const int *
   for (int i = 0; n_q && i < n_seq; i++) tmax = n_q[i] > tmax ? n_q[i] : tmax;
   const int64_t window = x ? x->window : 0;
   const float *sinks = x ? x->sinks : NULL;
-  step_kernels K = {g->f_estimate, g->f_rescore, g->f_attend, &c->P, g->attend_per_sm, g->est_per_sm, g->resc_per_sm, 0};
+  step_kernels K = {g->f_estimate, g->f_rescore, g->f_attend, NULL, &c->P, g->attend_per_sm, g->est_per_sm, g->resc_per_sm, 0};
   if (tmax > 1 || window > 0 || sinks) {
     if (tmax > 1 && L->v_tau > 0)
       return qgen_fail(c, QGEN_ERR_UNSUPPORTED, "qgen_attend_multi: spec %s has sparse-V (sparse.v_tau = %g); the GPU attends "
@@ -697,7 +698,7 @@ static qgen_status attend_in(qgen_kv *kv, const int *seq, int n_seq, const int *
     const gpu_engine *e = NULL;
     qgen_status st = engine_get(c, tmax, &e);
     if (st != QGEN_OK) return st;
-    K = (step_kernels){e->f_estimate, e->f_rescore, e->f_attend, &e->P, e->attend_per_sm, e->est_per_sm, e->resc_per_sm, 1};
+    K = (step_kernels){e->f_estimate, e->f_rescore, e->f_attend, e->f_combine, &e->P, e->attend_per_sm, e->est_per_sm, e->resc_per_sm, 1};
     while (K.step < tmax) K.step *= 2;
   }
   const qgen_plan *P = K.P;
@@ -764,6 +765,13 @@ static qgen_status attend_in(qgen_kv *kv, const int *seq, int n_seq, const int *
                     : launch_ex(c, K.attend, (unsigned)ms, (unsigned)L->n_head_kv, (unsigned)bt.n, P->attend_threads,
                                 P->attend_smem, s, aa, 1)))
       return st;
+    if (K.combine) { /* the split partials' merge (combine.cu), merge_rows rows of a (row, KV head) a CTA */
+      void *ma[] = {&ca, &wk, &bt, &op, &dense};
+      const int rows = L->group * K.step;
+      if ((st = launch_ex(c, K.combine, (unsigned)((rows + P->merge_rows - 1) / P->merge_rows), (unsigned)L->n_head_kv, (unsigned)bt.n,
+                          P->merge_threads, 0, s, ma, 1)))
+        return st;
+    }
   }
   return QGEN_OK;
 }

@@ -75,7 +75,8 @@
 // V: .trans, 2 channels of 2 tokens, re-paired by token); their per-tensor scales go into
 // the score scale (K) and the output (V). The token groups'
 // (m, l, O) meet in shared memory; a single split writes the output, more write f32
-// partials and the last of them merges all in split order (combine.cu).
+// partials, which the last of them merges in split order, or qg_combine where the plan sets
+// merge_rows (combine.cu).
 
 constexpr int MT = QG_MT, WARPS_M = QG_WARPS_M, WARPS_T = QG_WARPS_T, NC = WARPS_M * WARPS_T;
 constexpr int THREADS = (NC + 1) * 32, STAGES = QG_STAGES;
@@ -784,7 +785,7 @@ __device__ __forceinline__ void merge_splits(const qg_work &wk, const qg_batch &
   __syncthreads();
   if (s_last) {
     __threadfence();
-    combine_group<THREADS>(wk, bt, b, h, ns, out, wsm);
+    combine_group<THREADS>(wk, bt, b, h, ns, out, wsm, 0, G);
   }
 }
 
@@ -831,9 +832,8 @@ extern "C" __global__ void QG_ATTEND_BOUNDS qg_attend(qg_cache c, qg_work wk, qg
   if (!dense) grid_dep_wait(); // the list and its count are select's
   __syncthreads();             // barriers initialised, q staged
   const int *list = dense ? nullptr : wk.list + ((i64)seq * N_KV + h) * c.pages_per_seq;
-  // a dense window reads the pages from the one its first row's span starts in
-  const i64 base = STEP && dense && bt.window > 0 ? max(len - (row_tokens(bt, b) - 1) - bt.window, (i64)0) / BLOCK : 0;
-  const i64 L = dense ? n - base : wk.count[(i64)seq * N_KV + h];
+  i64 base;
+  const i64 L = list_pages(wk, bt, b, h, len, dense, base);
   const int ns = n_splits(L, wk.max_splits);
   if (split >= ns) return; // the whole CTA: ns is the same for every thread
   const share sh = {len, n, L, L * split / ns, L * (split + 1) / ns, base};
@@ -874,7 +874,7 @@ extern "C" __global__ void QG_ATTEND_BOUNDS qg_attend(qg_cache c, qg_work wk, qg
   float *red_m = red_o + WARPS_T * MT * 16 * D;           // [WARPS_T][MT*16]
   float *red_l = red_m + WARPS_T * MT * 16;               // [WARPS_T][MT*16]
   merge_groups(wk, bt, o, m, l, red_o, red_m, red_l, b, h, split, ns, out, g, j, wm, wt, warp);
-  if (ns == 1) return;
+  if (ns == 1 || MERGE_ROWS) return; // (qg_combine merges them)
   __shared__ int s_last;
   merge_splits(wk, bt, b, h, ns, out, (float *)stages, s_last);
 }

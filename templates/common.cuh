@@ -338,6 +338,14 @@ __device__ __forceinline__ int n_splits(i64 L, int max_splits) {
   return n < 1 ? 1 : (int)n;
 }
 
+// The pages of (batch row b, KV head h)'s list that attend reads, of a sequence of len
+// tokens: select's count, or for a dense step every page from `base` on (0, or for a dense
+// window the page its first row's span starts in). attend and qg_combine split it alike.
+__device__ __forceinline__ i64 list_pages(const qg_work &wk, const qg_batch &bt, int b, int h, i64 len, int dense, i64 &base) {
+  base = STEP && dense && bt.window > 0 ? max(len - (row_tokens(bt, b) - 1) - bt.window, (i64)0) / BLOCK : 0;
+  return dense ? pages_of(len) - base : wk.count[(i64)bt.seq[b] * N_KV + h];
+}
+
 // ---- selection rules shared by estimate and select (base/layout.h; the forced pages and
 // the budget in pages are base/kargs.h's qgen_forced_ranges and qgen_budget_pages) ----------
 

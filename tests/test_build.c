@@ -222,7 +222,7 @@ static void rescore_units(void) {
     qgen_spec_uri(&set.v[0], QGEN_URI_MODULE, mod[i], sizeof mod[i]);
     unit[i] = qgen_emit_source(&set.v[0], qgen_arch_of(90), NULL, &len, err, sizeof err);
     int has = 0, topp = 0;
-    for (const char *const *k = qgen_kernel_names(&set.v[0]); *k; k++)
+    for (const char *const *k = qgen_kernel_names(&set.v[0], 0); *k; k++)
       has |= !strcmp(*k, "qg_rescore"), topp |= !strcmp(*k, "qg_topp"), nk[i]++;
     check(has == (i >= 2) && topp == (i == 3), "rescore spec %d: qg_rescore %s, qg_topp %s the kernel list", i, has ? "in" : "not in",
           topp ? "in" : "not in");

@@ -40,7 +40,7 @@
 /* The kernels of a spec's module (kargs.h's list: qg_append first, qg_attend last). */
 static int n_kernels(const qgen_spec *s) {
   int n = 0;
-  for (const char *const *k = qgen_kernel_names(s); *k; k++) n++;
+  for (const char *const *k = qgen_kernel_names(s, 0); *k; k++) n++;
   return n;
 }
 

@@ -30,7 +30,10 @@
  *     threads, and out-of-range values are refused by name;
  *   - the engine modules (steps of 2, 4, 8 and 16 query tokens: group x step rows) of every
  *     shape on every arch: the same ring, CTA and token-group rules over their m-tiles, no
- *     swapped operands or pairs, shared memory within the arch; or refused naming the kernel
+ *     swapped operands or pairs, shared memory within the arch, the split partials merged by
+ *     qg_combine exactly where the rows are >= 16 (the rows whose 4-channel threads fit 128
+ *     a CTA; attend then keeps no merge weights), by attend's last CTA in every one-token
+ *     module; or refused naming the kernel
  *     (rows of more than 31 m-tiles among them: the plan must refuse them before sizing a ring).
  * Prints one line per check and "N passed, N failed"; exits 1 on any failure.
  */
@@ -83,6 +86,7 @@ static const char *broken(const qgen_layout *L, const qgen_arch *A, const qgen_p
   const int comb = L->group * QGEN_MAX_SPLITS * 4;
   const int area = ring > red ? (ring > comb ? ring : comb) : (red > comb ? red : comb);
   if (P->attend_smem != q + area + 128) return "shared memory = q + max(ring, merge, weights) + 128 (to align the ring)";
+  if (P->merge_rows || P->merge_threads) return "a one-token module merges its splits in attend's last CTA";
   if (!tuned && P->attend_smem + 512 > A->smem_block) return "attend: shared memory over the arch's CTA limit"; /* tuned: refused at build */
   const int est_nt = (L->group + 7) / 8, est_nq = L->in_type == QGEN_TYPE_F16 ? 1 : 2;
   if (P->est_smem != est_nq * est_nt * 8 * P->est_qrow || P->est_qrow < 4 * D) return "estimate: staged Qsplit = n-tiles x 8 rows (x 2 with a residue)";
@@ -172,6 +176,15 @@ static const char *step_broken(const qgen_layout *L, const qgen_arch *A, const q
   if (P->swap_ops || P->pair) return "no swapped operands or pairs (rows are masked by token)";
   const int spp = L->block / 16;
   if (P->chunk < 1 || spp % P->chunk || P->stages % P->chunk || P->stages / P->chunk < 2) return "ring chunks: whole sub-tiles of a page, >= 2 chunk stages";
+  const int rows = L->group * step, D = L->head_dim;
+  if ((P->merge_rows > 0) != (rows >= 16)) return "qg_combine merges the splits exactly where the rows are >= 16";
+  if (P->merge_rows && (P->merge_rows * D / 4 > 128 || (P->merge_rows + 1) * D / 4 <= 128 || P->merge_threads % 32 ||
+                        P->merge_threads < P->merge_rows * D / 4 || P->merge_threads - 32 >= P->merge_rows * D / 4))
+    return "qg_combine: the rows whose 4-channel threads fit 128, in the fewest whole warps";
+  const int ring = P->stages * (P->k_tile_bytes + P->v_tile_bytes), red = P->warps_t * mt * 16 * (D + 2) * 4;
+  const int weights = P->merge_rows ? 0 : rows * QGEN_MAX_SPLITS * 4, big = ring > red ? ring : red;
+  if (P->attend_smem != q + (big > weights ? big : weights) + 128)
+    return "shared memory = q + max(ring, merge, the weights where attend merges the splits) + 128";
   return NULL;
 }
 
