@@ -56,7 +56,7 @@
 
 static void tune_none(qgen_tune *t) {
   memset(t, 0, sizeof *t);
-  t->selreg = t->pdl = t->bulk = t->olddq = t->swap = t->pair = -1;
+  t->selreg = t->pdl = t->bulk = t->olddq = t->swap = t->pair = t->merge = -1;
 }
 
 int qgen_tune_parse(const char *s, qgen_tune *t, char *err, size_t errlen) {
@@ -67,7 +67,8 @@ int qgen_tune_parse(const char *s, qgen_tune *t, char *err, size_t errlen) {
       {"selreg", 0, 32, offsetof(qgen_tune, selreg)}, {"pdl", 0, 1, offsetof(qgen_tune, pdl)},
       {"bulk", 0, 1, offsetof(qgen_tune, bulk)},     {"olddq", 0, 1, offsetof(qgen_tune, olddq)},
       {"swap", 0, 1, offsetof(qgen_tune, swap)},     {"ctas", 1, 16, offsetof(qgen_tune, ctas)},
-      {"chunk", 1, 16, offsetof(qgen_tune, chunk)},   {"pair", 0, 1, offsetof(qgen_tune, pair)}};
+      {"chunk", 1, 16, offsetof(qgen_tune, chunk)},   {"pair", 0, 1, offsetof(qgen_tune, pair)},
+      {"merge", 0, 1, offsetof(qgen_tune, merge)}};
   tune_none(t);
   unsigned seen = 0; /* keys given so far: each at most once */
   while (s && *s) {
@@ -79,7 +80,7 @@ int qgen_tune_parse(const char *s, qgen_tune *t, char *err, size_t errlen) {
     long v = k < nk ? strtol(eq + 1, &stop, 10) : 0;
     if (k == nk || stop == eq + 1 || stop != s + n || v < keys[k].lo || v > keys[k].hi || (end && !end[1]) ||
         (keys[k].off == offsetof(qgen_tune, sel) && (v & (v - 1)))) {
-      snprintf(err, errlen, "QGEN_TUNE: '%.*s' is not one of groups=1..16, stages=2..8, smem=16..220, split=64..65536, sel=128|256|512|1024, selreg=0..32, pdl=0|1, bulk=0|1, olddq=0|1, swap=0|1, ctas=1..16, chunk=1..16, pair=0|1",
+      snprintf(err, errlen, "QGEN_TUNE: '%.*s' is not one of groups=1..16, stages=2..8, smem=16..220, split=64..65536, sel=128|256|512|1024, selreg=0..32, pdl=0|1, bulk=0|1, olddq=0|1, swap=0|1, ctas=1..16, chunk=1..16, pair=0|1, merge=0|1",
                (int)n, s);
       tune_none(t);
       return -1;
@@ -101,7 +102,7 @@ int qgen_tune_parse(const char *s, qgen_tune *t, char *err, size_t errlen) {
     return -1;
   }
   return t->groups || t->stages || t->smem_kib || t->split || t->sel || t->selreg >= 0 || t->olddq >= 0 || t->swap >= 0 || t->ctas || t->chunk ||
-         t->pair >= 0;
+         t->pair >= 0 || t->merge >= 0;
 }
 
 int qgen_plan_pair_ctas(qgen_type t) {
@@ -182,7 +183,7 @@ int qgen_plan_make(const qgen_layout *L, const qgen_arch *A, const qgen_tune *tp
      the last split's merge in one CTA is a chain of L2 round trips that grows with the rows
      (on an H100 it was 2.1 us of the one-token step at 128K B1, 6.2 us of a 4-token step's,
      12.7 of an 8-token step's). */
-  p->merge_rows = t.step && rows >= 16 ? 512 / D : 0;
+  p->merge_rows = (t.merge >= 0 ? t.merge : t.step && rows >= 16) ? 512 / D : 0;
   p->merge_threads = p->merge_rows ? (p->merge_rows * D / 4 + 31) / 32 * 32 : 0;
   const int comb = p->merge_rows ? 0 : rows * QGEN_MAX_SPLITS * 4; /* the last split's merge weights */
   int area = p->stages * stage;

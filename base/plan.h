@@ -75,6 +75,8 @@ typedef struct qgen_plan {
  *              under olddq=1, it changes nothing
  *   pair=0|1   the swapped consumers two sub-tiles a step (1, the default where it applies:
  *              head_dim <= 128, no sparse-V) or one (0); elsewhere it changes nothing
+ *   merge=0|1  split partials merged by qg_combine (1; the default for engine modules of
+ *              >= 16 query rows) or by attend's last CTA (0), for every module
  * All but pdl and bulk change the generated kernels (and so their cache key); bundles hold the
  * default plan, so qgen_open of a bundle and qgen bundle refuse while one of them is set.
  * qgen_open parses it once (qgen_tune_parse) and keeps the result for its plan and its JIT
@@ -83,7 +85,7 @@ typedef struct qgen_tune {
   int groups, stages, smem_kib, split, sel, selreg, pdl, bulk; /* 0 / -1 (selreg, pdl, bulk): not set */
   int olddq, swap;                                             /* -1: not set */
   int ctas, chunk;                                             /* 0: not set */
-  int pair;                                                    /* -1: not set */
+  int pair, merge;                                             /* -1: not set */
   /* 0: the one-token module; T >= 1: an engine module, whose CTAs hold the group's heads for
      T query tokens (runtime/gpu.c sets it for a step of several tokens, a window or sinks;
      no QGEN_TUNE key) */

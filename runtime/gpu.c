@@ -55,7 +55,7 @@ typedef struct gpu_ctx {
   CUdevice dev;
   CUcontext cuctx;
   CUmodule mod;
-  CUfunction f_append, f_view, f_estimate, f_select, f_rescore, f_topp, f_extend, f_attend;
+  CUfunction f_append, f_view, f_estimate, f_select, f_rescore, f_topp, f_extend, f_attend, f_combine; /* f_combine: where the plan sets merge_rows (QGEN_TUNE merge=1) */
   int sm_count, arch, attend_per_sm, est_per_sm, resc_per_sm;
   int code_arch; /* the arch the loaded kernels were compiled for (PTX of an older one runs too) */
   /* the architecture the kernels were planned for and are launched within: the device's
@@ -192,6 +192,7 @@ static qgen_status load_module(qgen_ctx *c, const qgen_artifact *a) {
   }
   CU(cu->cuModuleGetFunction(&g->f_append, g->mod, QGEN_KERNEL_NAME(append)));
   CU(cu->cuModuleGetFunction(&g->f_attend, g->mod, QGEN_KERNEL_NAME(attend)));
+  if (c->P.merge_rows) CU(cu->cuModuleGetFunction(&g->f_combine, g->mod, QGEN_KERNEL_NAME(combine)));
   if (c->spec.sparse) {
     CU(cu->cuModuleGetFunction(&g->f_view, g->mod, QGEN_KERNEL_NAME(view)));
     CU(cu->cuModuleGetFunction(&g->f_estimate, g->mod, QGEN_KERNEL_NAME(estimate)));
@@ -203,7 +204,7 @@ static qgen_status load_module(qgen_ctx *c, const qgen_artifact *a) {
   if (c->L.sparse && c->L.rescore > 1 && c->L.top_p < 1) CU(cu->cuModuleGetFunction(&g->f_topp, g->mod, QGEN_KERNEL_NAME(topp)));
   const struct { const char *name; CUfunction f; } all[] = {
       {"qg_append", g->f_append}, {"qg_attend", g->f_attend}, {"qg_estimate", g->f_estimate}, {"qg_select", g->f_select},
-      {"qg_rescore", g->f_rescore}, {"qg_topp", g->f_topp}, {"qg_view", g->f_view}, {"qg_extend", g->f_extend}};
+      {"qg_rescore", g->f_rescore}, {"qg_topp", g->f_topp}, {"qg_view", g->f_view}, {"qg_extend", g->f_extend}, {"qg_combine", g->f_combine}};
   qgen_status st;
   for (size_t i = 0; i < sizeof all / sizeof *all; i++)
     if (all[i].f && (st = fit_kernel(c, all[i].name, all[i].f, &c->P)) != QGEN_OK) return st;
@@ -690,7 +691,7 @@ static qgen_status attend_in(qgen_kv *kv, const int *seq, int n_seq, const int *
   for (int i = 0; n_q && i < n_seq; i++) tmax = n_q[i] > tmax ? n_q[i] : tmax;
   const int64_t window = x ? x->window : 0;
   const float *sinks = x ? x->sinks : NULL;
-  step_kernels K = {g->f_estimate, g->f_rescore, g->f_attend, NULL, &c->P, g->attend_per_sm, g->est_per_sm, g->resc_per_sm, 0};
+  step_kernels K = {g->f_estimate, g->f_rescore, g->f_attend, g->f_combine, &c->P, g->attend_per_sm, g->est_per_sm, g->resc_per_sm, 0};
   if (tmax > 1 || window > 0 || sinks) {
     if (tmax > 1 && L->v_tau > 0)
       return qgen_fail(c, QGEN_ERR_UNSUPPORTED, "qgen_attend_multi: spec %s has sparse-V (sparse.v_tau = %g); the GPU attends "
@@ -767,7 +768,7 @@ static qgen_status attend_in(qgen_kv *kv, const int *seq, int n_seq, const int *
       return st;
     if (K.combine) { /* the split partials' merge (combine.cu), merge_rows rows of a (row, KV head) a CTA */
       void *ma[] = {&ca, &wk, &bt, &op, &dense};
-      const int rows = L->group * K.step;
+      const int rows = L->group * rows_per;
       if ((st = launch_ex(c, K.combine, (unsigned)((rows + P->merge_rows - 1) / P->merge_rows), (unsigned)L->n_head_kv, (unsigned)bt.n,
                           P->merge_threads, 0, s, ma, 1)))
         return st;

@@ -83,10 +83,10 @@ static const char *broken(const qgen_layout *L, const qgen_arch *A, const qgen_p
   }
   const int nq = qgen_type_traits_of(L->k_type)->bf16_mma ? 2 : 1, q = nq * P->mt * 16 * P->q_srow;
   const int ring = P->stages * (P->k_tile_bytes + P->v_tile_bytes), red = P->warps_t * P->mt * 16 * (D + 2) * 4;
-  const int comb = L->group * QGEN_MAX_SPLITS * 4;
+  const int comb = P->merge_rows ? 0 : L->group * QGEN_MAX_SPLITS * 4;
   const int area = ring > red ? (ring > comb ? ring : comb) : (red > comb ? red : comb);
   if (P->attend_smem != q + area + 128) return "shared memory = q + max(ring, merge, weights) + 128 (to align the ring)";
-  if (P->merge_rows || P->merge_threads) return "a one-token module merges its splits in attend's last CTA";
+  if (!tuned && (P->merge_rows || P->merge_threads)) return "a one-token module merges its splits in attend's last CTA";
   if (!tuned && P->attend_smem + 512 > A->smem_block) return "attend: shared memory over the arch's CTA limit"; /* tuned: refused at build */
   const int est_nt = (L->group + 7) / 8, est_nq = L->in_type == QGEN_TYPE_F16 ? 1 : 2;
   if (P->est_smem != est_nq * est_nt * 8 * P->est_qrow || P->est_qrow < 4 * D) return "estimate: staged Qsplit = n-tiles x 8 rows (x 2 with a residue)";
@@ -297,6 +297,15 @@ int main(void) {
   check(P.mt == 2 && P.warps_t == 2 && P.stages == 8 && P.attend_threads == 160,
         "qwen3-4b f16, 8-token step: 2 m-tiles, 2 groups x 4 stages, 160 threads (got %d, %d, %d, %d)", P.mt, P.warps_t, P.stages,
         P.attend_threads);
+  check(P.merge_rows == 4 && P.merge_threads == 128, "qwen3-4b f16, 8-token step: splits merged by qg_combine, 4 rows a CTA (got %d, %d)",
+        P.merge_rows, P.merge_threads);
+  const int smem_combine = P.attend_smem;
+  qgen_tune_parse("merge=0", &t, terr, sizeof terr);
+  t.step = 8;
+  qgen_plan_make(&L, H100, &t, &P, NULL, 0);
+  check(P.merge_rows == 0 && P.merge_threads == 0 && P.attend_smem >= smem_combine,
+        "QGEN_TUNE=merge=0, 8-token step: attend's last CTA merges, with its weights in shared memory (got %d, %d; %d >= %d)", P.merge_rows,
+        P.merge_threads, P.attend_smem, smem_combine);
   /* fp8 K and V: 2 stages a group; fp8 on one side only keeps the budget's ring */
   qgen_layout_init(&L, 128, 32, 8, 64, QGEN_TYPE_E4M3, QGEN_TYPE_E4M3, QGEN_TYPE_F16, QGEN_TYPE_F16, 0.088, 1);
   qgen_plan_make(&L, H100, NULL, &P, NULL, 0);
@@ -358,6 +367,11 @@ int main(void) {
   qgen_plan_make(&L, H100, &t, &P, NULL, 0);
   check(rc == 1 && P.pair == 0 && P.attend_min_ctas == 0, "QGEN_TUNE=pair=0: one sub-tile a step, registers left to ptxas (got %d, %d)", P.pair,
         P.attend_min_ctas);
+  rc = qgen_tune_parse("merge=1", &t, err, sizeof err);
+  qgen_plan_make(&L, H100, &t, &P, NULL, 0);
+  check(rc == 1 && P.merge_rows == 4 && P.merge_threads == 128 && !broken(&L, H100, &P, 1),
+        "QGEN_TUNE=merge=1: the one-token module's splits merged by qg_combine, 4 rows of 128 channels a CTA (got %d, %d)", P.merge_rows,
+        P.merge_threads);
   rc = qgen_tune_parse("pair=1,ctas=3", &t, err, sizeof err);
   qgen_plan_make(&L, H100, &t, &P, NULL, 0);
   check(rc == 1 && P.pair == 1 && P.attend_min_ctas == 3, "QGEN_TUNE=pair=1,ctas=3: ctas wins over the pairs' 4 (got %d, %d)", P.pair,
