@@ -44,8 +44,9 @@
  *    architecture leaves), else read from global memory on each pass.
  *  - rescore: 4 ring stages a warp, 3 or 2 where a 99 KiB architecture needs the room.
  *  - QGEN_TUNE overrides groups, stages, the stage budget, the split size, select's size
- *    and short path, PDL, the bulk copies, attend's quantized operands, its chunks, its pairs
- *    and the CTAs an SM its registers are sized for (plan.h).
+ *    and short path, PDL, the bulk copies, attend's quantized operands, its chunks, its pairs,
+ *    its split merge, its m-tiles a warp and the CTAs an SM its registers are sized for
+ *    (plan.h).
  */
 #include "base/plan.h"
 
@@ -68,7 +69,7 @@ int qgen_tune_parse(const char *s, qgen_tune *t, char *err, size_t errlen) {
       {"bulk", 0, 1, offsetof(qgen_tune, bulk)},     {"olddq", 0, 1, offsetof(qgen_tune, olddq)},
       {"swap", 0, 1, offsetof(qgen_tune, swap)},     {"ctas", 1, 16, offsetof(qgen_tune, ctas)},
       {"chunk", 1, 16, offsetof(qgen_tune, chunk)},   {"pair", 0, 1, offsetof(qgen_tune, pair)},
-      {"merge", 0, 1, offsetof(qgen_tune, merge)}};
+      {"merge", 0, 1, offsetof(qgen_tune, merge)},   {"mtw", 1, 4, offsetof(qgen_tune, mtw)}};
   tune_none(t);
   unsigned seen = 0; /* keys given so far: each at most once */
   while (s && *s) {
@@ -80,7 +81,7 @@ int qgen_tune_parse(const char *s, qgen_tune *t, char *err, size_t errlen) {
     long v = k < nk ? strtol(eq + 1, &stop, 10) : 0;
     if (k == nk || stop == eq + 1 || stop != s + n || v < keys[k].lo || v > keys[k].hi || (end && !end[1]) ||
         (keys[k].off == offsetof(qgen_tune, sel) && (v & (v - 1)))) {
-      snprintf(err, errlen, "QGEN_TUNE: '%.*s' is not one of groups=1..16, stages=2..8, smem=16..220, split=64..65536, sel=128|256|512|1024, selreg=0..32, pdl=0|1, bulk=0|1, olddq=0|1, swap=0|1, ctas=1..16, chunk=1..16, pair=0|1, merge=0|1",
+      snprintf(err, errlen, "QGEN_TUNE: '%.*s' is not one of groups=1..16, stages=2..8, smem=16..220, split=64..65536, sel=128|256|512|1024, selreg=0..32, pdl=0|1, bulk=0|1, olddq=0|1, swap=0|1, ctas=1..16, chunk=1..16, pair=0|1, merge=0|1, mtw=1..4",
                (int)n, s);
       tune_none(t);
       return -1;
@@ -102,7 +103,7 @@ int qgen_tune_parse(const char *s, qgen_tune *t, char *err, size_t errlen) {
     return -1;
   }
   return t->groups || t->stages || t->smem_kib || t->split || t->sel || t->selreg >= 0 || t->olddq >= 0 || t->swap >= 0 || t->ctas || t->chunk ||
-         t->pair >= 0 || t->merge >= 0;
+         t->pair >= 0 || t->merge >= 0 || t->mtw;
 }
 
 int qgen_plan_pair_ctas(qgen_type t) {
@@ -136,8 +137,14 @@ int qgen_plan_make(const qgen_layout *L, const qgen_arch *A, const qgen_tune *tp
   const int D = L->head_dim;
   /* a CTA's query rows: the group's heads, for each of an engine module's tokens */
   const int rows = L->group * (t.step > 1 ? t.step : 1);
-  p->mt = (rows + 15) / 16;
-  p->warps_m = p->mt;
+  /* m-tiles a consumer warp: one by default; more share each sub-tile's K and V operands
+     (ldmatrix, or a quantized type's dequantization) between them, at the cost of their O
+     registers; never more than the rows have (a group of <= 16 heads keeps one, and so
+     the swapped operands) */
+  const int mt_rows = (rows + 15) / 16;
+  p->mtw = t.mtw ? (t.mtw < mt_rows ? t.mtw : mt_rows) : 1;
+  p->mt = (mt_rows + p->mtw - 1) / p->mtw * p->mtw;
+  p->warps_m = p->mt / p->mtw;
   /* refused before anything below divides by the token groups that would leave */
   if (p->warps_m + 1 > 32) {
     if (why && whyn)
@@ -164,7 +171,7 @@ int qgen_plan_make(const qgen_layout *L, const qgen_arch *A, const qgen_tune *tp
   int budget = (t.smem_kib ? t.smem_kib : 106) * 1024;
   if (!t.smem_kib && budget > room) budget = room;
   const int base = k16 && v16 ? 3 : 4;
-  int groups = (base + p->mt - 1) / p->mt;
+  int groups = (base + p->warps_m - 1) / p->warps_m;
   while (groups > 1 && budget / (stage * groups) < 2) groups--;
   if (t.groups) groups = t.groups;
   if (p->warps_m * groups + 1 > 32) groups = 31 / p->warps_m; /* at most 1024 threads */

@@ -18,9 +18,10 @@
    generated unit too, where the emitter writes it as QG_<FIELD> (upper case); 0: read by
    the launcher only. */
 #define QGEN_PLAN_FIELDS(X)                                                                     \
-  /* attend: MT m-tiles of 16 query heads; WARPS_T token groups of WARPS_M consumer warps   \
-     and one producer warp; a ring of STAGES (a multiple of WARPS_T) 16-token sub-tiles */  \
-  X(mt, 1) X(warps_m, 1) X(warps_t, 1) X(attend_threads, 1) X(stages, 1)                       \
+  /* attend: MT m-tiles of 16 query heads, MTW of them a consumer warp; WARPS_T token       \
+     groups of WARPS_M = MT / MTW consumer warps and one producer warp; a ring of STAGES   \
+     (a multiple of WARPS_T) 16-token sub-tiles */                                          \
+  X(mt, 1) X(mtw, 1) X(warps_m, 1) X(warps_t, 1) X(attend_threads, 1) X(stages, 1)             \
   X(k_srow, 1) X(v_srow, 1) X(q_srow, 1)  /* shared-memory bytes per K / V / q row */          \
   X(k_tile_bytes, 1) X(v_tile_bytes, 1)   /* one stage: 16 rows each, rounded to 128 bytes */  \
   /* 16-bit tiles are swizzled in pieces of this many bytes of a row (128, or 64 when 128     \
@@ -77,6 +78,9 @@ typedef struct qgen_plan {
  *              head_dim <= 128, no sparse-V) or one (0); elsewhere it changes nothing
  *   merge=0|1  split partials merged by qg_combine (1; the default for engine modules of
  *              >= 16 query rows) or by attend's last CTA (0), for every module
+ *   mtw=N      m-tiles of 16 query rows a consumer warp of attend holds (1..4, at most
+ *              the rows' m-tiles; default 1): one warp's K and V operands serve them all
+ *              (the rows rounded up to whole warps of N m-tiles)
  * All but pdl and bulk change the generated kernels (and so their cache key); bundles hold the
  * default plan, so qgen_open of a bundle and qgen bundle refuse while one of them is set.
  * qgen_open parses it once (qgen_tune_parse) and keeps the result for its plan and its JIT
@@ -86,6 +90,7 @@ typedef struct qgen_tune {
   int olddq, swap;                                             /* -1: not set */
   int ctas, chunk;                                             /* 0: not set */
   int pair, merge;                                             /* -1: not set */
+  int mtw;                                                     /* 0: not set */
   /* 0: the one-token module; T >= 1: an engine module, whose CTAs hold the group's heads for
      T query tokens (runtime/gpu.c sets it for a step of several tokens, a window or sinks;
      no QGEN_TUNE key) */

@@ -38,7 +38,9 @@
 // line) asks the L2 for those sectors twice and streams a paged cache at <= 0.92x the plain
 // read; TMA tensor copies of this layout were slower than cp.async into it.
 //
-// Per consumer warp (m-tile wm of 16 query heads, one sub-tile of 16 tokens):
+// Per consumer warp (m-tile wm of 16 query heads, one sub-tile of 16 tokens; under the plan's
+// mtw the warp holds MW m-tiles, each step below for every one of them, K's and V's operands
+// read and dequantized once for all):
 //   S[16 heads x 16 tokens] = Q K^T   mma.m16n8k16, Q as the A operand from shared memory;
 //                                     K as B: ldmatrix for 16-bit caches; for quantized
 //                                     caches 8 channels of a block per lane (oct: the quants
@@ -78,7 +80,8 @@
 // partials, which the last of them merges in split order, or qg_combine where the plan sets
 // merge_rows (combine.cu).
 
-constexpr int MT = QG_MT, WARPS_M = QG_WARPS_M, WARPS_T = QG_WARPS_T, NC = WARPS_M * WARPS_T;
+constexpr int MT = QG_MT, MW = QG_MTW, WARPS_M = QG_WARPS_M, WARPS_T = QG_WARPS_T, NC = WARPS_M * WARPS_T;
+static_assert(MT == WARPS_M * MW, "every consumer warp of a token group holds MW of the MT m-tiles");
 constexpr int THREADS = (NC + 1) * 32, STAGES = QG_STAGES;
 constexpr int K_SROW = QG_K_SROW, V_SROW = QG_V_SROW, Q_SROW = QG_Q_SROW;
 constexpr int K_TILE = QG_K_TILE_BYTES, V_TILE = QG_V_TILE_BYTES, STAGE = K_TILE + V_TILE;
@@ -97,7 +100,7 @@ constexpr bool FP8_K = SWIZZLED<KT> && !KT::Q16 && !QG_OLD_DEQUANT, FP8_V = SWIZ
 constexpr bool SWAP = QG_SWAP_OPS;
 // The swapped consumers two sub-tiles of their group a step (plan pair; consume_step).
 constexpr bool PAIR = QG_PAIR;
-static_assert(!SWAP || (!STEP && G <= 8 && MT == 1 && !KT::Q16 && !VT::Q16 && !SWIZZLED<KT> && !SWIZZLED<VT> && !OLD_K && !OLD_V),
+static_assert(!SWAP || (!STEP && G <= 8 && MT == 1 && MW == 1 && !KT::Q16 && !VT::Q16 && !SWIZZLED<KT> && !SWIZZLED<VT> && !OLD_K && !OLD_V),
               "the swapped operands are for block-quantized K and V (oct / tpair) and one n-tile of heads");
 #ifdef QG_V_TAU
 constexpr float V_TAU = QG_V_TAU; // sparse.v_tau: skip a sub-tile's V work when all its weights are below it
@@ -331,41 +334,48 @@ template <typename TT> __device__ __forceinline__ uint4 k_operand(const u8 *tile
   else return load_oct<TT>(tile, row, d0);
 }
 
-// S = Q K^T of one sub-tile (two n-tiles of 8 tokens); qa is this lane's ldmatrix row of
-// the warp's m-tile of q. 16-bit K by ldmatrix: lane l addresses row l&7 of matrix l>>3 =
-// (token half, channel half) of the k-step.
-__device__ __forceinline__ void qk_tile(float (&s)[2][4], const u8 *qa, const u8 *ks, int lane) {
+// S = Q K^T of one sub-tile (two n-tiles of 8 tokens) for each of the warp's MW m-tiles; qa
+// is this lane's ldmatrix row of the first of them in q (the next 16 rows on). K's operand
+// is read (and a quantized K dequantized) once for all of them. 16-bit K by ldmatrix: lane
+// l addresses row l&7 of matrix l>>3 = (token half, channel half) of the k-step.
+__device__ __forceinline__ void qk_tile(float (&s)[MW][2][4], const u8 *qa, const u8 *ks, int lane) {
   const int g = lane >> 2, j = lane & 3;
   const int krow = ((lane >> 4) << 3) + (lane & 7), khalf = (lane >> 3) & 1;
   uint4 kq[2]; // quantized K: this lane's 8 elements of a block, per n-tile
   u32 kf[4];   // fp8 K: (token half, chunk) = (0, kk), (1, kk), (0, kk + 1), (1, kk + 1)
 #pragma unroll
   for (int kk = 0; kk < D / 16; kk++) {
-    u32 a[4];
-    ldmatrix_x4(a, qa + kk * 32);
+    u32 a[MW][4];
+#pragma unroll
+    for (int i = 0; i < MW; i++) ldmatrix_x4(a[i], qa + i * 16 * Q_SROW + kk * 32);
     if constexpr (FP8_K) { // lane (g, j): token g's channels 16 kk + 4j .. 4j+3, its k-slots of step kk
       if (kk % 2 == 0) ldmatrix_x4(kf, ks + sw_off<K_PB>(((lane >> 3) & 1) * 8 + (lane & 7), kk + (lane >> 4)));
 #pragma unroll
       for (int nt = 0; nt < 2; nt++) {
         const uint2 b = fp8_cvt4<KT>(kf[2 * (kk % 2) + nt]);
-        mma16816<false>(s[nt], a, b.x, b.y);
+#pragma unroll
+        for (int i = 0; i < MW; i++) mma16816<false>(s[i][nt], a[i], b.x, b.y);
       }
     } else if constexpr (KT::Q16) {
       u32 kb[4];
       ldmatrix_x4(kb, ks + sw_off<K_PB>(krow, 2 * kk + khalf));
-      mma16816<KT::BF>(s[0], a, kb[0], kb[1]);
-      mma16816<KT::BF>(s[1], a, kb[2], kb[3]);
-      if constexpr (NQ == 2) {
-        u32 al[4];
-        ldmatrix_x4(al, qa + MT * 16 * Q_SROW + kk * 32);
-        mma16816<true>(s[0], al, kb[0], kb[1]);
-        mma16816<true>(s[1], al, kb[2], kb[3]);
+#pragma unroll
+      for (int i = 0; i < MW; i++) {
+        mma16816<KT::BF>(s[i][0], a[i], kb[0], kb[1]);
+        mma16816<KT::BF>(s[i][1], a[i], kb[2], kb[3]);
+        if constexpr (NQ == 2) {
+          u32 al[4];
+          ldmatrix_x4(al, qa + (MT + i) * 16 * Q_SROW + kk * 32);
+          mma16816<true>(s[i][0], al, kb[0], kb[1]);
+          mma16816<true>(s[i][1], al, kb[2], kb[3]);
+        }
       }
     } else { // k-steps 2t and 2t + 1 are one block t: dequantized together at the even one
 #pragma unroll
       for (int nt = 0; nt < 2; nt++) {
         if (kk % 2 == 0) kq[nt] = k_operand<KT>(ks, (nt * 8 + g) * K_SROW, kk * 16 + 4 * j);
-        mma16816<KT::BF>(s[nt], a, kk % 2 ? kq[nt].z : kq[nt].x, kk % 2 ? kq[nt].w : kq[nt].y);
+#pragma unroll
+        for (int i = 0; i < MW; i++) mma16816<KT::BF>(s[i][nt], a[i], kk % 2 ? kq[nt].z : kq[nt].x, kk % 2 ? kq[nt].w : kq[nt].y);
       }
     }
   }
@@ -445,33 +455,40 @@ template <typename TT> __device__ __forceinline__ int v_scales(const u8 *vs, int
   return r0;
 }
 
-// O += P V of one sub-tile of quantized V. The block scales go into P, one HMUL2 per P word
-// and block (rows 2j, 2j+1, 2j+8, 2j+9 are the tokens of this lane's P words), and V's
-// operand is the unscaled tpair: no multiply per element, no shuffle from channel pairs to
-// token pairs. P * d is rounded to f16 once (it was P and d * q, each once).
-template <typename TT> __device__ __forceinline__ void pv_quant(float (&o)[D / 8][4], const u32 (&pa)[4], const u8 *vs, int lane) {
+// O += P V of one sub-tile of quantized V, for each m-tile i of the warp with run[i]. The
+// block scales go into P, one HMUL2 per P word and block (rows 2j, 2j+1, 2j+8, 2j+9 are the
+// tokens of this lane's P words), and V's operand is the unscaled tpair, unpacked once for
+// the warp's m-tiles: no multiply per element, no shuffle from channel pairs to token pairs.
+// P * d is rounded to f16 once (it was P and d * q, each once).
+template <typename TT>
+__device__ __forceinline__ void pv_quant(float (&o)[MW][D / 8][4], const u32 (&pa)[MW][4], const bool (&run)[MW], const u8 *vs, int lane) {
   const int g = lane >> 2, j = lane & 3;
 #pragma unroll
   for (int blk = 0; blk < D / 32; blk++) {
     u32 d01, d89;
     const int r0 = v_scales<TT>(vs, blk, j, d01, d89);
-    u32 ps[4];
-    *(__half2 *)&ps[0] = __hmul2(*(const __half2 *)&pa[0], *(const __half2 *)&d01);
-    *(__half2 *)&ps[1] = __hmul2(*(const __half2 *)&pa[1], *(const __half2 *)&d01);
-    *(__half2 *)&ps[2] = __hmul2(*(const __half2 *)&pa[2], *(const __half2 *)&d89);
-    *(__half2 *)&ps[3] = __hmul2(*(const __half2 *)&pa[3], *(const __half2 *)&d89);
     const uint4 lo = TT::tpair(vs, r0, r0 + V_SROW, g), hi = TT::tpair(vs, r0 + 8 * V_SROW, r0 + 9 * V_SROW, g);
-    mma16816<false>(o[4 * blk + 0], ps, lo.x, hi.x);
-    mma16816<false>(o[4 * blk + 1], ps, lo.y, hi.y);
-    mma16816<false>(o[4 * blk + 2], ps, lo.z, hi.z);
-    mma16816<false>(o[4 * blk + 3], ps, lo.w, hi.w);
+#pragma unroll
+    for (int i = 0; i < MW; i++) {
+      if (!run[i]) continue;
+      u32 ps[4];
+      *(__half2 *)&ps[0] = __hmul2(*(const __half2 *)&pa[i][0], *(const __half2 *)&d01);
+      *(__half2 *)&ps[1] = __hmul2(*(const __half2 *)&pa[i][1], *(const __half2 *)&d01);
+      *(__half2 *)&ps[2] = __hmul2(*(const __half2 *)&pa[i][2], *(const __half2 *)&d89);
+      *(__half2 *)&ps[3] = __hmul2(*(const __half2 *)&pa[i][3], *(const __half2 *)&d89);
+      mma16816<false>(o[i][4 * blk + 0], ps, lo.x, hi.x);
+      mma16816<false>(o[i][4 * blk + 1], ps, lo.y, hi.y);
+      mma16816<false>(o[i][4 * blk + 2], ps, lo.z, hi.z);
+      mma16816<false>(o[i][4 * blk + 3], ps, lo.w, hi.w);
+    }
   }
 }
 
 // O += P V of one sub-tile of fp8 V: ldmatrix.trans of 16-byte chunks c, c + 1, tokens
 // 0-7 and 8-15, gives lane (g, j) channels 16c + 2g, 2g + 1 of tokens 2j, 2j + 1 (and + 8) a
 // word: n-tile 2c takes the even channel, 2c + 1 the odd one (vcol).
-template <typename TT> __device__ __forceinline__ void pv_fp8(float (&o)[D / 8][4], const u32 (&pa)[4], const u8 *vs, int lane) {
+template <typename TT>
+__device__ __forceinline__ void pv_fp8(float (&o)[MW][D / 8][4], const u32 (&pa)[MW][4], const bool (&run)[MW], const u8 *vs, int lane) {
   const int vrow = (lane & 7) + ((lane >> 3) & 1) * 8;
 #pragma unroll
   for (int c = 0; c < D / 16; c += 2) {
@@ -480,31 +497,40 @@ template <typename TT> __device__ __forceinline__ void pv_fp8(float (&o)[D / 8][
 #pragma unroll
     for (int h = 0; h < 2; h++) {
       const uint2 lo = TT::tokpair(w[2 * h]), hi = TT::tokpair(w[2 * h + 1]);
-      mma16816<false>(o[2 * (c + h)], pa, lo.x, hi.x);
-      mma16816<false>(o[2 * (c + h) + 1], pa, lo.y, hi.y);
+#pragma unroll
+      for (int i = 0; i < MW; i++) {
+        if (!run[i]) continue;
+        mma16816<false>(o[i][2 * (c + h)], pa[i], lo.x, hi.x);
+        mma16816<false>(o[i][2 * (c + h) + 1], pa[i], lo.y, hi.y);
+      }
     }
   }
 }
 
-// O += P V of one sub-tile.
-__device__ __forceinline__ void pv_tile(float (&o)[D / 8][4], const u32 (&pa)[4], const u32 (&pl)[4], const u8 *vs, int lane) {
+// O += P V of one sub-tile for the warp's m-tiles i with run[i], V's operand read once.
+__device__ __forceinline__ void pv_tile(float (&o)[MW][D / 8][4], const u32 (&pa)[MW][4], const u32 (&pl)[MW][4], const bool (&run)[MW],
+                                        const u8 *vs, int lane) {
   if constexpr (VT::Q16) {
     const int vrow = (lane & 7) + ((lane >> 3) & 1) * 8;
 #pragma unroll
     for (int nt = 0; nt < D / 8; nt += 2) {
       u32 vb[4];
       ldmatrix_x4_trans(vb, vs + sw_off<V_PB>(vrow, nt + (lane >> 4)));
-      mma16816<VT::BF>(o[nt], pa, vb[0], vb[1]);
-      mma16816<VT::BF>(o[nt + 1], pa, vb[2], vb[3]);
-      if constexpr (VT::BF) {
-        mma16816<true>(o[nt], pl, vb[0], vb[1]);
-        mma16816<true>(o[nt + 1], pl, vb[2], vb[3]);
+#pragma unroll
+      for (int i = 0; i < MW; i++) {
+        if (!run[i]) continue;
+        mma16816<VT::BF>(o[i][nt], pa[i], vb[0], vb[1]);
+        mma16816<VT::BF>(o[i][nt + 1], pa[i], vb[2], vb[3]);
+        if constexpr (VT::BF) {
+          mma16816<true>(o[i][nt], pl[i], vb[0], vb[1]);
+          mma16816<true>(o[i][nt + 1], pl[i], vb[2], vb[3]);
+        }
       }
     }
   } else if constexpr (FP8_V) {
-    pv_fp8<VT>(o, pa, vs, lane);
+    pv_fp8<VT>(o, pa, run, vs, lane);
   } else if constexpr (!OLD_V) {
-    pv_quant<VT>(o, pa, vs, lane);
+    pv_quant<VT>(o, pa, run, vs, lane);
   } else {
     const int g = lane >> 2, j = lane & 3;
 #pragma unroll
@@ -518,21 +544,36 @@ __device__ __forceinline__ void pv_tile(float (&o)[D / 8][4], const u32 (&pa)[4]
         const u32 sel = u & 1 ? 0x7632 : 0x5410; // high or low halves of two words
         const u32 b0 = __byte_perm(u < 2 ? x0.x : x0.y, u < 2 ? x1.x : x1.y, sel);
         const u32 b1 = __byte_perm(u < 2 ? x2.x : x2.y, u < 2 ? x3.x : x3.y, sel);
-        mma16816<false>(o[4 * blk + u], pa, b0, b1);
+#pragma unroll
+        for (int i = 0; i < MW; i++)
+          if (run[i]) mma16816<false>(o[i][4 * blk + u], pa[i], b0, b1);
       }
     }
   }
 }
 
-// A consumer warp's step over one sub-tile of nvalid valid rows: K at ks, V at vs; nrows
-// of the warp's 16 heads are real. Under sparse-V a skipped sub-tile's V is still copied
-// by the producer: what it saves is the shared-memory loads, dequantization and mma.
-__device__ __forceinline__ void consume(float (&o)[D / 8][4], float (&m)[2], float (&l)[2], const u8 *qa, const u8 *ks, const u8 *vs,
-                                        int nvalid, const int (&lo)[2], const int (&hi)[2], int nrows, int lane, float sl2) {
-  float s[2][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}};
+// A consumer warp's step over one sub-tile of nvalid valid rows for its MW m-tiles: K at ks,
+// V at vs; nrows of the first m-tile's 16 heads are real (16 fewer each next one), lo/hi
+// each m-tile's rows' spans. Under sparse-V (decided m-tile by m-tile) a skipped sub-tile's
+// V is still copied by the producer: what it saves is the shared-memory loads,
+// dequantization and mma.
+__device__ __forceinline__ void consume(float (&o)[MW][D / 8][4], float (&m)[MW][2], float (&l)[MW][2], const u8 *qa, const u8 *ks,
+                                        const u8 *vs, int nvalid, const int (&lo)[MW][2], const int (&hi)[MW][2], int nrows, int lane,
+                                        float sl2) {
+  float s[MW][2][4];
+#pragma unroll
+  for (int i = 0; i < MW; i++)
+#pragma unroll
+    for (int e = 0; e < 4; e++) s[i][0][e] = s[i][1][e] = 0.0f;
   qk_tile(s, qa, ks, lane);
-  u32 pa[4], pl[4];
-  if (!softmax_tile(s, o, m, l, pa, pl, nvalid, lo, hi, nrows, lane, sl2)) pv_tile(o, pa, pl, vs, lane);
+  u32 pa[MW][4], pl[MW][4];
+  bool run[MW], any = false;
+#pragma unroll
+  for (int i = 0; i < MW; i++) {
+    run[i] = !softmax_tile(s[i], o[i], m[i], l[i], pa[i], pl[i], nvalid, lo[i], hi[i], nrows - 16 * i, lane, sl2);
+    any = any || run[i];
+  }
+  if (any) pv_tile(o, pa, pl, run, vs, lane);
 }
 
 // The swapped operands (SWAP: K and V block-quantized, G <= 8). With Q as the A operand the
@@ -679,11 +720,11 @@ __device__ __forceinline__ void consume_swap(float (&o)[D / 8][4], float (&m)[2]
 // A consumer warp's step over NS sub-tiles of its token group, jt + k WARPS_T: their stages
 // waited for, consumed, then released (every lane, after its own reads: release). NS > 1
 // only under PAIR. Engine modules: span holds the sequence positions [lo, hi) that the
-// lane's two rows see (row_span), list the share's list (NULL: dense).
+// lane's two rows of each m-tile see (row_span), list the share's list (NULL: dense).
 template <int NS>
-__device__ __forceinline__ void consume_step(int jt, float (&o)[D / 8][4], float (&m)[2], float (&l)[2], const qsrc &q, const u8 *qsm,
-                                             const u8 *stages, u64 *full, u64 *empty, const share &sh, int wm, int lane, float sl2,
-                                             const i64 (&span)[2][2], const int *list) {
+__device__ __forceinline__ void consume_step(int jt, float (&o)[MW][D / 8][4], float (&m)[MW][2], float (&l)[MW][2], const qsrc &q,
+                                             const u8 *qsm, const u8 *stages, u64 *full, u64 *empty, const share &sh, int wm, int lane,
+                                             float sl2, const i64 (&span)[MW][2][2], const int *list) {
   const u8 *ks[NS], *vs[NS];
   int nvalid[NS], ci[NS];
 #pragma unroll
@@ -696,18 +737,22 @@ __device__ __forceinline__ void consume_step(int jt, float (&o)[D / 8][4], float
     vs[k] = stages + ci[k] * CH * STAGE + CH * K_TILE + jk % CH * V_TILE;
   }
   if constexpr (SWAP) {
-    consume_swap<KT, VT, NS>(o, m, l, q, ks, vs, nvalid, G, lane, sl2);
+    consume_swap<KT, VT, NS>(o[0], m[0], l[0], q, ks, vs, nvalid, G, lane, sl2);
   } else {
     static_assert(NS == 1, "pairs are for the swapped operands");
-    const u8 *qa = qsm + (wm * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * Q_SROW + ((lane >> 4) * 8) * 2;
-    int lo[2] = {0, 0}, hi[2] = {SUB, SUB};
+    const u8 *qa = qsm + (wm * MW * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * Q_SROW + ((lane >> 4) * 8) * 2;
+    int lo[MW][2], hi[MW][2];
+#pragma unroll
+    for (int i = 0; i < MW; i++) lo[i][0] = lo[i][1] = 0, hi[i][0] = hi[i][1] = SUB;
     if constexpr (STEP > 0) {
       const i64 p = sh.pos(jt, list);
 #pragma unroll
-      for (int r = 0; r < 2; r++)
-        lo[r] = (int)min(max(span[r][0] - p, (i64)0), (i64)SUB), hi[r] = (int)min(max(span[r][1] - p, (i64)0), (i64)SUB);
+      for (int i = 0; i < MW; i++)
+#pragma unroll
+        for (int r = 0; r < 2; r++)
+          lo[i][r] = (int)min(max(span[i][r][0] - p, (i64)0), (i64)SUB), hi[i][r] = (int)min(max(span[i][r][1] - p, (i64)0), (i64)SUB);
     }
-    consume(o, m, l, qa, ks[0], vs[0], nvalid[0], lo, hi, G - wm * 16, lane, sl2);
+    consume(o, m, l, qa, ks[0], vs[0], nvalid[0], lo, hi, G - wm * MW * 16, lane, sl2);
   }
 #pragma unroll
   for (int k = 0; k < NS; k++) mbar_arrive(&empty[ci[k]]);
@@ -718,31 +763,33 @@ __device__ __forceinline__ void consume_step(int jt, float (&o)[D / 8][4], float
 // [WARPS_T][MT*16]), then per (head, channel) the merged value: the output when the share
 // is the whole list (ns == 1), else this split's f32 partial. g, j, wm, wt: the lane's and
 // the warp's places, as the kernel computed them.
-__device__ __forceinline__ void merge_groups(const qg_work &wk, const qg_batch &bt, const float (&o)[D / 8][4], const float (&m)[2],
-                                             const float (&l)[2], float *red_o, float *red_m, float *red_l, int b, int h, int split, int ns,
-                                             void *out, int g, int j, int wm, int wt, int warp) {
+__device__ __forceinline__ void merge_groups(const qg_work &wk, const qg_batch &bt, const float (&o)[MW][D / 8][4], const float (&m)[MW][2],
+                                             const float (&l)[MW][2], float *red_o, float *red_m, float *red_l, int b, int h, int split,
+                                             int ns, void *out, int g, int j, int wm, int wt, int warp) {
   __syncthreads(); // the ring is drained
   if constexpr (SWAP) { // O^T: lane (g, j) holds channels of rows g, g + 8 for heads 2j, 2j + 1
     if (warp < NC) {
 #pragma unroll
       for (int mt = 0; mt < D / 16; mt++)
 #pragma unroll
-        for (int e = 0; e < 4; e++) red_o[((i64)wt * 16 + 2 * j + (e & 1)) * D + vrow_swap<VT>(mt, g, e >> 1)] = o[mt][e];
+        for (int e = 0; e < 4; e++) red_o[((i64)wt * 16 + 2 * j + (e & 1)) * D + vrow_swap<VT>(mt, g, e >> 1)] = o[0][mt][e];
       if (g == 0)
-        for (int c = 0; c < 2; c++) red_m[wt * 16 + 2 * j + c] = m[c], red_l[wt * 16 + 2 * j + c] = l[c];
+        for (int c = 0; c < 2; c++) red_m[wt * 16 + 2 * j + c] = m[0][c], red_l[wt * 16 + 2 * j + c] = l[0][c];
     }
   }
 #pragma unroll
-  for (int r = 0; r < 2 && warp < NC && !SWAP; r++) {
-    const int row = wm * 16 + g + 8 * r;
-    float *dst = red_o + ((i64)wt * MT * 16 + row) * D;
+  for (int i = 0; i < MW; i++)
 #pragma unroll
-    for (int nt = 0; nt < D / 8; nt++) {
-      dst[vcol(nt, 2 * j)] = o[nt][2 * r];
-      dst[vcol(nt, 2 * j + 1)] = o[nt][2 * r + 1];
+    for (int r = 0; r < 2 && warp < NC && !SWAP; r++) {
+      const int row = (wm * MW + i) * 16 + g + 8 * r;
+      float *dst = red_o + ((i64)wt * MT * 16 + row) * D;
+#pragma unroll
+      for (int nt = 0; nt < D / 8; nt++) {
+        dst[vcol(nt, 2 * j)] = o[i][nt][2 * r];
+        dst[vcol(nt, 2 * j + 1)] = o[i][nt][2 * r + 1];
+      }
+      if (j == 0) red_m[wt * MT * 16 + row] = m[i][r], red_l[wt * MT * 16 + row] = l[i][r];
     }
-    if (j == 0) red_m[wt * MT * 16 + row] = m[r], red_l[wt * MT * 16 + row] = l[r];
-  }
   __syncthreads();
 
   for (int i = threadIdx.x; i < G * D; i += THREADS) {
@@ -839,10 +886,13 @@ extern "C" __global__ void QG_ATTEND_BOUNDS qg_attend(qg_cache c, qg_work wk, qg
   const share sh = {len, n, L, L * split / ns, L * (split + 1) / ns, base};
   const int n_sub = (int)(sh.p1 - sh.p0) * SPP;
 
-  float o[D / 8][4];
+  float o[MW][D / 8][4], m[MW][2], l[MW][2];
 #pragma unroll
-  for (int i = 0; i < D / 8; i++) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
-  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+  for (int k = 0; k < MW; k++) {
+#pragma unroll
+    for (int i = 0; i < D / 8; i++) o[k][i][0] = o[k][i][1] = o[k][i][2] = o[k][i][3] = 0.0f;
+    m[k][0] = m[k][1] = -INFINITY, l[k][0] = l[k][1] = 0.0f;
+  }
   const int wm = warp % WARPS_M, wt = warp / WARPS_M;
 
   // fp8 per-tensor scales (qtypes.cuh): K's in the score scale, V's on the output
@@ -851,9 +901,14 @@ extern "C" __global__ void QG_ATTEND_BOUNDS qg_attend(qg_cache c, qg_work wk, qg
     produce_any(c, list, seq, h, sh, n_sub, stages, full, empty, lane, bulk);
   } else {
     const qsrc q(qsm, lane); // SWAP: Q^T's B-fragments (unused otherwise)
-    i64 span[2][2] = {{0, len}, {0, len}}; // engine modules: the lane's rows' spans
-    if constexpr (STEP > 0)
-      for (int r = 0; r < 2; r++) row_span(bt, b, wm * 16 + g + 8 * r, len, span[r][0], span[r][1]);
+    i64 span[MW][2][2]; // engine modules: the spans of the lane's rows of each m-tile
+#pragma unroll
+    for (int i = 0; i < MW; i++)
+#pragma unroll
+      for (int r = 0; r < 2; r++) {
+        span[i][r][0] = 0, span[i][r][1] = len;
+        if constexpr (STEP > 0) row_span(bt, b, (wm * MW + i) * 16 + g + 8 * r, len, span[i][r][0], span[i][r][1]);
+      }
     int jt = wt;             // consumers of token group wt: two sub-tiles a step under PAIR, a last odd one alone
     if constexpr (PAIR)
       for (; jt + WARPS_T < n_sub; jt += 2 * WARPS_T) consume_step<2>(jt, o, m, l, q, qsm, stages, full, empty, sh, wm, lane, sl2, span, list);
@@ -861,15 +916,19 @@ extern "C" __global__ void QG_ATTEND_BOUNDS qg_attend(qg_cache c, qg_work wk, qg
     if constexpr (TENSOR_UNIT<VT> != 0.0f) {
       const float vsc = c.v_scale * TENSOR_UNIT<VT>;
 #pragma unroll
-      for (int i = 0; i < D / 8; i++) o[i][0] *= vsc, o[i][1] *= vsc, o[i][2] *= vsc, o[i][3] *= vsc;
+      for (int k = 0; k < MW; k++)
+#pragma unroll
+        for (int i = 0; i < D / 8; i++) o[k][i][0] *= vsc, o[k][i][1] *= vsc, o[k][i][2] *= vsc, o[k][i][3] *= vsc;
     }
   }
 
   // Row sums: each lane held 4 of the 16 columns of a tile (SWAP: 2 of the 16 rows).
 #pragma unroll
-  for (int r = 0; r < 2; r++)
+  for (int k = 0; k < MW; k++)
 #pragma unroll
-    for (int x = SWAP ? 4 : 1; x < (SWAP ? 32 : 4); x <<= 1) l[r] += __shfl_xor_sync(0xffffffffu, l[r], x);
+    for (int r = 0; r < 2; r++)
+#pragma unroll
+      for (int x = SWAP ? 4 : 1; x < (SWAP ? 32 : 4); x <<= 1) l[k][r] += __shfl_xor_sync(0xffffffffu, l[k][r], x);
   float *red_o = (float *)stages;                         // [WARPS_T][MT*16][D]
   float *red_m = red_o + WARPS_T * MT * 16 * D;           // [WARPS_T][MT*16]
   float *red_l = red_m + WARPS_T * MT * 16;               // [WARPS_T][MT*16]

@@ -55,7 +55,8 @@ enum { N_TYPES = sizeof CACHE_TYPES / sizeof *CACHE_TYPES };
 /* The first broken invariant of plan P for layout L on architecture A, or NULL. */
 static const char *broken(const qgen_layout *L, const qgen_arch *A, const qgen_plan *P, int tuned) {
   const int D = L->head_dim;
-  if (P->mt != (L->group + 15) / 16 || P->warps_m != P->mt) return "m-tiles";
+  const int mr = (L->group + 15) / 16; /* the m-tiles the rows need */
+  if (P->mtw < 1 || P->mtw > mr || P->mt != (mr + P->mtw - 1) / P->mtw * P->mtw || P->warps_m * P->mtw != P->mt) return "m-tiles";
   if (P->warps_t < 1 || P->stages % P->warps_t != 0 || P->stages < 2 * P->warps_t) return "ring: stages a multiple of the groups, >= 2 each";
   if (!tuned && P->stages / P->warps_t > 4) return "ring: more than 4 stages a group";
   if (P->attend_threads != 32 * (P->warps_m * P->warps_t + 1) || P->attend_threads > 1024) return "CTA size";
@@ -64,7 +65,7 @@ static const char *broken(const qgen_layout *L, const qgen_arch *A, const qgen_p
   const qgen_type types[2] = {L->k_type, L->v_type};
   const int pieces[2] = {P->k_piece, P->v_piece}, tiles[2] = {P->k_tile_bytes, P->v_tile_bytes};
   const int quant = qgen_type_traits_of(types[0])->is_quant || qgen_type_traits_of(types[1])->is_quant;
-  const int want = ((quant ? 4 : 3) + P->mt - 1) / P->mt;
+  const int want = ((quant ? 4 : 3) + P->warps_m - 1) / P->warps_m;
   if (!tuned && P->warps_t > want) return "token groups: at most 3 (4 when a side is quantized) over the m-tiles, rounded up";
   const int nq0 = qgen_type_traits_of(L->k_type)->bf16_mma ? 2 : 1, q0 = nq0 * P->mt * 16 * P->q_srow;
   const int room = A->smem_block - 512 - q0 - 128, budget = room < 106 * 1024 ? room : 106 * 1024;
@@ -160,14 +161,14 @@ static int sweep(const qgen_arch *A, const qgen_tune *t, int *n_plans, int *max_
 
 /* The first broken invariant of the engine-module plan P of L on A (step query tokens a
    row: group x step rows a KV head), or NULL. */
-static const char *step_broken(const qgen_layout *L, const qgen_arch *A, const qgen_plan *P, int step) {
-  const int mt = (L->group * step + 15) / 16;
-  if (P->mt != mt || P->warps_m != mt) return "m-tiles of group x step rows";
+static const char *step_broken(const qgen_layout *L, const qgen_arch *A, const qgen_plan *P, int step, int mtw) {
+  const int mr = (L->group * step + 15) / 16, w = mtw < mr ? mtw : mr, mt = (mr + w - 1) / w * w, wm = mt / w;
+  if (P->mt != mt || P->mtw != w || P->warps_m != wm) return "m-tiles of group x step rows, mtw of them a warp";
   if (P->warps_t < 1 || P->stages % P->warps_t || P->stages < 2 * P->warps_t || P->stages / P->warps_t > 4) return "ring: 2..4 stages a group";
-  if (P->attend_threads != 32 * (mt * P->warps_t + 1) || P->attend_threads > 1024) return "CTA size";
+  if (P->attend_threads != 32 * (wm * P->warps_t + 1) || P->attend_threads > 1024) return "CTA size";
   const int quant = qgen_type_traits_of(L->k_type)->is_quant || qgen_type_traits_of(L->v_type)->is_quant;
-  int want = ((quant ? 4 : 3) + mt - 1) / mt;
-  if (mt * want + 1 > 32) want = 31 / mt;
+  int want = ((quant ? 4 : 3) + wm - 1) / wm;
+  if (wm * want + 1 > 32) want = 31 / wm;
   if (P->warps_t > want) return "token groups: at most 3 (4 when a side is quantized) over the m-tiles, rounded up";
   const int nq = qgen_type_traits_of(L->k_type)->bf16_mma ? 2 : 1, q = nq * mt * 16 * P->q_srow;
   const int room = A->smem_block - 512 - q - 128, budget = room < 106 * 1024 ? room : 106 * 1024;
@@ -188,9 +189,10 @@ static const char *step_broken(const qgen_layout *L, const qgen_arch *A, const q
   return NULL;
 }
 
-/* Every shape's engine modules of 2, 4, 8 and 16 tokens on A: a plan keeps step_broken's
-   invariants or is refused naming the kernel; returns the number broken (printing the first). */
-static int sweep_steps(const qgen_arch *A, int *n_plans, int *n_refused) {
+/* Every shape's engine modules of 2, 4, 8 and 16 tokens on A, with mtw m-tiles a consumer
+   warp (QGEN_TUNE mtw): a plan keeps step_broken's invariants or is refused naming the
+   kernel; returns the number broken (printing the first). */
+static int sweep_steps(const qgen_arch *A, int mtw, int *n_plans, int *n_refused) {
   static const int groups[] = {1, 2, 3, 4, 5, 7, 8, 12, 16, 17, 24, 32, 33, 48, 64};
   int bad = 0;
   *n_plans = *n_refused = 0;
@@ -207,10 +209,11 @@ static int sweep_steps(const qgen_arch *A, int *n_plans, int *n_refused) {
               char why[256] = "";
               qgen_tune_parse(NULL, &t, why, sizeof why);
               t.step = step;
+              t.mtw = mtw;
               qgen_plan P;
               const int rc = qgen_plan_make(&L, A, &t, &P, why, sizeof why);
               (*n_plans)++;
-              const char *bad_why = rc != 0 ? (strstr(why, "qg_") ? NULL : "a refusal that does not name the kernel") : step_broken(&L, A, &P, step);
+              const char *bad_why = rc != 0 ? (strstr(why, "qg_") ? NULL : "a refusal that does not name the kernel") : step_broken(&L, A, &P, step, mtw);
               *n_refused += rc != 0;
               if (bad_why && bad++ == 0)
                 printf("  first broken on %s: step %d, D %d, group %d, block %d, k %s, v %s: %s (groups %d, stages %d, threads %d; %s)\n", A->name,
@@ -231,9 +234,11 @@ int main(void) {
 
   for (int i = 0; qgen_arch_at(i); i++) {
     const qgen_arch *A = qgen_arch_at(i);
-    bad = sweep_steps(A, &n, &n_refused);
-    check(bad == 0, "engine modules (2-16 tokens) on %s: %d shapes x types x steps, %d break an invariant, %d refused", A->name, n, bad,
-          n_refused);
+    for (int mtw = 1; mtw <= 2; mtw++) {
+      bad = sweep_steps(A, mtw, &n, &n_refused);
+      check(bad == 0, "engine modules (2-16 tokens, mtw=%d) on %s: %d shapes x types x steps, %d break an invariant, %d refused", mtw,
+            A->name, n, bad, n_refused);
+    }
   }
 
   /* the architectures' tables: every row's own numbers consistent, and the occupancy rule */
@@ -300,6 +305,21 @@ int main(void) {
   check(P.merge_rows == 4 && P.merge_threads == 128, "qwen3-4b f16, 8-token step: splits merged by qg_combine, 4 rows a CTA (got %d, %d)",
         P.merge_rows, P.merge_threads);
   const int smem_combine = P.attend_smem;
+  /* QGEN_TUNE mtw=2: one consumer warp holds both m-tiles, four token groups of one warp
+     (q4_0: its K and V dequantized once a sub-tile, not once a warp of each m-tile); a
+     one-token step of that group has one m-tile, and keeps its swapped operands */
+  qgen_layout_init(&L, 128, 32, 8, 64, QGEN_TYPE_Q4_0, QGEN_TYPE_Q4_0, QGEN_TYPE_F16, QGEN_TYPE_F16, 0.088, 1);
+  check(qgen_tune_parse("mtw=2", &t, terr, sizeof terr) == 1, "QGEN_TUNE=mtw=2 changes the kernels");
+  t.step = 8;
+  qgen_plan_make(&L, H100, &t, &P, NULL, 0);
+  check(P.mt == 2 && P.mtw == 2 && P.warps_m == 1 && P.warps_t == 4 && P.attend_threads == 160,
+        "q4_0 8-token step, mtw=2: 2 m-tiles in one warp, 4 groups, 160 threads (got %d, %d, %d, %d, %d)", P.mt, P.mtw, P.warps_m,
+        P.warps_t, P.attend_threads);
+  t.step = 0;
+  qgen_plan_make(&L, H100, &t, &P, NULL, 0);
+  check(P.mt == 1 && P.mtw == 1 && P.swap_ops == 1, "q4_0 one-token step, mtw=2: one m-tile, swapped operands (got %d, %d, %d)", P.mt,
+        P.mtw, P.swap_ops);
+  qgen_layout_init(&L, 128, 32, 8, 64, QGEN_TYPE_F16, QGEN_TYPE_F16, QGEN_TYPE_F16, QGEN_TYPE_F16, 0.088, 1);
   qgen_tune_parse("merge=0", &t, terr, sizeof terr);
   t.step = 8;
   qgen_plan_make(&L, H100, &t, &P, NULL, 0);
