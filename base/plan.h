@@ -79,8 +79,10 @@ typedef struct qgen_plan {
  *   merge=0|1  split partials merged by qg_combine (1; the default for engine modules of
  *              >= 16 query rows) or by attend's last CTA (0), for every module
  *   mtw=N      m-tiles of 16 query rows a consumer warp of attend holds (1..4, at most
- *              the rows' m-tiles; default 1): one warp's K and V operands serve them all
- *              (the rows rounded up to whole warps of N m-tiles)
+ *              the rows' m-tiles; default 2 in an engine module whose K and V are both block types, where it fits,
+ *              else 1):
+ *              one warp's K and V operands serve them all (the rows rounded up to whole
+ *              warps of N m-tiles)
  * All but pdl and bulk change the generated kernels (and so their cache key); bundles hold the
  * default plan, so qgen_open of a bundle and qgen bundle refuse while one of them is set.
  * qgen_open parses it once (qgen_tune_parse) and keeps the result for its plan and its JIT

@@ -5,8 +5,9 @@
 # specs/ and tests/gpu/ plans an engine module on sm_86 and sm_90 (at least the 1-token one,
 # which windows and sinks need); each specs/ variant's largest step that plans compiles for
 # both arches with no spills (with QGEN_TEST_QUICK, qwen3-4b's only), and specs/ variants
-# take verify steps of >= 4 tokens; under QGEN_TUNE mtw=2 qwen3-4b's 8-token module compiles
-# spill-free too; a step that no power of two names and -o are refused.
+# take verify steps of >= 4 tokens; qwen3-4b's 8-token modules under the m-tiles a warp that
+# their default is not (QGEN_TUNE mtw) compile spill-free too; a step that no power of two
+# names and -o are refused.
 # Env: QGEN (the binary), QGEN_SOURCE_DIR.
 set -u
 . "$(dirname "$0")/lib.sh"
@@ -44,15 +45,17 @@ for arch in sm_86 sm_90; do
   done
 done
 
-# QGEN_TUNE mtw=2 (one consumer warp holds both m-tiles of the 8-token step's 32 rows): its
-# larger consumers compile spill-free for both arches, f16 and a quantized cache
+# The m-tiles a consumer warp other than the default (QGEN_TUNE mtw; the 8-token step's 32
+# rows are two m-tiles): f16 with both in one warp, q4_0 with one a warp compile spill-free
+# for both arches too
 for arch in sm_86 sm_90; do
-  for v in qwen3-4b qwen3-4b-q4_0; do
-    QGEN_TUNE=mtw=2 "$QGEN" emit --spec specs/qwen3-4b.lua --variant $v --arch $arch --step 8 > "$tmp/emit.txt" 2>&1
+  for vt in qwen3-4b:2 qwen3-4b-q4_0:1; do
+    v=${vt%:*} w=${vt#*:}
+    QGEN_TUNE=mtw=$w "$QGEN" emit --spec specs/qwen3-4b.lua --variant $v --arch $arch --step 8 > "$tmp/emit.txt" 2>&1
     rc=$?
     line=$(grep -E "^  $arch +qg_attend " "$tmp/emit.txt")
     ok $([ $rc = 0 ] && [ -n "$line" ] && ! grep -E "^  $arch +qg_" "$tmp/emit.txt" | grep -vq "spill 0/0"; echo $?) \
-      "mtw=2 $arch $v --step 8 compiles, no spills (rc $rc; ${line:-no attend reported})"
+      "mtw=$w $arch $v --step 8 compiles, no spills (rc $rc; ${line:-no attend reported})"
   done
 done
 

@@ -55,8 +55,7 @@ enum { N_TYPES = sizeof CACHE_TYPES / sizeof *CACHE_TYPES };
 /* The first broken invariant of plan P for layout L on architecture A, or NULL. */
 static const char *broken(const qgen_layout *L, const qgen_arch *A, const qgen_plan *P, int tuned) {
   const int D = L->head_dim;
-  const int mr = (L->group + 15) / 16; /* the m-tiles the rows need */
-  if (P->mtw < 1 || P->mtw > mr || P->mt != (mr + P->mtw - 1) / P->mtw * P->mtw || P->warps_m * P->mtw != P->mt) return "m-tiles";
+  if (P->mt != (L->group + 15) / 16 || P->mtw != 1 || P->warps_m != P->mt) return "m-tiles: one a consumer warp";
   if (P->warps_t < 1 || P->stages % P->warps_t != 0 || P->stages < 2 * P->warps_t) return "ring: stages a multiple of the groups, >= 2 each";
   if (!tuned && P->stages / P->warps_t > 4) return "ring: more than 4 stages a group";
   if (P->attend_threads != 32 * (P->warps_m * P->warps_t + 1) || P->attend_threads > 1024) return "CTA size";
@@ -190,8 +189,8 @@ static const char *step_broken(const qgen_layout *L, const qgen_arch *A, const q
 }
 
 /* Every shape's engine modules of 2, 4, 8 and 16 tokens on A, with mtw m-tiles a consumer
-   warp (QGEN_TUNE mtw): a plan keeps step_broken's invariants or is refused naming the
-   kernel; returns the number broken (printing the first). */
+   warp (QGEN_TUNE mtw; 0: the default): a plan keeps step_broken's invariants or is refused
+   naming the kernel; returns the number broken (printing the first). */
 static int sweep_steps(const qgen_arch *A, int mtw, int *n_plans, int *n_refused) {
   static const int groups[] = {1, 2, 3, 4, 5, 7, 8, 12, 16, 17, 24, 32, 33, 48, 64};
   int bad = 0;
@@ -209,11 +208,18 @@ static int sweep_steps(const qgen_arch *A, int mtw, int *n_plans, int *n_refused
               char why[256] = "";
               qgen_tune_parse(NULL, &t, why, sizeof why);
               t.step = step;
-              t.mtw = mtw;
               qgen_plan P;
+              /* the default: two m-tiles a warp for block types where that plan fits */
+              int want = mtw;
+              if (!mtw) {
+                t.mtw = 2;
+                want = qgen_type_traits_of(CACHE_TYPES[k])->is_quant && qgen_type_traits_of(CACHE_TYPES[v])->is_quant &&
+                               qgen_plan_make(&L, A, &t, &P, NULL, 0) == 0 ? 2 : 1;
+              }
+              t.mtw = mtw;
               const int rc = qgen_plan_make(&L, A, &t, &P, why, sizeof why);
               (*n_plans)++;
-              const char *bad_why = rc != 0 ? (strstr(why, "qg_") ? NULL : "a refusal that does not name the kernel") : step_broken(&L, A, &P, step, mtw);
+              const char *bad_why = rc != 0 ? (strstr(why, "qg_") ? NULL : "a refusal that does not name the kernel") : step_broken(&L, A, &P, step, want);
               *n_refused += rc != 0;
               if (bad_why && bad++ == 0)
                 printf("  first broken on %s: step %d, D %d, group %d, block %d, k %s, v %s: %s (groups %d, stages %d, threads %d; %s)\n", A->name,
@@ -234,11 +240,17 @@ int main(void) {
 
   for (int i = 0; qgen_arch_at(i); i++) {
     const qgen_arch *A = qgen_arch_at(i);
-    for (int mtw = 1; mtw <= 2; mtw++) {
+    int refused_one = 0;
+    for (int mtw = 1; mtw >= 0; mtw--) { /* mtw=1, then the default: it refuses at most what mtw=1 does */
       bad = sweep_steps(A, mtw, &n, &n_refused);
-      check(bad == 0, "engine modules (2-16 tokens, mtw=%d) on %s: %d shapes x types x steps, %d break an invariant, %d refused", mtw,
-            A->name, n, bad, n_refused);
+      check(bad == 0 && (mtw || n_refused <= refused_one),
+            "engine modules (2-16 tokens, mtw=%s) on %s: %d shapes x types x steps, %d break an invariant, %d refused (mtw=1: %d)",
+            mtw ? "1" : "default", A->name, n, bad, n_refused, refused_one);
+      if (mtw) refused_one = n_refused;
     }
+    bad = sweep_steps(A, 2, &n, &n_refused);
+    check(bad == 0, "engine modules (2-16 tokens, mtw=2) on %s: %d shapes x types x steps, %d break an invariant, %d refused", A->name, n,
+          bad, n_refused);
   }
 
   /* the architectures' tables: every row's own numbers consistent, and the occupancy rule */
@@ -305,20 +317,28 @@ int main(void) {
   check(P.merge_rows == 4 && P.merge_threads == 128, "qwen3-4b f16, 8-token step: splits merged by qg_combine, 4 rows a CTA (got %d, %d)",
         P.merge_rows, P.merge_threads);
   const int smem_combine = P.attend_smem;
-  /* QGEN_TUNE mtw=2: one consumer warp holds both m-tiles, four token groups of one warp
-     (q4_0: its K and V dequantized once a sub-tile, not once a warp of each m-tile); a
-     one-token step of that group has one m-tile, and keeps its swapped operands */
+  check(P.mtw == 1 && P.warps_m == 2, "qwen3-4b f16, 8-token step: one m-tile a warp (got mtw %d, %d warps)", P.mtw, P.warps_m);
+  /* a block type's 8-token step: one consumer warp holds both m-tiles, four token groups of
+     one warp (its K and V dequantized once a sub-tile, not once a warp of each m-tile);
+     QGEN_TUNE mtw=1 gives the warp an m-tile each again; a one-token step of that group has
+     one m-tile, and keeps its swapped operands */
   qgen_layout_init(&L, 128, 32, 8, 64, QGEN_TYPE_Q4_0, QGEN_TYPE_Q4_0, QGEN_TYPE_F16, QGEN_TYPE_F16, 0.088, 1);
-  check(qgen_tune_parse("mtw=2", &t, terr, sizeof terr) == 1, "QGEN_TUNE=mtw=2 changes the kernels");
+  qgen_tune_parse(NULL, &t, terr, sizeof terr);
   t.step = 8;
   qgen_plan_make(&L, H100, &t, &P, NULL, 0);
   check(P.mt == 2 && P.mtw == 2 && P.warps_m == 1 && P.warps_t == 4 && P.attend_threads == 160,
-        "q4_0 8-token step, mtw=2: 2 m-tiles in one warp, 4 groups, 160 threads (got %d, %d, %d, %d, %d)", P.mt, P.mtw, P.warps_m,
-        P.warps_t, P.attend_threads);
-  t.step = 0;
+        "q4_0 8-token step: 2 m-tiles in one warp, 4 groups, 160 threads (got %d, %d, %d, %d, %d)", P.mt, P.mtw, P.warps_m, P.warps_t,
+        P.attend_threads);
+  check(qgen_tune_parse("mtw=1", &t, terr, sizeof terr) == 1, "QGEN_TUNE=mtw=1 changes the kernels");
+  t.step = 8;
   qgen_plan_make(&L, H100, &t, &P, NULL, 0);
-  check(P.mt == 1 && P.mtw == 1 && P.swap_ops == 1, "q4_0 one-token step, mtw=2: one m-tile, swapped operands (got %d, %d, %d)", P.mt,
-        P.mtw, P.swap_ops);
+  check(P.mt == 2 && P.mtw == 1 && P.warps_m == 2 && P.warps_t == 2 && P.attend_threads == 160,
+        "q4_0 8-token step, mtw=1: an m-tile a warp, 2 groups, 160 threads (got %d, %d, %d, %d, %d)", P.mt, P.mtw, P.warps_m, P.warps_t,
+        P.attend_threads);
+  qgen_tune_parse(NULL, &t, terr, sizeof terr);
+  qgen_plan_make(&L, H100, &t, &P, NULL, 0);
+  check(P.mt == 1 && P.mtw == 1 && P.swap_ops == 1, "q4_0 one-token step: one m-tile, swapped operands (got %d, %d, %d)", P.mt, P.mtw,
+        P.swap_ops);
   qgen_layout_init(&L, 128, 32, 8, 64, QGEN_TYPE_F16, QGEN_TYPE_F16, QGEN_TYPE_F16, QGEN_TYPE_F16, 0.088, 1);
   qgen_tune_parse("merge=0", &t, terr, sizeof terr);
   t.step = 8;

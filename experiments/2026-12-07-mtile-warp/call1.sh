@@ -17,7 +17,7 @@ for tune in mtw=2 merge=1; do
 done
 elapsed; pack
 cell() { # TAG BUILD VARIANT ROUND TUNE TOKENS
-  env QGEN_CACHE_DIR=/tmp/qc-$2$5 QGEN_TUNE=$5 timeout 100 .carry/$2/qgen bench --spec specs/qwen3-4b.lua --variant $3 --ctx 16K,128K,512K \
+  env QGEN_CACHE_DIR=/tmp/qc-$2${5:-} QGEN_TUNE=${5:-} timeout 100 .carry/$2/qgen bench --spec specs/qwen3-4b.lua --variant $3 --ctx 16K,128K,512K \
     --batch 1,4 --coverage 1,0.25,0.0625 --tokens $6 --runs 20 --warmup 5 --json $R/$1-$4.json > $R/$1-$4.log 2>&1 ||
     echo "$1 $4 failed: $(tail -2 $R/$1-$4.log)"
 }

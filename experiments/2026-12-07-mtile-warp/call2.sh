@@ -9,7 +9,7 @@ for v in qwen3-4b-q4_0 qwen3-4b; do
 done
 elapsed; pack
 cell() { # TAG BUILD VARIANT ROUND TUNE
-  env QGEN_CACHE_DIR=/tmp/qc-$2$5 QGEN_TUNE=$5 timeout 60 .carry/$2/qgen bench --spec specs/qwen3-4b.lua --variant $3 --ctx 128K,512K \
+  env QGEN_CACHE_DIR=/tmp/qc-$2${5:-} QGEN_TUNE=${5:-} timeout 60 .carry/$2/qgen bench --spec specs/qwen3-4b.lua --variant $3 --ctx 128K,512K \
     --batch 1,4 --coverage 1,0.0625 --tokens 1,8 --runs 20 --warmup 5 --json $R/$1-$4.json > $R/$1-$4.log 2>&1 ||
     echo "$1 $4 failed: $(tail -2 $R/$1-$4.log)"
 }
