@@ -5,12 +5,7 @@
 # then ncu of qg_estimate at 128K B1 6.25 % T = 8 under estw=4. Results into $OUT/r.tgz.
 . experiments/2026-12-06-verify-cost/head.sh
 B=.carry/b
-for tune in estw=4 estw=2; do
-  for v in qwen3-4b qwen3-4b-q4_0; do
-    QGEN_CACHE_DIR=/tmp/qc-$tune QGEN_TUNE=$tune timeout 100 $B/qgen check --spec specs/qwen3-4b.lua --variant $v --quick > $R/check-$tune-$v.log 2>&1
-    echo "check $tune $v rc $? $(tail -n 1 $R/check-$tune-$v.log)"
-  done
-done
+for tune in estw=4 estw=2; do check_tuned $tune qwen3-4b qwen3-4b-q4_0; done
 elapsed; pack
 cell() { # TAG ROUND TUNE
   env QGEN_CACHE_DIR=/tmp/qc-b${3:-} QGEN_TUNE=${3:-} timeout 100 $B/qgen bench --spec specs/qwen3-4b.lua --variant qwen3-4b --ctx 16K,128K,512K \
