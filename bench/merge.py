@@ -62,29 +62,40 @@ def main():
 
     # Markdown: one table per (spec, batch): contexts down, coverages across.
     md = [f"Measured {meta['date']} on {meta['gpu']} (driver {meta['driver']}, CUDA {meta['cuda']}); "
-          f"µs per decode step of one layer, median of the runs; ×cuDNN = cuDNN SDPA time / ours.", ""]
+          f"µs per decode step of one layer, median of the runs; ×cuDNN = cuDNN SDPA time / ours; "
+          f"×FI = FlashInfer's paged decode over as many pages a sequence / ours (the whole step: "
+          f"estimate, select and attend).", ""]
     groups = {}
     for r in rows:
         groups.setdefault((r["spec"], r["k_type"], r["v_type"], r["batch"]), []).append(r)
     for (spec, kt, vt, b), rs in groups.items():
         covs = sorted({r["coverage"] for r in rs}, reverse=True)
+        # FlashInfer's decode over a cache of the same type (f16 or e4m3 K and V), where it ran:
+        # its time at each coverage over ours (×FI), as ×cuDNN is for the dense peers
+        fk = {"f16": "fi_f16_us", "e4m3": "fi_e4m3_us"}.get(kt) if kt == vt else None
+        if fk and not any(r.get(fk) for r in rs):
+            fk = None
         md.append(f"**{spec}** (K {kt}, V {vt}), batch {b}")
         md.append("")
-        head = "| ctx | stream µs | cuDNN µs | flash µs |" + "".join(
-            f" {'dense' if c >= 1 else f'{c:g}'} µs | ×cuDNN |" for c in covs) + " torch Quest 25% µs |"
+        head = "| ctx | stream µs | cuDNN µs | flash µs |" + (" FlashInfer µs |" if fk else "") + "".join(
+            f" {'dense' if c >= 1 else f'{c:g}'} µs | ×cuDNN |" + (" ×FI |" if fk else "") for c in covs) + " torch Quest 25% µs |"
         md.append(head)
         md.append("|" + "---|" * (head.count("|") - 1))
         for ctx in sorted({r["ctx"] for r in rs}):
             cell = {r["coverage"]: r for r in rs if r["ctx"] == ctx}
             dense_r = cell.get(1.0) or next(iter(cell.values()))
             line = f"| {ctx // 1024}K | {fmt(dense_r['stream_us'])} | {fmt(dense_r['cudnn_us'])} | {fmt(dense_r['flash_us'])} |"
+            if fk:
+                line += f" {fmt(dense_r.get(fk))} |"
             for c in covs:
                 r = cell.get(c)
                 if not r:
-                    line += " | |"
+                    line += " | |" + (" |" if fk else "")
                     continue
                 sp = r["cudnn_us"] / r["qgen_us"] if r["cudnn_us"] else None
                 line += f" {fmt(r['qgen_us'])} | {fmt(sp, 2)} |"
+                if fk:
+                    line += f" {fmt(r[fk] / r['qgen_us'] if r.get(fk) else None, 2)} |"
             tq = cell.get(0.25, {}).get("torch_quest_us")
             line += f" {fmt(tq)} |"
             md.append(line)

@@ -219,7 +219,8 @@ def main():
                 try:
                     fi = flashinfer_rows(q, B, C, HK, D, BS, R, covs, a.runs, a.warmup)
                 except Exception as e:  # a shape or dtype it refuses: said, and its columns stay empty
-                    print(f"flashinfer B{B} ctx {C}: {type(e).__name__}: {str(e)[:200]}")
+                    msg = " ".join(str(e).split())  # FlashInfer's reason is at the end, after its source path
+                    print(f"flashinfer B{B} ctx {C}: {type(e).__name__}: {msg if len(msg) <= 300 else msg[:100] + ' ... ' + msg[-200:]}")
                     fi = {}
                 for r in rows:
                     if r["ctx"] == C and r["batch"] == B and "tokens" not in r:

@@ -5,6 +5,8 @@
 #         coverage 1..0.0625; qwen2.5-14b-1m: 16K..128K x B1,4,8), then merge.py and
 #         targets.py (the performance targets against the new results)
 # probe = a few cells, for tuning (targets.py too: it lists the cells a probe lacks)
+# The merged tables are OUT_DIR/decode-<GPU>.{json,md,png}, <GPU> the model number in the
+# GPU's name (h100, h200).
 # Both also time sparse-V (--v-tau 0.001, 0.01) on q8_0/q4_0 at 128K and 1M, B1, into
 # OUT_DIR/vtau-*.json (not merged: the same cells as the grid's, another kernel), and
 # speculative verify steps of 4 and 8 tokens beside the one-token step (f16, 128K and 512K,
@@ -47,6 +49,9 @@ cat > "$out/meta.json" <<META
  "date": "$(date -u +%Y-%m-%d)",
  "command": $(python3 -c 'import json,sys; print(json.dumps("; then ".join(l.strip() for l in open(sys.argv[1]) if l.strip())))' "$out/commands.txt")}
 META
+# the results' name: decode-<the GPU's model number>, e.g. decode-h100 (decode-gpu if it has none)
+gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | tr 'A-Z' 'a-z' | grep -oE '[a-z]*[0-9]{3,4}[a-z]*' | head -1)
+res="$out/decode-${gpu:-gpu}"
 has() { case " $steps " in *" $1 "*) return 0 ;; esac; return 1; }
 set -x
 if has qgen; then
@@ -79,9 +84,9 @@ python3 bench/peers.py --heads 40 --ctx $ctx14 \
 fi
 if has merge; then
 python3 bench/merge.py --qgen "$out"/q4b-*.json "$out"/q14b-*.json --peers "$out"/peers32.json "$out"/peers40.json \
-  --meta "$out/meta.json" --out "$out/decode-h200" --chart
+  --meta "$out/meta.json" --out "$res" --chart
 # (a probe lacks cells the targets need: targets.py then lists them and exits 1)
 verify=()
 [ -f "$out/verify-f16.json" ] && verify=(--verify "$out/verify-f16.json")
-python3 bench/targets.py "$out/decode-h200.json" "${verify[@]}" | tee "$out/targets.txt" || [ "$mode" != full ]
+python3 bench/targets.py "$res.json" "${verify[@]}" | tee "$out/targets.txt" || [ "$mode" != full ]
 fi
