@@ -81,7 +81,9 @@ def flashinfer_rows(q, B, C, HK, D, BS, R, covs, runs, warmup):
     the dense step. q is [B, H, 1, D] f16. Its decode has two kernels for a group of query
     heads (its CUDA-core one, the default, and use_tensor_cores=True, which it advises for
     larger groups): both are timed (..._cuda_us, ..._tc_us) and fi_*_us is the faster, so the
-    peer is FlashInfer at its best on the shape."""
+    peer is FlashInfer at its best on the shape. A kernel that refuses the shape (its CUDA-core
+    one raised at every cell of a group of 5) leaves its own column out; only if both refuse
+    does the cell lose FlashInfer."""
     dev = q.device
     H = q.shape[1]
     npg = (C + BS - 1) // BS
@@ -100,21 +102,41 @@ def flashinfer_rows(q, B, C, HK, D, BS, R, covs, runs, warmup):
             indices = torch.cat(rows).to(torch.int32)
             indptr = torch.arange(B + 1, device=dev, dtype=torch.int32) * kp
             lastlen = torch.full((B,), last, device=dev, dtype=torch.int32)
-            best = None
+            best, why = None, []
             for tc in (False, True):
-                w = flashinfer.BatchDecodeWithPagedKVCacheWrapper(
-                    ws, "HND", use_cuda_graph=True, use_tensor_cores=tc, paged_kv_indptr_buffer=indptr.clone(),
-                    paged_kv_indices_buffer=indices.clone(), paged_kv_last_page_len_buffer=lastlen.clone())
-                w.plan(indptr, indices, lastlen, H, HK, D, BS, q_data_type=torch.float16, kv_data_type=dt)
-                o = torch.empty_like(qf)
-                us, eager = timed(lambda c: w.run(qf, c, out=o), [(c,) for c in caches], runs, warmup)
-                out.setdefault(cov, {})[col.replace("_us", "_tc_us" if tc else "_cuda_us")] = us
+                kcol = col.replace("_us", "_tc_us" if tc else "_cuda_us")
+                try:
+                    w = flashinfer.BatchDecodeWithPagedKVCacheWrapper(
+                        ws, "HND", use_cuda_graph=True, use_tensor_cores=tc, paged_kv_indptr_buffer=indptr.clone(),
+                        paged_kv_indices_buffer=indices.clone(), paged_kv_last_page_len_buffer=lastlen.clone())
+                    w.plan(indptr, indices, lastlen, H, HK, D, BS, q_data_type=torch.float16, kv_data_type=dt)
+                    o = torch.empty_like(qf)
+                    us, eager = timed(lambda c: w.run(qf, c, out=o), [(c,) for c in caches], runs, warmup)
+                except RuntimeError as e:  # one kernel may refuse a shape the other takes (a group size)
+                    why.append(f"{kcol}: {short(e)}")
+                    continue
+                out.setdefault(cov, {})[kcol] = us
                 if best is None or us < best[0]:
                     best = (us, eager)
+            if best is None:
+                raise RuntimeError("; ".join(why))
+            for w_ in why:  # said once a shape: the other kernel's time stands alone in the column
+                if w_ not in REFUSED:
+                    REFUSED.add(w_)
+                    print(f"flashinfer B{B} ctx {C} (and later cells of this shape): {w_}")
             out[cov][col], out[cov][col.replace("_us", "_eager_us")] = best
         del caches
         torch.cuda.empty_cache()
     return out
+
+
+REFUSED = set()  # the refusals of one of FlashInfer's two kernels already printed
+
+
+def short(e):
+    """An exception's message on one line: FlashInfer's reason is at its end, after its source path."""
+    msg = " ".join(str(e).split())
+    return msg if len(msg) <= 300 else msg[:100] + " ... " + msg[-200:]
 
 
 def tokens(s):
@@ -219,8 +241,7 @@ def main():
                 try:
                     fi = flashinfer_rows(q, B, C, HK, D, BS, R, covs, a.runs, a.warmup)
                 except Exception as e:  # a shape or dtype it refuses: said, and its columns stay empty
-                    msg = " ".join(str(e).split())  # FlashInfer's reason is at the end, after its source path
-                    print(f"flashinfer B{B} ctx {C}: {type(e).__name__}: {msg if len(msg) <= 300 else msg[:100] + ' ... ' + msg[-200:]}")
+                    print(f"flashinfer B{B} ctx {C}: {type(e).__name__}: {short(e)}")
                     fi = {}
                 for r in rows:
                     if r["ctx"] == C and r["batch"] == B and "tokens" not in r:
