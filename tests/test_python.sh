@@ -4,7 +4,7 @@
 # Debian's setuptools) into a scratch directory and the suite again against that copy,
 # which carries its own libqgen.so; the CPU Python examples of the README ("Try it without a
 # GPU") and of docs/accuracy.md pasted as is (tests/readme_python.py; the GPU examples need a
-# GPU: experiments/gpu-logs). Skips (77) without numpy and pytest for $QGEN_PYTHON
+# GPU: experiments/gpu-logs); every bench/*.py compiles (py_compile). Skips (77) without numpy and pytest for $QGEN_PYTHON
 # (default /usr/bin/python3); the pip step is skipped without pip.
 # qgen.models' tests (python/tests/test_models.py) also need the gguf package: a folder
 # $QGEN_PYLIB (default $QGEN_BINARY_DIR/pylib, where .ci/run installs gguf) goes on
@@ -19,6 +19,12 @@ pylib=${QGEN_PYLIB:-${QGEN_BINARY_DIR:-build}/pylib}
 [ -d "$pylib" ] && export PYTHONPATH="$pylib${PYTHONPATH:+:$PYTHONPATH}"
 "$py" -c "import numpy, pytest" 2> /dev/null || { echo "$py has no numpy or pytest"; exit 77; }
 "$py" -m pytest -q -p no:cacheprovider python/tests; ok $? "pytest python/tests with QGEN_LIBRARY=$QGEN_LIBRARY"
+# the benchmark's scripts run only on a GPU machine (torch, FlashInfer), where a syntax error
+# would cost a device call: each at least compiles here (to a scratch cache, nothing written
+# beside them)
+for f in bench/*.py; do
+  PYTHONPYCACHEPREFIX="$tmp/pyc" "$py" -m py_compile "$f"; ok $? "$f compiles"
+done
 PYTHONPATH=python "$py" tests/readme_python.py README.md "Try it without a GPU" > "$tmp/readme.log" 2>&1; r=$?
 ok $r "the README's CPU Python example runs as pasted"; [ $r = 0 ] || cat "$tmp/readme.log"
 PYTHONPATH=python "$py" tests/readme_python.py docs/accuracy.md "Random data is the worst case" > "$tmp/accuracy.log" 2>&1; r=$?
