@@ -1,4 +1,5 @@
-# head.sh — what the device calls of this experiment (call2.sh, call3.sh, call5.sh) and later ones share; sourced
+# head.sh — what the device calls of this experiment (call2.sh, call3.sh, call5.sh) and later ones share (later
+# ones: the A/B cells ab_cell and ab_summary, at the end); sourced
 # from the repository root with OUT set: results gather in R=/tmp/o/r (outside the returned
 # folder, so that one archive comes back, not every file), pack puts them in $OUT/r.tgz,
 # elapsed prints the seconds since sourcing, check_tuned runs qgen check of qwen3-4b's
@@ -18,3 +19,27 @@ check_tuned() { # TUNE VARIANT...: qgen check --quick of each under QGEN_TUNE=TU
   done
 }
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee $R/gpu.txt
+# ab_cell VARIANT TAG ROUND COVERAGES [VAR=VALUE...]: one round of one side of a same-call A/B
+# (the later experiments' calls): qgen bench of VARIANT at 128K/512K x B1/B4 x COVERAGES x
+# T = 1, 8 under the environment given (QGEN_TUNE=..., QGEN_TEMPLATE_DIR=...; none: the
+# build's default), a kernel cache a tag, into $R/VARIANT/TAG-ROUND.json (and .log).
+ab_cell() {
+  local v=$1 tag=$2 rnd=$3 cov=$4
+  shift 4
+  mkdir -p $R/$v
+  env QGEN_CACHE_DIR=/tmp/qc-ab-$tag "$@" timeout 100 $B/qgen bench --spec specs/qwen3-4b.lua --variant $v --ctx 128K,512K \
+    --batch 1,4 --coverage $cov --tokens 1,8 --runs 20 --warmup 5 --json $R/$v/$tag-$rnd.json > $R/$v/$tag-$rnd.log 2>&1 ||
+    echo "$v $tag $rnd failed: $(tail -n 2 $R/$v/$tag-$rnd.log)"
+}
+# ab_summary VARIANT...: each one's A/B table (merge-cost's summary.py), kept as
+# $R/VARIANT/summary.txt and printed; then the time and the results packed.
+ab_summary() {
+  local v
+  for v in "$@"; do
+    python3 experiments/2026-12-06-merge-cost/summary.py $R/$v > $R/$v/summary.txt
+    echo "== $v"
+    cat $R/$v/summary.txt
+  done
+  elapsed
+  pack
+}

@@ -8,17 +8,11 @@ B=.carry/b
 R0=$R; R=$R0/groups; mkdir -p $R
 check_tuned groups=3 qwen3-4b-q4_0 qwen3-4b-q5_0 qwen3-4b-q8_0
 elapsed; pack
-cell() { # VARIANT TAG ROUND TUNE
-  mkdir -p $R/$1
-  env QGEN_CACHE_DIR=/tmp/qc-g${4:-} QGEN_TUNE=${4:-} timeout 100 $B/qgen bench --spec specs/qwen3-4b.lua --variant $1 --ctx 128K,512K \
-    --batch 1,4 --coverage 1,0.25,0.0625 --tokens 1,8 --runs 20 --warmup 5 --json $R/$1/$2-$3.json > $R/$1/$2-$3.log 2>&1 ||
-    echo "$1 $2 $3 failed: $(tail -n 2 $R/$1/$2-$3.log)"
-}
 for round in 1 2; do
-  for v in qwen3-4b-q4_0 qwen3-4b-q5_0 qwen3-4b-q8_0; do cell $v base $round; cell $v g3 $round groups=3; done
+  for v in qwen3-4b-q4_0 qwen3-4b-q5_0 qwen3-4b-q8_0; do
+    ab_cell $v base $round 1,0.25,0.0625
+    ab_cell $v g3 $round 1,0.25,0.0625 QGEN_TUNE=groups=3
+  done
   echo "round $round $(elapsed)"; pack
 done
-for v in qwen3-4b-q4_0 qwen3-4b-q5_0 qwen3-4b-q8_0; do
-  python3 experiments/2026-12-06-merge-cost/summary.py $R/$v > $R/$v/summary.txt; echo "== $v"; cat $R/$v/summary.txt
-done
-elapsed; pack
+ab_summary qwen3-4b-q4_0 qwen3-4b-q5_0 qwen3-4b-q8_0

@@ -10,17 +10,11 @@ for v in qwen3-4b qwen3-4b-q4_0; do
   echo "check full $v rc $? $(grep 'checks passed' $R/check-full-$v.log | tail -n 1)"
 done
 elapsed; pack
-cell() { # VARIANT TAG ROUND TEMPLATE_DIR
-  mkdir -p $R/$1
-  env QGEN_CACHE_DIR=/tmp/qc-$2 QGEN_TEMPLATE_DIR=${4:-} timeout 60 $B/qgen bench --spec specs/qwen3-4b.lua --variant $1 --ctx 128K,512K \
-    --batch 1,4 --coverage 1,0.0625 --tokens 1,8 --runs 20 --warmup 5 --json $R/$1/$2-$3.json > $R/$1/$2-$3.log 2>&1 ||
-    echo "$1 $2 $3 failed: $(tail -n 2 $R/$1/$2-$3.log)"
-}
 for round in 1 2; do
-  for v in qwen3-4b-q4_0 qwen3-4b; do cell $v base $round .carry/tbase; cell $v full $round; done
+  for v in qwen3-4b-q4_0 qwen3-4b; do
+    ab_cell $v base $round 1,0.0625 QGEN_TEMPLATE_DIR=.carry/tbase
+    ab_cell $v full $round 1,0.0625
+  done
   echo "round $round $(elapsed)"; pack
 done
-for v in qwen3-4b-q4_0 qwen3-4b; do
-  python3 experiments/2026-12-06-merge-cost/summary.py $R/$v > $R/$v/summary.txt; echo "== $v"; cat $R/$v/summary.txt
-done
-elapsed; pack
+ab_summary qwen3-4b-q4_0 qwen3-4b

@@ -1,4 +1,5 @@
-# device call of E90 (.carry/b = main's Release build; .carry/tkpf = the branch's templates,
+# device call 1 of E90 (AB: the variants of the A/B, default q4_0, q5_0, q8_0; call2.sh sets
+# two) (.carry/b = main's Release build; .carry/tkpf = the branch's templates,
 # read instead of the built-in ones by QGEN_TEMPLATE_DIR: the A/B in one binary). qgen check
 # --quick of qwen3-4b's q8_0, q4_0, q5_0 variants (every engine step) with the new templates, in
 # parallel; then the A/B, two rounds: base (built-in) against kpf, the three block types,
@@ -11,17 +12,12 @@ done
 wait
 for v in qwen3-4b-q8_0 qwen3-4b-q4_0 qwen3-4b-q5_0; do echo "check kpf $v: $(grep 'checks passed' $R/check-kpf-$v.log | tail -n 1)"; done
 elapsed; pack
-cell() { # VARIANT TAG ROUND TEMPLATE_DIR
-  mkdir -p $R/$1
-  env QGEN_CACHE_DIR=/tmp/qc-$2 QGEN_TEMPLATE_DIR=${4:-} timeout 60 $B/qgen bench --spec specs/qwen3-4b.lua --variant $1 --ctx 128K,512K \
-    --batch 1,4 --coverage 1,0.0625 --tokens 1,8 --runs 20 --warmup 5 --json $R/$1/$2-$3.json > $R/$1/$2-$3.log 2>&1 ||
-    echo "$1 $2 $3 failed: $(tail -n 2 $R/$1/$2-$3.log)"
-}
+AB=${AB:-qwen3-4b-q4_0 qwen3-4b-q5_0 qwen3-4b-q8_0}
 for round in 1 2; do
-  for v in qwen3-4b-q4_0 qwen3-4b-q5_0 qwen3-4b-q8_0; do cell $v base $round; cell $v kpf $round .carry/tkpf; done
+  for v in $AB; do
+    ab_cell $v base $round 1,0.0625
+    ab_cell $v kpf $round 1,0.0625 QGEN_TEMPLATE_DIR=.carry/tkpf
+  done
   echo "round $round $(elapsed)"; pack
 done
-for v in qwen3-4b-q4_0 qwen3-4b-q5_0 qwen3-4b-q8_0; do
-  python3 experiments/2026-12-06-merge-cost/summary.py $R/$v > $R/$v/summary.txt; echo "== $v"; cat $R/$v/summary.txt
-done
-elapsed; pack
+ab_summary $AB
