@@ -174,19 +174,21 @@ _Static_assert(offsetof(qg_cache, pages_per_seq) == 40 && offsetof(qg_cache, k_s
 #endif
 
 /* The step kernels in launch order, X(name, units): extern "C" qg_<name>, defined in the
-   template <name>.cu; units SPARSE: only in the units of sparse specs, RESCORE: of sparse
-   specs with two-stage selection (rescore > 1), TOPP: of those with a top-p cut (top_p <
-   1; after the second select). A unit whose plan sets merge_rows (an engine module of
+   template <name>.cu; units SPARSE: only in the units of sparse specs, QUEST: of sparse
+   specs with one-stage selection (qg_estsel: in place of estimate and select where it
+   fits), RESCORE: of sparse specs with two-stage selection (rescore > 1), TOPP: of those
+   with a top-p cut (top_p < 1; after the second select). A unit whose plan sets merge_rows (an engine module of
    >= 16 query rows) has qg_combine after attend too (QGEN_MERGE_KERNEL). Under NVRTC each
    is declared here with its whole signature, which its definition must match. */
 #define QGEN_KERNELS(X) \
-  X(append, ALL) X(view, SPARSE) X(estimate, SPARSE) X(select, SPARSE) X(rescore, RESCORE) X(topp, TOPP) X(extend, SPARSE) X(attend, ALL)
+  X(append, ALL) X(view, SPARSE) X(estimate, SPARSE) X(select, SPARSE) X(estsel, QUEST) X(rescore, RESCORE) X(topp, TOPP) X(extend, SPARSE) X(attend, ALL)
 #define QGEN_KERNEL_NAME(k) "qg_" #k
 #define QGEN_MERGE_KERNEL QGEN_KERNEL_NAME(combine)
 #ifdef __CUDACC__
 extern "C" __global__ void qg_append(qg_cache c, qg_append_args a);
 extern "C" __global__ void qg_view(qg_cache c, const void *slots, qg_i64 n, qg_i64 n_pages, qg_i32 slot_bytes, qg_i32 pass);
 extern "C" __global__ void qg_estimate(qg_cache c, qg_work wk, qg_batch bt, qgen_budget bg, const void *q);
+extern "C" __global__ void qg_estsel(qg_cache c, qg_work wk, qg_batch bt, qgen_budget bg, const void *q);
 extern "C" __global__ void qg_select(qg_cache c, qg_work wk, qg_batch bt, qgen_budget bg);
 extern "C" __global__ void qg_rescore(qg_cache c, qg_work wk, qg_batch bt, qgen_budget bg, const void *q);
 extern "C" __global__ void qg_topp(qg_cache c, qg_work wk, qg_batch bt, qgen_budget bg);

@@ -57,7 +57,7 @@
 
 static void tune_none(qgen_tune *t) {
   memset(t, 0, sizeof *t);
-  t->selreg = t->pdl = t->bulk = t->olddq = t->swap = t->pair = t->merge = -1;
+  t->selreg = t->pdl = t->bulk = t->olddq = t->swap = t->pair = t->merge = t->estsel = -1;
 }
 
 int qgen_tune_parse(const char *s, qgen_tune *t, char *err, size_t errlen) {
@@ -69,7 +69,8 @@ int qgen_tune_parse(const char *s, qgen_tune *t, char *err, size_t errlen) {
       {"bulk", 0, 1, offsetof(qgen_tune, bulk)},     {"olddq", 0, 1, offsetof(qgen_tune, olddq)},
       {"swap", 0, 1, offsetof(qgen_tune, swap)},     {"ctas", 1, 16, offsetof(qgen_tune, ctas)},
       {"chunk", 1, 16, offsetof(qgen_tune, chunk)},   {"pair", 0, 1, offsetof(qgen_tune, pair)},
-      {"merge", 0, 1, offsetof(qgen_tune, merge)},   {"mtw", 1, 4, offsetof(qgen_tune, mtw)}};
+      {"merge", 0, 1, offsetof(qgen_tune, merge)},   {"mtw", 1, 4, offsetof(qgen_tune, mtw)},
+      {"estsel", 0, 1, offsetof(qgen_tune, estsel)}};
   tune_none(t);
   unsigned seen = 0; /* keys given so far: each at most once */
   while (s && *s) {
@@ -81,7 +82,7 @@ int qgen_tune_parse(const char *s, qgen_tune *t, char *err, size_t errlen) {
     long v = k < nk ? strtol(eq + 1, &stop, 10) : 0;
     if (k == nk || stop == eq + 1 || stop != s + n || v < keys[k].lo || v > keys[k].hi || (end && !end[1]) ||
         (keys[k].off == offsetof(qgen_tune, sel) && (v & (v - 1)))) {
-      snprintf(err, errlen, "QGEN_TUNE: '%.*s' is not one of groups=1..16, stages=2..8, smem=16..220, split=64..65536, sel=128|256|512|1024, selreg=0..32, pdl=0|1, bulk=0|1, olddq=0|1, swap=0|1, ctas=1..16, chunk=1..16, pair=0|1, merge=0|1, mtw=1..4",
+      snprintf(err, errlen, "QGEN_TUNE: '%.*s' is not one of groups=1..16, stages=2..8, smem=16..220, split=64..65536, sel=128|256|512|1024, selreg=0..32, pdl=0|1, bulk=0|1, olddq=0|1, swap=0|1, ctas=1..16, chunk=1..16, pair=0|1, merge=0|1, mtw=1..4, estsel=0|1",
                (int)n, s);
       tune_none(t);
       return -1;
@@ -243,6 +244,15 @@ int qgen_plan_make(const qgen_layout *L, const qgen_arch *A, const qgen_tune *tp
   p->sel_smem_keys = 24576;
   if (4 * p->sel_smem_keys > A->smem_block - SELECT_STATIC) p->sel_smem_keys = (A->smem_block - SELECT_STATIC) / 4 / 256 * 256;
   p->sel_regs = t.selreg >= 0 ? t.selreg : 4; /* lists up to 4 x sel_threads pages: keys in registers */
+  /* qg_estsel (estimate CTAs that select their list): the one-token module of one-stage
+     selection (a unit of two-stage selection names no more kernels: jit/artifact.h) on sm_90 only
+     (the one cluster target measured), where the staged query and select's arrays fit one
+     CTA; a cluster of 8 then holds 8192 pages (512K tokens at block 64): 16 keys a thread
+     cost the sm_90 module 2.5 s of NVRTC time against 1.2 s at 8. QGEN_TUNE selreg= below 8
+     sets it too (tests: selreg=1 puts a quick check's lists on the cluster path) */
+  const int es_regs = t.selreg >= 0 && t.selreg < 8 ? t.selreg : 8;
+  p->estsel_regs = L->sparse && L->rescore < 2 && !t.step && A->sm == 90 && p->est_smem + SELECT_STATIC <= A->smem_block - STATIC_SLACK ? es_regs : 0;
+  p->estsel = t.estsel == 1 && p->estsel_regs > 0; /* opt-in until measured on a GPU */
   p->append_threads = 128;
   const qgen_type sk = L->sketch_row_bytes ? QGEN_SKETCH_TYPE : L->k_type;
   p->resc_threads = 128;
@@ -295,6 +305,7 @@ int qgen_plan_dynamic_smem(const qgen_plan *P, const char *kernel) {
   return !strcmp(kernel, "qg_attend")     ? P->attend_smem
          : !strcmp(kernel, "qg_select")   ? 4 * P->sel_smem_keys
          : !strcmp(kernel, "qg_estimate") ? P->est_smem
+         : !strcmp(kernel, "qg_estsel")   ? P->est_smem
          : !strcmp(kernel, "qg_rescore")  ? P->resc_smem
                                           : 0;
 }

@@ -40,6 +40,9 @@
   /* select: keys a thread holds in registers (short lists of <= sel_regs x sel_threads      \
      pages; 0: never) */                                                                    \
   X(sel_regs, 1)                                                                               \
+  /* qg_estsel (estimate CTAs that select their list in a cluster; sm_90): keys a thread  */ \
+  /* holds (0: not built), and whether the step uses it (1: where its clusters fit) */       \
+  X(estsel_regs, 1) X(estsel, 0)                                                               \
   X(append_threads, 1)                                                                         \
   /* rescore (two-stage specs; jit/emit.c writes them into those units only): CTA size,    \
      ring stages a warp, one m-tile's ring bytes, dynamic shared memory (query + rings) */  \
@@ -60,7 +63,8 @@ typedef struct qgen_plan {
  *   groups=N   attend token groups (1..16)       stages=N   attend stages a group (2..8)
  *   smem=KIB   attend stage budget (16..220)
  *   split=T    fewest tokens a split (64..65536) sel=N      select CTA size (128..1024, 2^k)
- *   selreg=N   select's short path: keys a thread holds in registers (0..32, sel x N <= 16384; 0 = off)
+ *   selreg=N   select's short path: keys a thread holds in registers (0..32, sel x N <= 16384; 0 = off);
+ *              below 8 also qg_estsel's (0: not built)
  *   pdl=0|1    programmatic dependent launch
  *   bulk=0|1   attend's quantized slabs by bulk copies (sm_90+) or cp.async
  *   olddq=0|1  attend's quantized and fp8 operands the earlier way (load4/load8: every
@@ -83,7 +87,10 @@ typedef struct qgen_plan {
  *              else 1):
  *              one warp's K and V operands serve them all (the rows rounded up to whole
  *              warps of N m-tiles)
- * All but pdl and bulk change the generated kernels (and so their cache key); bundles hold the
+ *   estsel=0|1 a sparse step's estimate CTAs select their list in a cluster (qg_estsel;
+ *              1: where runtime/gpu.c finds the clusters fit; sm_90) or estimate and select
+ *              are two launches (0, the default)
+ * All but pdl, bulk and estsel change the generated kernels (and so their cache key); bundles hold the
  * default plan, so qgen_open of a bundle and qgen bundle refuse while one of them is set.
  * qgen_open parses it once (qgen_tune_parse) and keeps the result for its plan and its JIT
  * build; the CLI parses it once at start. Nothing below reads the environment. */
@@ -93,6 +100,7 @@ typedef struct qgen_tune {
   int ctas, chunk;                                             /* 0: not set */
   int pair, merge;                                             /* -1: not set */
   int mtw;                                                     /* 0: not set */
+  int estsel;                                                  /* -1: not set */
   /* 0: the one-token module; T >= 1: an engine module, whose CTAs hold the group's heads for
      T query tokens (runtime/gpu.c sets it for a step of several tokens, a window or sinks;
      no QGEN_TUNE key) */

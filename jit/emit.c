@@ -35,6 +35,10 @@ extern const struct qgen_embedded qgen_headers[], qgen_templates[];
 #define IN_DENSE_SPARSE UNNAMED
 #define IN_DENSE_RESCORE UNNAMED
 #define IN_DENSE_TOPP UNNAMED
+#define IN_DENSE_QUEST UNNAMED
+#define IN_SPARSE_QUEST NAMED
+#define IN_RESCORE_QUEST UNNAMED
+#define IN_TOPP_QUEST UNNAMED
 #define IN_SPARSE_ALL NAMED
 #define IN_SPARSE_SPARSE NAMED
 #define IN_SPARSE_RESCORE UNNAMED

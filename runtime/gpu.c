@@ -56,6 +56,7 @@ typedef struct gpu_ctx {
   CUcontext cuctx;
   CUmodule mod;
   CUfunction f_append, f_view, f_estimate, f_select, f_rescore, f_topp, f_extend, f_attend, f_combine; /* f_combine: where the plan sets merge_rows (QGEN_TUNE merge=1) */
+  CUfunction f_estsel; /* estimate and select of a list in one cluster (templates/estsel.cu); NULL where not built */
   int sm_count, arch, attend_per_sm, est_per_sm, resc_per_sm;
   int code_arch; /* the arch the loaded kernels were compiled for (PTX of an older one runs too) */
   /* the architecture the kernels were planned for and are launched within: the device's
@@ -64,6 +65,8 @@ typedef struct gpu_ctx {
   const qgen_arch *limits;
   unsigned features; /* QGEN_ARCH_* the launches may use: the limits arch's that the code also has */
   int sel_clusters[9]; /* [n]: clusters of n select CTAs the device holds at once (sm_90 code) */
+  /* [n]: clusters of n qg_estsel CTAs the device holds at once (all 0 without f_estsel) */
+  int estsel_clusters[9];
   CUevent *marks; /* benchmarks: recorded before select and before attend (qgen_ext.h) */
   gpu_engine *eng[N_ENGINES]; /* [i]: 2^i tokens a row, once built */
   pthread_mutex_t eng_lock;   /* held while one is built */
@@ -181,6 +184,31 @@ static qgen_status fit_kernel(qgen_ctx *c, const char *name, CUfunction f, const
   return QGEN_OK;
 }
 
+/* How many clusters of n CTAs of f (threads, smem) the device holds at once (0 where it
+   cannot launch them); under emulation no more than the emulated SMs' CTA slots would hold. */
+static int clusters_of(qgen_ctx *c, CUfunction f, int n, int threads, int smem) {
+  gpu_ctx *g = gctx(c);
+  CUlaunchAttribute at;
+  memset(&at, 0, sizeof at);
+  at.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+  at.value.clusterDim.x = (unsigned)n, at.value.clusterDim.y = 1, at.value.clusterDim.z = 1;
+  CUlaunchConfig cfg;
+  memset(&cfg, 0, sizeof cfg);
+  cfg.gridDimX = (unsigned)n, cfg.gridDimY = 1, cfg.gridDimZ = 1;
+  cfg.blockDimX = (unsigned)threads, cfg.blockDimY = 1, cfg.blockDimZ = 1;
+  cfg.sharedMemBytes = (unsigned)smem;
+  cfg.attrs = &at;
+  cfg.numAttrs = 1;
+  int k = 0;
+  if (g->cu->cuOccupancyMaxActiveClusters(&k, f, &cfg) != CUDA_SUCCESS) k = 0;
+  if (c->emulate) {
+    int per = 0;
+    if (occupancy(c, f, threads, smem, &per) != QGEN_OK) per = 0;
+    if (per * g->sm_count / n < k) k = per * g->sm_count / n;
+  }
+  return k;
+}
+
 static qgen_status load_module(qgen_ctx *c, const qgen_artifact *a) {
   gpu_ctx *g = gctx(c);
   const qgen_cudrv *cu = g->cu;
@@ -199,12 +227,17 @@ static qgen_status load_module(qgen_ctx *c, const qgen_artifact *a) {
     CU(cu->cuModuleGetFunction(&g->f_select, g->mod, QGEN_KERNEL_NAME(select)));
     /* (a module from before QGEN_ATTEND_REUSE has none: the other modes still run) */
     if (cu->cuModuleGetFunction(&g->f_extend, g->mod, QGEN_KERNEL_NAME(extend)) != CUDA_SUCCESS) g->f_extend = NULL;
+    /* (nor one from before qg_estsel: estimate and select then run as two launches) */
+    if (c->P.estsel_regs > 0 && a->arch == 90 && (g->features & QGEN_ARCH_CLUSTER) &&
+        cu->cuModuleGetFunction(&g->f_estsel, g->mod, QGEN_KERNEL_NAME(estsel)) != CUDA_SUCCESS)
+      g->f_estsel = NULL;
   }
   if (c->L.sparse && c->L.rescore > 1) CU(cu->cuModuleGetFunction(&g->f_rescore, g->mod, QGEN_KERNEL_NAME(rescore)));
   if (c->L.sparse && c->L.rescore > 1 && c->L.top_p < 1) CU(cu->cuModuleGetFunction(&g->f_topp, g->mod, QGEN_KERNEL_NAME(topp)));
   const struct { const char *name; CUfunction f; } all[] = {
       {"qg_append", g->f_append}, {"qg_attend", g->f_attend}, {"qg_estimate", g->f_estimate}, {"qg_select", g->f_select},
-      {"qg_rescore", g->f_rescore}, {"qg_topp", g->f_topp}, {"qg_view", g->f_view}, {"qg_extend", g->f_extend}, {"qg_combine", g->f_combine}};
+      {"qg_rescore", g->f_rescore}, {"qg_topp", g->f_topp}, {"qg_view", g->f_view}, {"qg_extend", g->f_extend}, {"qg_combine", g->f_combine},
+      {"qg_estsel", g->f_estsel}};
   qgen_status st;
   for (size_t i = 0; i < sizeof all / sizeof *all; i++)
     if (all[i].f && (st = fit_kernel(c, all[i].name, all[i].f, &c->P)) != QGEN_OK) return st;
@@ -212,27 +245,10 @@ static qgen_status load_module(qgen_ctx *c, const qgen_artifact *a) {
   if (g->f_estimate && (st = occupancy(c, g->f_estimate, c->P.est_threads, c->P.est_smem, &g->est_per_sm))) return st;
   if (g->f_rescore && (st = occupancy(c, g->f_rescore, c->P.resc_threads, c->P.resc_smem, &g->resc_per_sm))) return st;
   if (g->attend_per_sm < 1) return qgen_fail(c, QGEN_ERR_UNSUPPORTED, "attend cannot run on this device (occupancy 0)");
-  if (g->f_select && (g->features & QGEN_ARCH_CLUSTER) && g->code_arch >= 90)
-    for (int n = 2; n <= 8; n++) { /* with the most shared memory a select launch asks for */
-      CUlaunchAttribute at;
-      memset(&at, 0, sizeof at);
-      at.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-      at.value.clusterDim.x = (unsigned)n, at.value.clusterDim.y = 1, at.value.clusterDim.z = 1;
-      CUlaunchConfig cfg;
-      memset(&cfg, 0, sizeof cfg);
-      cfg.gridDimX = (unsigned)n, cfg.gridDimY = 1, cfg.gridDimZ = 1;
-      cfg.blockDimX = (unsigned)c->P.sel_threads, cfg.blockDimY = 1, cfg.blockDimZ = 1;
-      cfg.sharedMemBytes = 4u * (unsigned)c->P.sel_smem_keys;
-      cfg.attrs = &at;
-      cfg.numAttrs = 1;
-      if (cu->cuOccupancyMaxActiveClusters(&g->sel_clusters[n], g->f_select, &cfg) != CUDA_SUCCESS) g->sel_clusters[n] = 0;
-      /* under emulation, no more clusters than the emulated SMs' CTA slots would hold */
-      if (c->emulate) {
-        int per = 0;
-        if (occupancy(c, g->f_select, c->P.sel_threads, 4 * c->P.sel_smem_keys, &per) != QGEN_OK) per = 0;
-        if (per * g->sm_count / n < g->sel_clusters[n]) g->sel_clusters[n] = per * g->sm_count / n;
-      }
-    }
+  if (g->f_estsel)
+    for (int n = 1; n <= 8; n++) g->estsel_clusters[n] = clusters_of(c, g->f_estsel, n, c->P.est_threads, c->P.est_smem);
+  if (g->f_select && (g->features & QGEN_ARCH_CLUSTER) && g->code_arch >= 90) /* with the most shared memory a select launch asks for */
+    for (int n = 2; n <= 8; n++) g->sel_clusters[n] = clusters_of(c, g->f_select, n, c->P.sel_threads, 4 * c->P.sel_smem_keys);
   return QGEN_OK;
 }
 
@@ -520,12 +536,10 @@ static qgen_status launch(qgen_ctx *c, CUfunction f, unsigned gx, unsigned gy, u
    Only for select and attend of a sparse step, whose predecessor is our own estimate /
    select / extend, and for qg_combine after attend: a kernel before estimate or extend
    (the caller's, which may write q) is fully ordered. */
-static qgen_status launch_ex(qgen_ctx *c, CUfunction f, unsigned gx, unsigned gy, unsigned gz, int threads, int smem,
-                             CUstream s, void **args, int cluster) {
-  /* not across the benchmark's breakdown events either: an event between two kernels
-     leaves nothing to overlap; nor for kernels built for sm_80, which have no
-     griddepcontrol.wait to hold them back */
-  const int pdl = c->P.pdl && (gctx(c)->features & QGEN_ARCH_PDL) && gctx(c)->code_arch >= 90 && !gctx(c)->marks;
+/* A launch in clusters of `cluster` CTAs along x (<= 1: none), as a programmatic dependent
+   of the kernel before it where pdl is set. */
+static qgen_status launch_cfg(qgen_ctx *c, CUfunction f, unsigned gx, unsigned gy, unsigned gz, int threads, int smem, CUstream s,
+                              void **args, int cluster, int pdl) {
   if (!pdl && cluster <= 1) return launch(c, f, gx, gy, gz, threads, smem, s, args);
   CUlaunchAttribute at[2];
   memset(at, 0, sizeof at);
@@ -548,6 +562,15 @@ static qgen_status launch_ex(qgen_ctx *c, CUfunction f, unsigned gx, unsigned gy
   cfg.numAttrs = na;
   CU(gctx(c)->cu->cuLaunchKernelEx(&cfg, f, args, NULL));
   return QGEN_OK;
+}
+
+static qgen_status launch_ex(qgen_ctx *c, CUfunction f, unsigned gx, unsigned gy, unsigned gz, int threads, int smem,
+                             CUstream s, void **args, int cluster) {
+  /* not across the benchmark's breakdown events either: an event between two kernels
+     leaves nothing to overlap; nor for kernels built for sm_80, which have no
+     griddepcontrol.wait to hold them back */
+  const int pdl = c->P.pdl && (gctx(c)->features & QGEN_ARCH_PDL) && gctx(c)->code_arch >= 90 && !gctx(c)->marks;
+  return launch_cfg(c, f, gx, gy, gz, threads, smem, s, args, cluster, pdl);
 }
 
 /* The append launches, QGEN_APPEND_MAX sequences each: n_new[i] tokens at the host length
@@ -608,6 +631,21 @@ static int select_cluster(const qgen_ctx *c, int64_t pps, int lists) {
   if (cl > 8) cl = 8;
   while (cl > 1 && gctx(c)->sel_clusters[cl] < lists) cl--;
   return cl < 1 ? 1 : (int)cl;
+}
+
+/* qg_estsel's cluster: estimate CTAs that select their list themselves (templates/estsel.cu),
+   or 0: launch estimate, then select. The most CTAs, up to 8 and at least one
+   estimate round of pages each, whose clusters all fit the device at once, and no fewer
+   than hold a list's keys in registers; not for a view of half-block pages. */
+static int estsel_cluster(const qgen_ctx *c, const qg_cache *ca, int64_t pps, int lists) {
+  const gpu_ctx *g = gctx(c);
+  if (!c->P.estsel || !g->estsel_clusters[1] || ca->page_size != c->L.block) return 0;
+  const int64_t hold = (int64_t)c->P.est_threads * c->P.estsel_regs;
+  const int64_t need = (pps + hold - 1) / hold;
+  int64_t cl = (pps + c->P.est_pages - 1) / c->P.est_pages;
+  if (cl > 8) cl = 8;
+  while (cl > need && g->estsel_clusters[cl] < lists) cl--;
+  return cl >= need && cl >= 1 && g->estsel_clusters[cl] >= lists ? (int)cl : 0;
 }
 
 /* The engine module of 2^i tokens a row (gpu_engine), built on first use. */
@@ -722,23 +760,29 @@ static qgen_status attend_in(qgen_kv *kv, const int *seq, int n_seq, const int *
     qgen_dptr qp = q + (qgen_dptr)row0 * L->q_bytes, op = out + (qgen_dptr)row0 * L->out_bytes;
     row0 += bt.tok[bt.n];
     qgen_status st;
+    int ecl = 0; /* qg_estsel's cluster, where it ran in place of estimate and select */
     if (reuse) { /* the last selection, extended; no estimate or select */
       void *xa[] = {&ca, &wk, &bt};
       if ((st = launch(c, g->f_extend, (unsigned)L->n_head_kv, (unsigned)bt.n, 1, 32, 0, s, xa))) return st;
     } else if (!dense) {
+      /* the one-token module's estimate and select as one launch where its clusters fit (ecl
+         CTAs a list); else the CTAs the capacity needs, at most one wave (each then loops
+         over its share) */
+      ecl = K.step ? 0 : estsel_cluster(c, &ca, kv->pps, bt.n * L->n_head_kv);
       void *ea[] = {&ca, &wk, &bt, &ba, &qp};
-      /* the CTAs the capacity needs, at most one wave (each then loops over its share) */
       int64_t ex = (kv->pps + P->est_pages - 1) / P->est_pages;
       const int64_t wave = (int64_t)g->sm_count * (K.est_per_sm > 0 ? K.est_per_sm : 1) / (bt.n * L->n_head_kv);
       if (ex > wave) ex = wave > 0 ? wave : 1;
-      if ((st = launch(c, K.estimate, (unsigned)ex, (unsigned)L->n_head_kv, (unsigned)bt.n, P->est_threads, P->est_smem, s, ea))) return st;
+      if ((st = launch_cfg(c, ecl ? g->f_estsel : K.estimate, (unsigned)(ecl ? ecl : ex), (unsigned)L->n_head_kv, (unsigned)bt.n, P->est_threads, P->est_smem, s, ea,
+                           ecl, 0)))
+        return st;
     }
     if (g->marks) CU(g->cu->cuEventRecordWithFlags(g->marks[0], s, CU_EVENT_RECORD_EXTERNAL));
     if (!dense && !reuse) {
       void *sa[] = {&ca, &wk, &bt, &ba};
       const int cl = select_cluster(c, kv->pps, bt.n * L->n_head_kv);
       const int smem = 4 * (int)(kv->pps < c->P.sel_smem_keys ? kv->pps : c->P.sel_smem_keys);
-      if ((st = launch_ex(c, g->f_select, (unsigned)(L->n_head_kv * cl), (unsigned)bt.n, 1, c->P.sel_threads, smem, s, sa, cl)))
+      if (!ecl && (st = launch_ex(c, g->f_select, (unsigned)(L->n_head_kv * cl), (unsigned)bt.n, 1, c->P.sel_threads, smem, s, sa, cl)))
         return st;
       if (K.rescore) { /* two-stage: the candidates' exact scores, then select over them */
         void *ra[] = {&ca, &wk, &bt, &ba, &qp};

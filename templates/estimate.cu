@@ -54,9 +54,13 @@ __device__ __forceinline__ u32 merge_h2(u32 a, u32 b, bool lo) {
   return *(const u32 *)&m;
 }
 
-// The kernel for R engine pages a selection page (R = 1: an owned cache or a view of
-// BLOCK-token pages; 2: a view of BLOCK / 2, the sizes attend.cu takes), R known.
-template <int R> __device__ __forceinline__ void estimate_r(const qg_cache &c, const qg_work &wk, const qg_batch &bt, const qgen_budget &bg, const void *q) {
+// The work of CTA x of the nx that share each list, for R engine pages a selection page
+// (R = 1: an owned cache or a view of BLOCK-token pages; 2: a view of BLOCK / 2, the sizes
+// attend.cu takes), R known. qg_estimate's CTAs are a grid's x; qg_estsel's the ranks of a
+// cluster.
+template <int R>
+__device__ __forceinline__ void estimate_r(const qg_cache &c, const qg_work &wk, const qg_batch &bt, const qgen_budget &bg, const void *q, int x,
+                                           int nx) {
   constexpr int NW = QG_EST_THREADS / 32, K2 = 2 * D, NB = K2 / 32;
   static_assert(QG_EST_PAGES == 16 * NW, "estimate: 16 pages a warp");
   // 8-bit rows are read for pages of the block; a view's half-block pages (R = 2) have
@@ -74,8 +78,8 @@ template <int R> __device__ __forceinline__ void estimate_r(const qg_cache &c, c
   grid_dep_launch(); // select may start; it waits for all of estimate before reading
   const int seq = bt.seq[b];
   const i64 len = c.seq_len[seq], n = pages_of(len);
-  const i64 per = ((n + gridDim.x - 1) / gridDim.x + QG_EST_PAGES - 1) / QG_EST_PAGES * QG_EST_PAGES;
-  const i64 c0 = (i64)blockIdx.x * per, c1 = min(n, c0 + per);
+  const i64 per = ((n + nx - 1) / nx + QG_EST_PAGES - 1) / QG_EST_PAGES * QG_EST_PAGES;
+  const i64 c0 = (i64)x * per, c1 = min(n, c0 + per);
   if (c0 >= n) return;
   const int rounds = (int)((c1 - c0 + QG_EST_PAGES - 1) / QG_EST_PAGES);
 
@@ -278,8 +282,13 @@ template <int R> __device__ __forceinline__ void estimate_r(const qg_cache &c, c
   }
 }
 
+// CTA x of nx estimating each list: the page size picks R.
+__device__ __forceinline__ void estimate_share(const qg_cache &c, const qg_work &wk, const qg_batch &bt, const qgen_budget &bg, const void *q, int x, int nx) {
+  if (BLOCK / 2 % 16 == 0 && c.page_size == BLOCK / 2) estimate_r<(BLOCK / 2 % 16 == 0 ? 2 : 1)>(c, wk, bt, bg, q, x, nx);
+  else estimate_r<1>(c, wk, bt, bg, q, x, nx);
+}
+
 // The CTAs an SM the registers are sized for: base/plan.c says why.
 extern "C" __global__ void __launch_bounds__(QG_EST_THREADS, QG_EST_MIN_CTAS) qg_estimate(qg_cache c, qg_work wk, qg_batch bt, qgen_budget bg, const void *q) {
-  if (BLOCK / 2 % 16 == 0 && c.page_size == BLOCK / 2) estimate_r<(BLOCK / 2 % 16 == 0 ? 2 : 1)>(c, wk, bt, bg, q);
-  else estimate_r<1>(c, wk, bt, bg, q);
+  estimate_share(c, wk, bt, bg, q, blockIdx.x, gridDim.x);
 }

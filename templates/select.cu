@@ -62,11 +62,17 @@ struct sel_smem {
   int scan[64]; // two block scans' scratch
 };
 
-constexpr int SEL_T = QG_SEL_THREADS, SEL_NH = 2048 / SEL_T; // threads, pass 0's bins a thread
+// The code below is for CTAs of T threads whose register path holds up to SMALL keys a
+// thread (NKR registers), in clusters of at most NR ranks: qg_select's shape
+// (QG_SEL_THREADS, QG_SEL_REGS, 8) or qg_estsel's (estsel.cu). NH: pass 0's bins a thread.
+template <int T_, int SMALL_, int NR_> struct sel_shape {
+  static constexpr int T = T_, SMALL = SMALL_, NR = NR_, NH = 2048 / T_, NKR = SMALL_ > 0 ? SMALL_ : 1;
+  static_assert(T % 32 == 0 && T <= 1024 && 1024 % T == 0 && QG_SEL_BINS == 2048, "select: a CTA of 2^k warps, an 11-bit first digit");
+  static_assert(NR >= 1 && NR <= 16, "a cluster of 1..16 ranks");
+};
 // Pages per thread per batch of loads (staging, passes): the most that keep 32 registers
 // (two CTAs of 1024 per SM) without spills, for every sel= (ptxas 13.0, sm_80 and sm_90).
-constexpr int SEL_STAGE = 12, SEL_PER = 4, SEL_SMALL = QG_SEL_REGS, SEL_NKR = SEL_SMALL > 0 ? SEL_SMALL : 1;
-static_assert(SEL_T % 32 == 0 && SEL_T <= 1024 && 1024 % SEL_T == 0 && QG_SEL_BINS == 2048, "select: a CTA of 2^k warps, an 11-bit first digit");
+constexpr int SEL_STAGE = 12, SEL_PER = 4;
 
 // Keys of the candidates [sp, rf) of the general path: from shared memory (staged) or
 // global memory.
@@ -91,23 +97,25 @@ struct cand_keys {
 // (own0[i]: bin top0 - i) straight into registers and leaves zeros for the next step (all
 // loads first, a register path's keys kr with them: a store between them would serialize
 // the round trips), and zeroes the histograms of passes 1 and 2.
-__device__ __forceinline__ void take_pass0(u32 (&own0)[SEL_NH], u32 (&kr)[SEL_NKR], u32 *ghist, const float *sc, int top0, bool regs,
+template <typename S>
+__device__ __forceinline__ void take_pass0(u32 (&own0)[S::NH], u32 (&kr)[S::NKR], u32 *ghist, const float *sc, int top0, bool regs,
                                            bool multi, int n, int g0, int rp, int rank, int tid, sel_smem &sm) {
 #pragma unroll
-  for (int u = 0; u < SEL_NH; u++) own0[u] = __ldcg(ghist + top0 - u);
+  for (int u = 0; u < S::NH; u++) own0[u] = __ldcg(ghist + top0 - u);
   if (regs) fetch_keys(kr, sc, g0 * rp, 1, 0, max(n, 1)); // clamped past n; sc[0] always exists
 #pragma unroll
-  for (int u = 0; u < SEL_NH; u++) sm.hist[u * SEL_T + tid] = 0;
-  for (int i = tid; i < 1024; i += SEL_T) sm.hist2[i] = 0;
+  for (int u = 0; u < S::NH; u++) sm.hist[u * S::T + tid] = 0;
+  for (int i = tid; i < 1024; i += S::T) sm.hist2[i] = 0;
   if (multi) cluster_sync(); // every rank holds its bins before rank 0 clears them
   if (rank == 0)
 #pragma unroll
-    for (int u = 0; u < SEL_NH; u++) ghist[top0 - u] = 0;
+    for (int u = 0; u < S::NH; u++) ghist[top0 - u] = 0;
 }
 
 // One pass of the radix select of the rem-th largest key among [sp, rf): narrows (prefix,
 // mask) by the pass's digit and rem to the keys left to take in the crossing bin.
-__device__ __forceinline__ void radix_pass(int pass, u32 &prefix, u32 &mask, u32 &rem, const u32 (&own0)[SEL_NH], const u32 (&kr)[SEL_NKR],
+template <typename S>
+__device__ __forceinline__ void radix_pass(int pass, u32 &prefix, u32 &mask, u32 &rem, const u32 (&own0)[S::NH], const u32 (&kr)[S::NKR],
                                            const cand_keys &ck, bool regs, bool multi, int CL, int g0, int rp, int tid, sel_smem &sm) {
   const int sp = ck.sp, rf = ck.rf;
   const int shift = pass == 0 ? 21 : pass == 1 ? 10 : 0, bits = pass == 2 ? 10 : 11, nbins = 1 << bits;
@@ -117,19 +125,19 @@ __device__ __forceinline__ void radix_pass(int pass, u32 &prefix, u32 &mask, u32
   if (pass > 0) { // pass 0's histogram came from estimate
     if (regs) {
 #pragma unroll
-      for (int u = 0; u < SEL_SMALL; u++)
+      for (int u = 0; u < S::SMALL; u++)
         if (u < rp) { // uniform: rp is the cluster's
           const int p = g0 * rp + u;
           hist_add(hp, p >= sp && p < rf && (kr[u] & mask) == prefix, (kr[u] >> shift) & (u32)(nbins - 1));
         }
     } else {
-      for (int p0 = sp; p0 < rf; p0 += SEL_T * SEL_PER) { // the same trip count for every thread
+      for (int p0 = sp; p0 < rf; p0 += S::T * SEL_PER) { // the same trip count for every thread
         u32 key[SEL_PER];
-        ck.load(key, p0 + tid, SEL_T);
+        ck.load(key, p0 + tid, S::T);
 #pragma unroll
         for (int u = 0; u < SEL_PER; u++)
-          if (p0 + u * SEL_T < rf) { // uniform; a row past rf would count nothing
-            const int p = p0 + u * SEL_T + tid;
+          if (p0 + u * S::T < rf) { // uniform; a row past rf would count nothing
+            const int p = p0 + u * S::T + tid;
             hist_add(hp, p < rf && (key[u] & mask) == prefix, (key[u] >> shift) & (u32)(nbins - 1));
           }
       }
@@ -140,20 +148,20 @@ __device__ __forceinline__ void radix_pass(int pass, u32 &prefix, u32 &mask, u32
   // Thread t owns nbins/T bins counted from the top (own[i] = bin top - i: this CTA's
   // count, or in a cluster's pass > 0 the sum over its CTAs); one block scan of the owned
   // sums finds the thread whose range holds the rem-th key.
-  const int per = nbins / SEL_T, top = nbins - 1 - tid * per;
+  const int per = nbins / S::T, top = nbins - 1 - tid * per;
   const bool remote = multi && pass > 0;
-  u32 own[SEL_NH], sum = 0;
+  u32 own[S::NH], sum = 0;
 #pragma unroll
-  for (int i = 0; i < SEL_NH; i++) {
+  for (int i = 0; i < S::NH; i++) {
     if (pass == 0) {
       own[i] = own0[i]; // per == NH
     } else {
-      u32 v[8];
+      u32 v[S::NR];
 #pragma unroll
-      for (int r = 0; r < 8; r++) v[r] = i < per && (r == 0 || (remote && r < CL)) ? (remote ? ld_cluster(hp + top - i, r) : hp[top - i]) : 0u;
+      for (int r = 0; r < S::NR; r++) v[r] = i < per && (r == 0 || (remote && r < CL)) ? (remote ? ld_cluster(hp + top - i, r) : hp[top - i]) : 0u;
       own[i] = 0;
 #pragma unroll
-      for (int r = 0; r < 8; r++) own[i] += v[r];
+      for (int r = 0; r < S::NR; r++) own[i] += v[r];
     }
     sum += own[i];
   }
@@ -162,7 +170,7 @@ __device__ __forceinline__ void radix_pass(int pass, u32 &prefix, u32 &mask, u32
   if (before < rem && before + sum >= rem) {
     u32 acc = before;
 #pragma unroll
-    for (int i = 0; i < SEL_NH; i++) {
+    for (int i = 0; i < S::NH; i++) {
       const u32 cnt = own[i]; // 0 past per: never the crossing bin, as acc < rem
       if (acc + cnt >= rem) { sm.s_bin[pass] = (u32)(top - i); sm.s_rem[pass] = rem - acc; sm.s_all[pass] = rem - acc == cnt; break; }
       acc += cnt;
@@ -186,11 +194,12 @@ __device__ __forceinline__ void radix_pass(int pass, u32 &prefix, u32 &mask, u32
 // thr; tied: candidates at thr; each < 2^15 as n < 32768) places the thread's pages after
 // those before it; in a cluster the CTA's totals add those of the lower ranks. rem = how
 // many keys equal to thr to take, lowest pages first.
-__device__ __forceinline__ void place(int *list, float *skip, const u32 (&kr)[SEL_NKR], u32 thr, u32 rem, int n, int sp, int rf, int g0,
+template <typename S>
+__device__ __forceinline__ void place(int *list, float *skip, const u32 (&kr)[S::NKR], u32 thr, u32 rem, int n, int sp, int rf, int g0,
                                       int rp, bool multi, int rank, int tid, sel_smem &sm) {
   int taken = 0, tied = 0;
 #pragma unroll
-  for (int u = 0; u < SEL_SMALL; u++) {
+  for (int u = 0; u < S::SMALL; u++) {
     const int p = g0 * rp + u;
     if (u < rp && p < n) {
       const bool cand = p >= sp && p < rf;
@@ -198,7 +207,7 @@ __device__ __forceinline__ void place(int *list, float *skip, const u32 (&kr)[SE
       tied += cand && kr[u] == thr;
     }
   }
-  static_assert(SEL_T * SEL_SMALL < 32768, "packed counts");
+  static_assert(S::T * S::SMALL < 32768, "packed counts");
   int tot;
   int before = block_exclusive_scan(taken << 16 | tied, sm.scan, &tot);
   if (multi) {
@@ -209,7 +218,7 @@ __device__ __forceinline__ void place(int *list, float *skip, const u32 (&kr)[SE
   u32 e = (u32)(before & 0xffff);
   int pos = (before >> 16) + (int)min(e, rem);
 #pragma unroll
-  for (int u = 0; u < SEL_SMALL; u++) {
+  for (int u = 0; u < S::SMALL; u++) {
     const int p = g0 * rp + u;
     if (u < rp && p < n) {
       const bool cand = p >= sp && p < rf, eq = cand && kr[u] == thr;
@@ -224,9 +233,10 @@ __device__ __forceinline__ void place(int *list, float *skip, const u32 (&kr)[SE
 // The general path's list. Warp w owns pages [lo, hi), walked 32 at a time. Pass A counts
 // the keys above and equal to the threshold; the pages selected before the segment follow
 // from the block scans of those counts and the forced intervals. Pass B writes.
+template <typename S>
 __device__ __forceinline__ void compact(int *list, float *skip, const cand_keys &ck, u32 thr, u32 rem, int n, int lane, int warp,
                                         sel_smem &sm) {
-  constexpr int NWARP = SEL_T / 32;
+  constexpr int NWARP = S::T / 32;
   const int sp = ck.sp, rf = ck.rf;
   const int seg = ((n + NWARP - 1) / NWARP + 31) / 32 * 32, lo = min(n, warp * seg), hi = min(n, lo + seg);
   const u32 below = (1u << lane) - 1;
@@ -270,11 +280,11 @@ __device__ __forceinline__ void compact(int *list, float *skip, const cand_keys 
 
 // The list of one (row, KV head): CLUSTER = launched in clusters of CL > 1 CTAs, this one
 // of rank `rank` (the single-CTA instantiation carries none of the cluster's code).
-template <bool CLUSTER>
-__device__ __forceinline__ void select_list(const qg_cache &c, const qg_work &wk, const qg_batch &bt, const qgen_budget &bg, int CL,
-                                            int rank, sel_smem &sm, u32 *keys) {
-  constexpr int T = SEL_T, SMALL = SEL_SMALL;
-  const int h = blockIdx.x / CL, b = blockIdx.y, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+template <bool CLUSTER, typename S>
+__device__ __forceinline__ void select_list(const qg_cache &c, const qg_work &wk, const qg_batch &bt, const qgen_budget &bg, int h, int b,
+                                            int CL, int rank, sel_smem &sm, u32 *keys) {
+  constexpr int T = S::T, SMALL = S::SMALL;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int seq = bt.seq[b];
   const int len = c.seq_len[seq], n = (int)pages_of(len); // page indices fit in int
   const i64 base = ((i64)seq * N_KV + h) * c.pages_per_seq;
@@ -292,8 +302,8 @@ __device__ __forceinline__ void select_list(const qg_cache &c, const qg_work &wk
   const int R = multi ? CL : 1, g0 = multi ? rank * T + tid : tid; // CTAs sharing the list, this thread's place
   const bool regs = small || multi;
   const int rp = (n + R * T - 1) / (R * T); // pages a thread holds: [g0 * rp, g0 * rp + rp)
-  u32 kr[SEL_NKR], own0[SEL_NH];
-  take_pass0(own0, kr, ghist, sc, 2047 - tid * SEL_NH, regs, multi, n, g0, rp, rank, tid, sm);
+  u32 kr[S::NKR], own0[S::NH];
+  take_pass0<S>(own0, kr, ghist, sc, 2047 - tid * S::NH, regs, multi, n, g0, rp, rank, tid, sm);
 
   i64 sp64, rf64;
   qgen_forced_ranges(&bg, len, BLOCK, &sp64, &rf64);
@@ -311,7 +321,7 @@ __device__ __forceinline__ void select_list(const qg_cache &c, const qg_work &wk
   const int kc = nf + (int)min((i64)(k - nf) * wk.cand, (i64)(rf - sp));
   float *skip = wk.exact ? wk.exact + base : nullptr;
   if (rank == 0 && tid == 0) wk.count[(i64)seq * N_KV + h] = kc;
-  const bool smem_keys = !regs && n <= QG_SEL_SMEM_KEYS;
+  const bool smem_keys = keys && !regs && n <= QG_SEL_SMEM_KEYS; // (qg_estsel has none)
   if (smem_keys)
     for (int p0 = sp; p0 < rf; p0 += T * SEL_STAGE) {
       u32 key[SEL_STAGE];
@@ -326,11 +336,11 @@ __device__ __forceinline__ void select_list(const qg_cache &c, const qg_work &wk
   // Radix select of the (kc - nf)-th largest key among [sp, rf): 11 + 11 + 10 bits.
   u32 prefix = 0, mask = 0, rem = (u32)(kc - nf);
   if (rem == 0) prefix = 0xffffffffu; // nothing to pick: no key exceeds it, take none equal
-  for (int pass = 0; rem > 0 && pass < 3; pass++) radix_pass(pass, prefix, mask, rem, own0, kr, ck, regs, multi, CL, g0, rp, tid, sm);
+  for (int pass = 0; rem > 0 && pass < 3; pass++) radix_pass<S>(pass, prefix, mask, rem, own0, kr, ck, regs, multi, CL, g0, rp, tid, sm);
   const u32 thr = prefix; // rem = how many keys equal to thr to take, lowest pages first (0: keys > thr)
 
-  if (regs) place(list, skip, kr, thr, rem, n, sp, rf, g0, rp, multi, rank, tid, sm);
-  else compact(list, skip, ck, thr, rem, n, lane, warp, sm);
+  if (regs) place<S>(list, skip, kr, thr, rem, n, sp, rf, g0, rp, multi, rank, tid, sm);
+  else compact<S>(list, skip, ck, thr, rem, n, lane, warp, sm);
 }
 
 extern "C" __global__ void __launch_bounds__(QG_SEL_THREADS) qg_select(qg_cache c, qg_work wk, qg_batch bt, qgen_budget bg) {
@@ -338,6 +348,7 @@ extern "C" __global__ void __launch_bounds__(QG_SEL_THREADS) qg_select(qg_cache 
   __shared__ sel_smem sm;
   int CL, rank;
   cluster_place(CL, rank); // a cluster shares one list
-  if (CL > 1) select_list<true>(c, wk, bt, bg, CL, rank, sm, keys);
-  else select_list<false>(c, wk, bt, bg, 1, 0, sm, keys);
+  using S = sel_shape<QG_SEL_THREADS, QG_SEL_REGS, 8>;
+  if (CL > 1) select_list<true, S>(c, wk, bt, bg, blockIdx.x / CL, blockIdx.y, CL, rank, sm, keys);
+  else select_list<false, S>(c, wk, bt, bg, blockIdx.x, blockIdx.y, 1, 0, sm, keys);
 }

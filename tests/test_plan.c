@@ -28,6 +28,8 @@
  *     attend's registers then sized for 4 CTAs an SM; else left to ptxas;
  *   - QGEN_TUNE groups= / stages= / selreg= / chunk= / ctas= / pair= reach the plan, a CTA never exceeds 1024
  *     threads, and out-of-range values are refused by name;
+ *   - qg_estsel (estimate and select in one launch) is built for sm_90's one-token module of
+ *     one-stage selection only, and estsel=1 turns it on at launch time;
  *   - the engine modules (steps of 2, 4, 8 and 16 query tokens: group x step rows) of every
  *     shape on every arch: the same ring, CTA and token-group rules over their m-tiles, no
  *     swapped operands or pairs, shared memory within the arch, the split partials merged by
@@ -396,6 +398,27 @@ int main(void) {
   qgen_plan_make(&L, H100, &t, &P, NULL, 0);
   check(rc == 1 && P.sel_regs == 0, "QGEN_TUNE=selreg=0: short path off, a kernel-shaping key (got %d)", P.sel_regs);
 
+  /* qg_estsel: built for the one-token module of one-stage selection on sm_90 only; estsel=1
+     turns it on at launch time. Rows: arch, QGEN_TUNE, engine step, rescore; keys a thread
+     and use wanted. */
+  const struct { int sm; const char *tune; int step, rescore, regs, use; const char *what; } es[] = {
+      {90, "estsel=1", 0, 1, 8, 1, "sm_90, QGEN_TUNE=estsel=1: one launch, 8 keys a thread"},
+      {90, NULL, 0, 1, 8, 0, "sm_90 by default: the kernel built, not used"},
+      {86, NULL, 0, 1, 0, 0, "sm_86: none"},
+      {90, NULL, 4, 1, 0, 0, "an engine module: none"},
+      {90, NULL, 0, 4, 0, 0, "two-stage selection: none"},
+      {90, "estsel=1,selreg=1", 0, 1, 1, 1, "QGEN_TUNE=selreg=1: one key a thread"},
+      {90, "estsel=1,selreg=0", 0, 1, 0, 0, "QGEN_TUNE=selreg=0: not built"}};
+  for (size_t i = 0; i < sizeof es / sizeof *es; i++) {
+    rc = qgen_tune_parse(es[i].tune, &t, err, sizeof err);
+    t.step = es[i].step;
+    L.rescore = es[i].rescore;
+    qgen_plan_make(&L, qgen_arch_of(es[i].sm), &t, &P, NULL, 0);
+    check(rc >= 0 && P.estsel_regs == es[i].regs && P.estsel == es[i].use, "qg_estsel, %s (got rc %d, regs %d, use %d)", es[i].what, rc,
+          P.estsel_regs, P.estsel);
+  }
+  L.rescore = 1;
+
   rc = qgen_tune_parse("chunk=3,ctas=4", &t, err, sizeof err);
   qgen_plan_make(&L, H100, &t, &P, NULL, 0);
   check(rc == 1 && P.chunk == 2 && P.attend_min_ctas == 4, "QGEN_TUNE=chunk=3,ctas=4: 3 does not divide 64-token pages, 2 given; 4 CTAs (got %d, %d)",
@@ -433,7 +456,7 @@ int main(void) {
         P.attend_min_ctas);
 
   const char *refused[] = {"groups=0", "groups=17", "stages=1", "stages=9", "groups=x", "groups=", "bulk=2", "selreg=33", "selreg=-1",
-                           "chunk=0", "chunk=17", "ctas=0", "ctas=17", "pair=2", "pair=-1"};
+                           "chunk=0", "chunk=17", "ctas=0", "ctas=17", "pair=2", "pair=-1", "estsel=2"};
   for (size_t i = 0; i < sizeof refused / sizeof *refused; i++) {
     err[0] = 0;
     check(qgen_tune_parse(refused[i], &t, err, sizeof err) == -1 && strstr(err, "groups=1..16"), "QGEN_TUNE=%s is refused: %s",
