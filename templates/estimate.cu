@@ -30,7 +30,8 @@
 // in rounds of QG_EST_PAGES, 16 pages a warp; a warp's next round of bounds is in flight
 // while it multiplies this one, its page ids two rounds ahead (so a CTA pays the page id ->
 // bounds round trip once, not per 16 pages: estimate at 1M B4 measured 17 % faster on an H200
-// than with a CTA per 64 pages). CTAs past the end return.
+// than with a CTA per 64 pages). CTAs past the end return. qg_estsel (estsel.cu) runs the
+// same code with a cluster's ranks as the CTAs x.
 
 constexpr int EST_NT = (G + 7) / 8;               // n-tiles of 8 heads
 constexpr int EST_NQ = IT::EXACT_F16 ? 1 : 2;      // q as f16 (+ residue)

@@ -39,7 +39,9 @@
 // CTA's pages the same way. A list that fits one CTA leaves the other ranks idle (they
 // return at once), and one too long for the cluster takes rank 0's general path. The
 // cluster code lives in its own instantiation (select_list<true>): inline in the one body
-// it cost every short list 2-3 us on an H200.
+// it cost every short list 2-3 us on an H200. The same code serves qg_estsel (estsel.cu),
+// whose clusters are estimate's CTAs of 128 threads: the CTA size, the keys a thread and
+// the most ranks are the shape parameter (sel_shape).
 
 // Keys of pages p + u * stride (u < N), each page clamped into [a, e) (not empty); callers
 // ignore the clamped ones. The loads are unconditional, so all N issue before the first
