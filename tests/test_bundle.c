@@ -588,7 +588,7 @@ static void m_kind1(uint8_t *c, size_t *n) { (void)n, qgen_wr32(E1 + 4, 1); }
 static void m_nk9(uint8_t *c, size_t *n) { (void)n, qgen_wr32(E0 + 40, 9); }
 static void m_nk_huge(uint8_t *c, size_t *n) { (void)n, qgen_wr32(E0 + 40, 0xffffffffu); }
 static void m_nk3(uint8_t *c, size_t *n) { (void)n, qgen_wr32(E0 + 40, 3); }
-static void m_nk7(uint8_t *c, size_t *n) { (void)n, qgen_wr32(E0 + 40, 7); } /* one past a sparse module's 6 */
+static void m_nk8(uint8_t *c, size_t *n) { (void)n, qgen_wr32(E0 + 40, 8); } /* one past a sparse module's 7 */
 static void m_name_nonul(uint8_t *c, size_t *n) { (void)n, memset(E0 + 80, 'A', 32); }
 static void m_name_slash(uint8_t *c, size_t *n) { (void)n, E0[80 + 32 + 2] = '/'; }
 static void m_name_tail(uint8_t *c, size_t *n) { (void)n, E0[80 + 31] = 'x'; }
@@ -662,7 +662,7 @@ static void test_forged(void) {
   forged("entry 0 lists 9 kernels", "9 kernels (at most 8)", m_nk9, 1);
   forged("entry 0 lists 2^32-1 kernels", "4294967295 kernels", m_nk_huge, 1);
   forged("entry 0 lists 3 kernels (slot 3 is then not empty)", "past the kernel count", m_nk3, 1);
-  forged("entry 0 lists 7 kernels (slot 6 empty)", "slot 6 is empty", m_nk7, 1);
+  forged("entry 0 lists 8 kernels (slot 7 empty)", "slot 7 is empty", m_nk8, 1);
   forged("kernel name without a NUL", "not NUL-terminated", m_name_nonul, 1);
   forged("kernel name with a '/'", "outside [A-Za-z0-9_]", m_name_slash, 1);
   forged("kernel name slot with a byte after the NUL", "after its NUL", m_name_tail, 1);

@@ -14,7 +14,7 @@
 # of 40 others; QGEN_GRID=all runs every one; QGEN_TEST_QUICK=1 plans them all but compiles
 # one in nine (the sanitizer pass). Each combination is a variant of a generated multi-variant spec, emitted
 # by `qgen emit` into a fresh cache; it must exit 0 and its report show, for each variant
-# and arch, the six kernels, view, estimate, select and extend with 0/0 spill stores/loads and a stack
+# and arch, the seven kernels, view, estimate, select, estsel and extend with 0/0 spill stores/loads and a stack
 # of 0 (a spill in append or attend is printed as a note: ptxas spills a few bytes of
 # attend on sm_90 for some small quantized shapes).
 #
@@ -107,7 +107,7 @@ for part in "$tmp"/part.*; do
   write_spec "$part.c" "$part.c.lua"
   "$QGEN" emit --spec "$part.c.lua" >"$part.out" 2>&1
   ok $? "emit $(wc -l <"$part.c") variants ($(head -n 1 "$part.c" | tr ' ' /) .. $(tail -n 1 "$part.c" | tr ' ' /))"
-  # every variant: 2 archs x 6 kernels, each spill 0/0 and stack 0
+  # every variant: 2 archs x 7 kernels, each spill 0/0 and stack 0
   check_report "$part.out" "$(wc -l <"$part.c")" "80|90" 14
   ok $? "no spills, no stack in $(wc -l <"$part.c") variants x sm_80, sm_90"
   [ "$fail" = 0 ] || tail -n 40 "$part.out"
