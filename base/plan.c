@@ -104,7 +104,7 @@ int qgen_tune_parse(const char *s, qgen_tune *t, char *err, size_t errlen) {
     return -1;
   }
   return t->groups || t->stages || t->smem_kib || t->split || t->sel || t->selreg >= 0 || t->olddq >= 0 || t->swap >= 0 || t->ctas || t->chunk ||
-         t->pair >= 0 || t->merge >= 0 || t->mtw;
+         t->pair >= 0 || t->merge >= 0 || t->mtw || t->estsel == 1;
 }
 
 int qgen_plan_pair_ctas(qgen_type t) {
@@ -244,15 +244,20 @@ int qgen_plan_make(const qgen_layout *L, const qgen_arch *A, const qgen_tune *tp
   p->sel_smem_keys = 24576;
   if (4 * p->sel_smem_keys > A->smem_block - SELECT_STATIC) p->sel_smem_keys = (A->smem_block - SELECT_STATIC) / 4 / 256 * 256;
   p->sel_regs = t.selreg >= 0 ? t.selreg : 4; /* lists up to 4 x sel_threads pages: keys in registers */
-  /* qg_estsel (estimate CTAs that select their list): the one-token module of one-stage
-     selection (a unit of two-stage selection names no more kernels: jit/artifact.h) on sm_90 only
-     (the one cluster target measured), where the staged query and select's arrays fit one
-     CTA; a cluster of 8 then holds 8192 pages (512K tokens at block 64): 16 keys a thread
-     cost the sm_90 module 2.5 s of NVRTC time against 1.2 s at 8. QGEN_TUNE selreg= below 8
-     sets it too (tests: selreg=1 puts a quick check's lists on the cluster path) */
+  /* qg_estsel (estimate CTAs that select their list), opt-in (QGEN_TUNE estsel=1) until it
+     is measured on a GPU: built only then, as its code costs an sm_90 module 1.2 s of NVRTC
+     time (25 %). For the one-token module of one-stage selection (a unit of two-stage
+     selection names no more kernels: jit/artifact.h) on sm_90 only (the one cluster target
+     measured), where the staged query and select's arrays fit one CTA; a cluster of 8 then
+     holds 8192 pages (512K tokens at block 64), and 16 keys a thread would double that at
+     2.5 s. QGEN_TUNE selreg= below 8 sets the keys too (tests: selreg=1 puts a quick check's
+     lists on the cluster path) */
   const int es_regs = t.selreg >= 0 && t.selreg < 8 ? t.selreg : 8;
-  p->estsel_regs = L->sparse && L->rescore < 2 && !t.step && A->sm == 90 && p->est_smem + SELECT_STATIC <= A->smem_block - STATIC_SLACK ? es_regs : 0;
-  p->estsel = t.estsel == 1 && p->estsel_regs > 0; /* opt-in until measured on a GPU */
+  p->estsel_regs = t.estsel == 1 && L->sparse && L->rescore < 2 && !t.step && A->sm == 90 &&
+                           p->est_smem + SELECT_STATIC <= A->smem_block - STATIC_SLACK
+                       ? es_regs
+                       : 0;
+  p->estsel = p->estsel_regs > 0;
   p->append_threads = 128;
   const qgen_type sk = L->sketch_row_bytes ? QGEN_SKETCH_TYPE : L->k_type;
   p->resc_threads = 128;

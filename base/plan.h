@@ -41,7 +41,7 @@
      pages; 0: never) */                                                                    \
   X(sel_regs, 1)                                                                               \
   /* qg_estsel (estimate CTAs that select their list in a cluster; sm_90): keys a thread  */ \
-  /* holds (0: not built), and whether the step uses it (1: where its clusters fit) */       \
+  /* holds (0: not built), and whether the step uses it (where its clusters fit) */          \
   X(estsel_regs, 1) X(estsel, 0)                                                               \
   X(append_threads, 1)                                                                         \
   /* rescore (two-stage specs; jit/emit.c writes them into those units only): CTA size,    \
@@ -87,10 +87,10 @@ typedef struct qgen_plan {
  *              else 1):
  *              one warp's K and V operands serve them all (the rows rounded up to whole
  *              warps of N m-tiles)
- *   estsel=0|1 a sparse step's estimate CTAs select their list in a cluster (qg_estsel;
- *              1: where runtime/gpu.c finds the clusters fit; sm_90) or estimate and select
- *              are two launches (0, the default)
- * All but pdl, bulk and estsel change the generated kernels (and so their cache key); bundles hold the
+ *   estsel=0|1 a sparse step's estimate CTAs select their list in a cluster (qg_estsel,
+ *              built only under 1; where runtime/gpu.c finds the clusters fit; sm_90) or
+ *              estimate and select are two launches (0, the default)
+ * All but pdl, bulk and estsel=0 change the generated kernels (and so their cache key); bundles hold the
  * default plan, so qgen_open of a bundle and qgen bundle refuse while one of them is set.
  * qgen_open parses it once (qgen_tune_parse) and keeps the result for its plan and its JIT
  * build; the CLI parses it once at start. Nothing below reads the environment. */

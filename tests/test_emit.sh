@@ -138,6 +138,11 @@ ok $([ $? = 0 ] && grep -q "#define QG_STAGES 6" "$tmp/tuned.txt" && grep -q "#d
   "QGEN_TUNE=groups=2,stages=3,sel=256 reaches the generated constants (a ring of 6, 2 consumer warps + producer)"
 QGEN_TUNE=stages=2 "$QGEN" emit --spec specs/qwen3-4b.lua --variant qwen3-4b --arch sm_90 > "$tmp/tuned.txt" 2>&1
 ok $([ $? = 0 ] && [ "$(grep -c ' miss$' "$tmp/tuned.txt")" = 1 ]; echo $?) "a tuned plan is a cache miss beside the default plan's entries"
+# estsel=1 builds qg_estsel (estimate and select in one launch; opt-in): on sm_90 its code,
+# without spills; by default an empty kernel
+QGEN_TUNE=estsel=1 "$QGEN" emit --spec specs/qwen3-4b.lua --variant qwen3-4b-q4_0 --arch sm_90 > "$tmp/tuned.txt" 2>&1
+ok $([ $? = 0 ] && awk '$2 == "qg_estsel" && $4 > 32 && $6 == "0/0" && $8 == 0 { n++ } END { exit n != 1 }' "$tmp/tuned.txt"; echo $?) \
+  "QGEN_TUNE=estsel=1: qg_estsel built for sm_90, no spills ($(awk '$2 == "qg_estsel"' "$tmp/tuned.txt"))"
 for bad in stages=9 groups=0 groups=17 sel=300 frob=1 stages= "stages=2,"; do
   QGEN_TUNE="$bad" "$QGEN" emit --spec specs/qwen2.5-0.5b.lua --arch sm_90 > /dev/null 2>"$tmp/err.txt"
   ok $([ $? = 1 ] && grep -q "QGEN_TUNE" "$tmp/err.txt"; echo $?) "QGEN_TUNE='$bad' exits 1 and names the variable"

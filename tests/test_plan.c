@@ -28,8 +28,8 @@
  *     attend's registers then sized for 4 CTAs an SM; else left to ptxas;
  *   - QGEN_TUNE groups= / stages= / selreg= / chunk= / ctas= / pair= reach the plan, a CTA never exceeds 1024
  *     threads, and out-of-range values are refused by name;
- *   - qg_estsel (estimate and select in one launch) is built for sm_90's one-token module of
- *     one-stage selection only, and estsel=1 turns it on at launch time;
+ *   - qg_estsel (estimate and select in one launch) is built, under QGEN_TUNE estsel=1 only,
+ *     for sm_90's one-token module of one-stage selection only;
  *   - the engine modules (steps of 2, 4, 8 and 16 query tokens: group x step rows) of every
  *     shape on every arch: the same ring, CTA and token-group rules over their m-tiles, no
  *     swapped operands or pairs, shared memory within the arch, the split partials merged by
@@ -398,15 +398,16 @@ int main(void) {
   qgen_plan_make(&L, H100, &t, &P, NULL, 0);
   check(rc == 1 && P.sel_regs == 0, "QGEN_TUNE=selreg=0: short path off, a kernel-shaping key (got %d)", P.sel_regs);
 
-  /* qg_estsel: built for the one-token module of one-stage selection on sm_90 only; estsel=1
-     turns it on at launch time. Rows: arch, QGEN_TUNE, engine step, rescore; keys a thread
+  /* qg_estsel: built and used under QGEN_TUNE=estsel=1 (a kernel-shaping key), for the
+     one-token module of one-stage selection on sm_90 only. Rows: arch, QGEN_TUNE, engine step, rescore; keys a thread
      and use wanted. */
   const struct { int sm; const char *tune; int step, rescore, regs, use; const char *what; } es[] = {
       {90, "estsel=1", 0, 1, 8, 1, "sm_90, QGEN_TUNE=estsel=1: one launch, 8 keys a thread"},
-      {90, NULL, 0, 1, 8, 0, "sm_90 by default: the kernel built, not used"},
-      {86, NULL, 0, 1, 0, 0, "sm_86: none"},
-      {90, NULL, 4, 1, 0, 0, "an engine module: none"},
-      {90, NULL, 0, 4, 0, 0, "two-stage selection: none"},
+      {90, NULL, 0, 1, 0, 0, "sm_90 by default: not built"},
+      {90, "estsel=0", 0, 1, 0, 0, "sm_90, QGEN_TUNE=estsel=0: not built"},
+      {86, "estsel=1", 0, 1, 0, 0, "sm_86: none"},
+      {90, "estsel=1", 4, 1, 0, 0, "an engine module: none"},
+      {90, "estsel=1", 0, 4, 0, 0, "two-stage selection: none"},
       {90, "estsel=1,selreg=1", 0, 1, 1, 1, "QGEN_TUNE=selreg=1: one key a thread"},
       {90, "estsel=1,selreg=0", 0, 1, 0, 0, "QGEN_TUNE=selreg=0: not built"}};
   for (size_t i = 0; i < sizeof es / sizeof *es; i++) {
@@ -414,7 +415,7 @@ int main(void) {
     t.step = es[i].step;
     L.rescore = es[i].rescore;
     qgen_plan_make(&L, qgen_arch_of(es[i].sm), &t, &P, NULL, 0);
-    check(rc >= 0 && P.estsel_regs == es[i].regs && P.estsel == es[i].use, "qg_estsel, %s (got rc %d, regs %d, use %d)", es[i].what, rc,
+    check(rc == (es[i].tune && strstr(es[i].tune, "=1")) && P.estsel_regs == es[i].regs && P.estsel == es[i].use, "qg_estsel, %s (got rc %d, regs %d, use %d)", es[i].what, rc,
           P.estsel_regs, P.estsel);
   }
   L.rescore = 1;
