@@ -36,6 +36,9 @@ static inline qg_i64 qg_max64(qg_i64 a, qg_i64 b) { return a > b ? a : b; }
 #endif
 
 #define QGEN_MAX_BATCH 256 /* sequences per attend launch (qg_batch) */
+/* the persistent attend's mailbox, shared-memory bytes (attend.cu attend_persistent; the
+   plan counts them in its shared memory) */
+#define QGEN_PERSIST_BOX 256
 #define QGEN_APPEND_MAX 64 /* sequences per append launch (qg_append_args) */
 #define QGEN_VIEW_SLOTS 4  /* slots of a qg_view CTA, one warp each */
 
@@ -110,7 +113,8 @@ typedef struct qg_work {
   QG_DPTR(qg_i32) count;   /* [max_seqs][N_KV] */
   QG_DPTR(float) part_o;   /* [MAX_BATCH][N_HEAD][max_splits][D] */
   QG_DPTR(float) part_ml;  /* [MAX_BATCH][N_HEAD][max_splits][2] */
-  QG_DPTR(qg_i32) ticket;  /* [MAX_BATCH][N_KV]: splits done; zero between steps */
+  QG_DPTR(qg_i32) ticket;  /* [MAX_BATCH][N_KV]: splits done; then 2: the persistent attend's
+                              shares claimed and CTAs run out (QGEN_PERSIST_BOX); zero between steps */
   QG_DPTR(unsigned) hist;  /* [MAX_BATCH][N_KV][2048]: top-11-bit key histogram of the candidates; zero between steps */
   qg_i32 max_splits;
   /* Two-stage selection (layout.h): select keeps cand x the budget's non-forced pages and,

@@ -70,7 +70,7 @@ int qgen_tune_parse(const char *s, qgen_tune *t, char *err, size_t errlen) {
       {"swap", 0, 1, offsetof(qgen_tune, swap)},     {"ctas", 1, 16, offsetof(qgen_tune, ctas)},
       {"chunk", 1, 16, offsetof(qgen_tune, chunk)},   {"pair", 0, 1, offsetof(qgen_tune, pair)},
       {"merge", 0, 1, offsetof(qgen_tune, merge)},   {"mtw", 1, 4, offsetof(qgen_tune, mtw)},
-      {"estsel", 0, 1, offsetof(qgen_tune, estsel)}};
+      {"estsel", 0, 1, offsetof(qgen_tune, estsel)}, {"persist", 1, 4, offsetof(qgen_tune, persist)}};
   tune_none(t);
   unsigned seen = 0; /* keys given so far: each at most once */
   while (s && *s) {
@@ -82,7 +82,7 @@ int qgen_tune_parse(const char *s, qgen_tune *t, char *err, size_t errlen) {
     long v = k < nk ? strtol(eq + 1, &stop, 10) : 0;
     if (k == nk || stop == eq + 1 || stop != s + n || v < keys[k].lo || v > keys[k].hi || (end && !end[1]) ||
         (keys[k].off == offsetof(qgen_tune, sel) && (v & (v - 1)))) {
-      snprintf(err, errlen, "QGEN_TUNE: '%.*s' is not one of groups=1..16, stages=2..8, smem=16..220, split=64..65536, sel=128|256|512|1024, selreg=0..32, pdl=0|1, bulk=0|1, olddq=0|1, swap=0|1, ctas=1..16, chunk=1..16, pair=0|1, merge=0|1, mtw=1..4, estsel=0|1",
+      snprintf(err, errlen, "QGEN_TUNE: '%.*s' is not one of groups=1..16, stages=2..8, smem=16..220, split=64..65536, sel=128|256|512|1024, selreg=0..32, pdl=0|1, bulk=0|1, olddq=0|1, swap=0|1, ctas=1..16, chunk=1..16, pair=0|1, merge=0|1, mtw=1..4, estsel=0|1, persist=1..4",
                (int)n, s);
       tune_none(t);
       return -1;
@@ -104,7 +104,7 @@ int qgen_tune_parse(const char *s, qgen_tune *t, char *err, size_t errlen) {
     return -1;
   }
   return t->groups || t->stages || t->smem_kib || t->split || t->sel || t->selreg >= 0 || t->olddq >= 0 || t->swap >= 0 || t->ctas || t->chunk ||
-         t->pair >= 0 || t->merge >= 0 || t->mtw || t->estsel == 1;
+         t->pair >= 0 || t->merge >= 0 || t->mtw || t->estsel == 1 || t->persist;
 }
 
 int qgen_plan_pair_ctas(qgen_type t) {
@@ -277,6 +277,14 @@ int qgen_plan_make(const qgen_layout *L, const qgen_arch *A, const qgen_tune *tp
   const int swappable = !k16 && !v16 && L->group <= 8 && !t.step; /* (engine modules mask rows by token: not there) */
   p->old_dequant = t.olddq >= 0 ? t.olddq : L->k_type == QGEN_TYPE_Q8_0 && L->v_type == QGEN_TYPE_Q8_0 && !(swappable && t.swap != 0);
   p->swap_ops = swappable && t.swap != 0 && !p->old_dequant;
+  /* the persistent attend (QGEN_TUNE persist=N, opt-in until measured; attend.cu
+     attend_persistent): two query buffers, the mailbox, the ring, and a merge area and merge
+     weights of its own beside the ring (the producer fills the ring while the consumers
+     merge), where that fits the architecture's CTA limit */
+  const int p_smem = 2 * q_bytes + QGEN_PERSIST_BOX + 128 + p->stages * stage + p->warps_t * rows * (D + 2) * 4 + rows * QGEN_MAX_SPLITS * 4 +
+                     QGEN_MAX_BATCH * L->n_head_kv / 8; /* and a bit a list: the lists it merges */
+  p->persist = t.persist && !t.step && !p->merge_rows && p_smem + STATIC_SLACK <= A->smem_block ? t.persist : 0;
+  if (p->persist) p->attend_smem = p_smem;
   /* the swapped consumers two sub-tiles of their group a step (jt, jt + WARPS_T): one softmax
      for 32 tokens and two independent K chains, fewer instructions a sub-tile (on an H200
      q4_0 dense 5-6 % faster, q8_0 1-2 %). Registers for the CTAs an SM qgen_plan_pair_ctas
@@ -295,6 +303,9 @@ int qgen_plan_make(const qgen_layout *L, const qgen_arch *A, const qgen_tune *tp
     const int fit = qgen_arch_occupancy(A, p->attend_threads, 0, p->attend_smem + STATIC_SLACK);
     p->attend_min_ctas = kc < vc ? kc : vc;
     if (fit >= 1 && fit <= 2 && fit < p->attend_min_ctas) p->attend_min_ctas = fit;
+    /* and at most three in the persistent loop: ptxas spilled q4_0's pairs there at 96
+       registers (20 bytes, sm_90), none at 128 */
+    if (p->persist && p->attend_min_ctas > 3) p->attend_min_ctas = 3;
   }
 
   /* what cannot fit the architecture, even at the smallest shapes above */

@@ -51,7 +51,8 @@
   X(bulk, 0) /* attend copies quantized slabs by bulk copies (sm_90+), else by cp.async */    \
   X(old_dequant, 1) /* attend dequantizes quantized K/V per element (the earlier path) */      \
   X(swap_ops, 1)    /* attend's swapped operands: S^T = K Q^T, O^T = V^T P^T (attend.cu) */ \
-  X(pair, 1)        /* attend's swapped consumers take their group's sub-tiles two a step */
+  X(pair, 1)        /* attend's swapped consumers take their group's sub-tiles two a step */ \
+  X(persist, 1)     /* attend persistent, N x the splits claimed by a CTA a slot (0: one wave) */
 
 #define QGEN_PLAN_FIELD(field, unit) int field;
 typedef struct qgen_plan {
@@ -90,6 +91,10 @@ typedef struct qgen_plan {
  *   estsel=0|1 a sparse step's estimate CTAs select their list in a cluster (qg_estsel,
  *              built only under 1; where runtime/gpu.c finds the clusters fit; sm_90) or
  *              estimate and select are two launches (0, the default)
+ *   persist=N  attend persistent (attend.cu attend_persistent): a CTA a resident slot
+ *              claims shares one by one, N (1..4) times the one wave's splits, its ring
+ *              running on from share to share; for one-token modules (not under merge=1)
+ *              where its shared memory fits; elsewhere it changes nothing
  * All but pdl, bulk and estsel=0 change the generated kernels (and so their cache key); bundles hold the
  * default plan, so qgen_open of a bundle and qgen bundle refuse while one of them is set.
  * qgen_open parses it once (qgen_tune_parse) and keeps the result for its plan and its JIT
@@ -101,6 +106,7 @@ typedef struct qgen_tune {
   int pair, merge;                                             /* -1: not set */
   int mtw;                                                     /* 0: not set */
   int estsel;                                                  /* -1: not set */
+  int persist;                                                 /* 0: not set */
   /* 0: the one-token module; T >= 1: an engine module, whose CTAs hold the group's heads for
      T query tokens (runtime/gpu.c sets it for a step of several tokens, a window or sinks;
      no QGEN_TUNE key) */

@@ -115,14 +115,16 @@ static qgen_status leave(qgen_ctx *c, qgen_status st) {
   } while (0)
 
 /* Splits per (row, KV head): as many as fill the resident CTA slots once, rounded down
-   so the last wave is not a small tail (288 CTAs on 264 slots run as two waves). */
-static int splits_at(const gpu_ctx *g, int per_sm, const qgen_layout *L, int nb) {
+   so the last wave is not a small tail (288 CTAs on 264 slots run as two waves); the
+   persistent attend's (plan persist = N) N times as many, which its CTAs, one a slot,
+   claim as they free up (attend.cu attend_persistent). */
+static int splits_at(const gpu_ctx *g, int per_sm, int persist, const qgen_layout *L, int nb) {
   int target = g->sm_count * (per_sm > 0 ? per_sm : 1);
-  int ms = target / (nb * L->n_head_kv);
+  int ms = target / (nb * L->n_head_kv) * (persist > 0 ? persist : 1);
   return ms < 1 ? 1 : ms > QGEN_MAX_SPLITS ? QGEN_MAX_SPLITS : ms;
 }
 
-static int max_splits(const gpu_ctx *g, const qgen_layout *L, int nb) { return splits_at(g, g->attend_per_sm, L, nb); }
+static int max_splits(const qgen_ctx *c, int nb) { return splits_at(gctx(c), gctx(c)->attend_per_sm, c->P.persist, &c->L, nb); }
 
 /* ---- open ---------------------------------------------------------------------------- */
 
@@ -448,7 +450,7 @@ static qgen_status cache_alloc(qgen_kv *kv) {
   kv->impl = m;
   int rows = 0; /* batch rows x splits of the worst batch size */
   for (int nb = 1; nb <= QGEN_MAX_BATCH; nb++)
-    if (nb * max_splits(g, L, nb) > rows) rows = nb * max_splits(g, L, nb);
+    if (nb * max_splits(c, nb) > rows) rows = nb * max_splits(c, nb);
   m->part_rows = rows;
   const size_t sel = L->sparse ? (size_t)kv->max_seqs * L->n_head_kv * kv->pps : 0;
   const size_t own = kv->is_view ? 0 : 1; /* a view's pools, page table and lengths are the caller's */
@@ -461,7 +463,7 @@ static qgen_status cache_alloc(qgen_kv *kv) {
       (st = alloc0(kv, &m->list, sel * 4)) || (st = alloc0(kv, &m->count, (size_t)kv->max_seqs * L->n_head_kv * 4)) ||
       (st = alloc0(kv, &m->part_o, (size_t)rows * L->n_head * L->head_dim * 4)) ||
       (st = alloc0(kv, &m->part_ml, (size_t)rows * L->n_head * 2 * 4)) ||
-      (st = alloc0(kv, &m->ticket, (size_t)QGEN_MAX_BATCH * L->n_head_kv * 4)) ||
+      (st = alloc0(kv, &m->ticket, ((size_t)QGEN_MAX_BATCH * L->n_head_kv + 2) * 4)) ||
       (st = alloc0(kv, &m->hist, L->sparse ? (size_t)QGEN_MAX_BATCH * L->n_head_kv * QGEN_SEL_BINS * 4 : 0)) ||
       (st = alloc0(kv, &m->decode, own * kv->max_seqs * 2 * 4)) ||
       (st = alloc0(kv, &m->bounds_i8, qgen_kv_has_i8(kv) * kv->n_pages * L->bounds_i8_page_bytes)))
@@ -754,7 +756,7 @@ static qgen_status attend_in(qgen_kv *kv, const int *seq, int n_seq, const int *
     for (int i = 0; i < bt.n; i++) bt.tok[i + 1] = bt.tok[i] + (n_q ? n_q[i0 + i] : 1);
     bt.window = window > INT32_MAX ? INT32_MAX : (int)window;
     bt.sinks = (qgen_dptr)(uintptr_t)sinks;
-    int ms = splits_at(g, K.attend_per_sm, L, bt.n);
+    int ms = splits_at(g, K.attend_per_sm, P->persist, L, bt.n);
     if (ms * bt.n * rows_per > m->part_rows) ms = m->part_rows / (bt.n * rows_per);
     qg_work wk = {m->scores, m->list, m->count, m->part_o, m->part_ml, m->ticket, m->hist, ms, m->exact, m->hist2, L->rescore};
     qgen_dptr qp = q + (qgen_dptr)row0 * L->q_bytes, op = out + (qgen_dptr)row0 * L->out_bytes;
@@ -805,10 +807,12 @@ static qgen_status attend_in(qgen_kv *kv, const int *seq, int n_seq, const int *
     if (g->marks) CU(g->cu->cuEventRecordWithFlags(g->marks[1], s, CU_EVENT_RECORD_EXTERNAL));
     int bulk = P->bulk && (g->features & QGEN_ARCH_BULK); /* read by sm_90 code only */
     void *aa[] = {&ca, &wk, &bt, &qp, &op, &dense, &bulk};
-    if ((st = dense ? launch(c, K.attend, (unsigned)ms, (unsigned)L->n_head_kv, (unsigned)bt.n, P->attend_threads,
-                             P->attend_smem, s, aa)
-                    : launch_ex(c, K.attend, (unsigned)ms, (unsigned)L->n_head_kv, (unsigned)bt.n, P->attend_threads,
-                                P->attend_smem, s, aa, 1)))
+    /* the persistent attend: a CTA a resident slot (no more than the shares), one dimension */
+    const int64_t slots = (int64_t)g->sm_count * (K.attend_per_sm > 0 ? K.attend_per_sm : 1), shares = (int64_t)ms * L->n_head_kv * bt.n;
+    const unsigned gx = P->persist ? (unsigned)(slots < shares ? slots : shares) : (unsigned)ms;
+    const unsigned gy = P->persist ? 1u : (unsigned)L->n_head_kv, gz = P->persist ? 1u : (unsigned)bt.n;
+    if ((st = dense ? launch(c, K.attend, gx, gy, gz, P->attend_threads, P->attend_smem, s, aa)
+                    : launch_ex(c, K.attend, gx, gy, gz, P->attend_threads, P->attend_smem, s, aa, 1)))
       return st;
     if (K.combine) { /* the split partials' merge (combine.cu), merge_rows rows of a (row, KV head) a CTA */
       void *ma[] = {&ca, &wk, &bt, &op, &dense};
@@ -995,7 +999,7 @@ static qgen_status selection_in(qgen_kv *kv, int seq, int32_t *lists, int32_t *c
 static qgen_status selection(qgen_kv *kv, int seq, int32_t *lists, int32_t *counts) { IN_CTX(kv->ctx, selection_in(kv, seq, lists, counts)); }
 
 static void set_marks(qgen_ctx *c, CUevent *marks) { gctx(c)->marks = marks; }
-static int splits(const qgen_ctx *c, int nb) { return max_splits(gctx(c), &c->L, nb); }
+static int splits(const qgen_ctx *c, int nb) { return max_splits(c, nb); }
 
 const qgen_backend_ops qgen_gpu_backend = {
     .name = "gpu",

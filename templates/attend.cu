@@ -1,7 +1,8 @@
 // attend.cu — split-K decode attention over a compact page list, all G query heads of a KV
 // head in one CTA, on tensor cores.
 //
-// Grid: (max_splits, N_KV, batch). CTA (split s, KV head h, row b) takes the contiguous
+// Grid: (max_splits, N_KV, batch) (the persistent form, plan persist: a CTA a resident slot
+// claiming the same shares; attend_persistent). CTA (split s, KV head h, row b) takes the contiguous
 // share [s*L/ns, (s+1)*L/ns) of the sequence's page list (L pages, ns = n_splits(L): a
 // function of L alone, so a sparse step whose list is every page is the dense step bit for
 // bit). The share is walked in sub-tiles of 16 tokens (the k of one mma; never across a
@@ -100,6 +101,16 @@ constexpr bool FP8_K = SWIZZLED<KT> && !KT::Q16 && !QG_OLD_DEQUANT, FP8_V = SWIZ
 constexpr bool SWAP = QG_SWAP_OPS;
 // The swapped consumers two sub-tiles of their group a step (plan pair; consume_step).
 constexpr bool PAIR = QG_PAIR;
+// The persistent attend (plan persist; attend_persistent): its consumer warps merge a share
+// among themselves (TEAM threads meeting on named barrier 1) while the producer goes on, in
+// an area of their own that holds the group's RED_ROWS = G real rows.
+constexpr bool PERSIST = QG_PERSIST > 0;
+static_assert(!PERSIST || (!STEP && !QG_MERGE_ROWS), "the persistent attend: one query token, the merge in attend");
+constexpr int TEAM = PERSIST ? NC * 32 : THREADS, RED_ROWS = PERSIST ? G : MT * 16;
+__device__ __forceinline__ void team_sync() {
+  if constexpr (PERSIST) asm volatile("bar.sync 1, %0;\n" ::"n"(TEAM) : "memory");
+  else __syncthreads();
+}
 static_assert(!SWAP || (!STEP && G <= 8 && MT == 1 && MW == 1 && !KT::Q16 && !VT::Q16 && !SWIZZLED<KT> && !SWIZZLED<VT> && !OLD_K && !OLD_V),
               "the swapped operands are for block-quantized K and V (oct / tpair) and one n-tile of heads");
 #ifdef QG_V_TAU
@@ -243,7 +254,9 @@ struct share {
 constexpr bool VIEWS = KT::ROW % 4 == 0 && VT::ROW % 4 == 0;
 
 // The producer warp: chunk jc / CH of the share (sub-tiles jc .. jc + CH - 1, one page's)
-// into chunk stage (jc / CH) % NCHUNK, once the stage's previous round was consumed. Lane k
+// into chunk stage ((J0 + jc) / CH) % NCHUNK, once the stage's previous round was consumed
+// (J0: the sub-tiles the CTA's ring carried before this share; 0 but in the persistent
+// attend). Lane k
 // holds the physical page of page (batch*32 + k) of the share; the loop reads it with a
 // shuffle. VIEW: the rows are where the cache's strides say (base/kargs.h), else the owned
 // layout's. A view whose pages are smaller than BLOCK (R = BLOCK / page_size of them a
@@ -251,13 +264,13 @@ constexpr bool VIEWS = KT::ROW % 4 == 0 && VT::ROW % 4 == 0;
 // sequence reads nothing (page 0, zero-filled).
 template <int R, bool VIEW>
 __device__ __forceinline__ void produce(const qg_cache &c, const int *list, int seq, int h, const share &sh, int n_sub, u8 *stages,
-                                        u64 *full, u64 *empty, int lane, int bulk) {
+                                        u64 *full, u64 *empty, int lane, int bulk, int J0) {
   const int *pt = c.page_table + (i64)seq * c.pt_stride;
   constexpr int spe = SPP / R; // sub-tiles an engine page (R of them a selection page)
   i64 phys_l = 0, lp_l = 0;
   int batch = -1;
   for (int jc = 0; jc < n_sub; jc += CH) {
-    const int pi = jc / SPP, ci = jc / CH % NCHUNK;
+    const int pi = jc / SPP, ci = (J0 + jc) / CH % NCHUNK;
     if (pi >> 5 != batch) {
       batch = pi >> 5;
       const i64 i = sh.p0 + (i64)batch * 32 + lane;
@@ -267,7 +280,7 @@ __device__ __forceinline__ void produce(const qg_cache &c, const int *list, int 
       }
     }
     const i64 phys0 = __shfl_sync(0xffffffffu, phys_l, pi & 31);
-    if (jc >= STAGES) mbar_wait(&empty[ci], (jc / STAGES + 1) & 1); // its previous round was consumed
+    if (J0 + jc >= STAGES) mbar_wait(&empty[ci], ((J0 + jc) / STAGES + 1) & 1); // its previous round was consumed
     u8 *cs = stages + ci * CH * STAGE;
     // An owned cache's chunk is CH * SUB contiguous rows of K and of V: by bulk copies (sm_90,
     // bulk set), one each when the tiles are unpadded (the chunk's K tiles are contiguous)
@@ -322,10 +335,10 @@ __device__ __forceinline__ void produce(const qg_cache &c, const int *list, int 
 // at compile time: a runtime R, or a fourth instance (R = 4), costs attend ~30 registers
 // (nvcc 13), so runtime/qgen.c accepts only these two page sizes.
 __device__ __forceinline__ void produce_any(const qg_cache &c, const int *list, int seq, int h, const share &sh, int n_sub, u8 *stages,
-                                            u64 *full, u64 *empty, int lane, int bulk) {
-  if (!VIEWS || !(c.flags & QG_CACHE_VIEW)) produce<1, false>(c, list, seq, h, sh, n_sub, stages, full, empty, lane, bulk);
-  else if (c.page_size == BLOCK / 2) produce<2, VIEWS>(c, list, seq, h, sh, n_sub, stages, full, empty, lane, bulk);
-  else produce<1, VIEWS>(c, list, seq, h, sh, n_sub, stages, full, empty, lane, bulk);
+                                            u64 *full, u64 *empty, int lane, int bulk, int J0) {
+  if (!VIEWS || !(c.flags & QG_CACHE_VIEW)) produce<1, false>(c, list, seq, h, sh, n_sub, stages, full, empty, lane, bulk, J0);
+  else if (c.page_size == BLOCK / 2) produce<2, VIEWS>(c, list, seq, h, sh, n_sub, stages, full, empty, lane, bulk, J0);
+  else produce<1, VIEWS>(c, list, seq, h, sh, n_sub, stages, full, empty, lane, bulk, J0);
 }
 
 // This lane's 8 elements of a block of quantized K, scaled (load_oct / load8 under OLD_K).
@@ -724,17 +737,17 @@ __device__ __forceinline__ void consume_swap(float (&o)[D / 8][4], float (&m)[2]
 template <int NS>
 __device__ __forceinline__ void consume_step(int jt, float (&o)[MW][D / 8][4], float (&m)[MW][2], float (&l)[MW][2], const qsrc &q,
                                              const u8 *qsm, const u8 *stages, u64 *full, u64 *empty, const share &sh, int wm, int lane,
-                                             float sl2, const i64 (&span)[MW][2][2], const int *list) {
+                                             float sl2, const i64 (&span)[MW][2][2], const int *list, int J0) {
   const u8 *ks[NS], *vs[NS];
   int nvalid[NS], ci[NS];
 #pragma unroll
   for (int k = 0; k < NS; k++) {
-    const int jk = jt + k * WARPS_T;
-    ci[k] = jk / CH % NCHUNK;
-    mbar_wait(&full[ci[k]], (jk / STAGES) & 1);
+    const int jk = jt + k * WARPS_T, jr = J0 + jk; // in the share, in the ring
+    ci[k] = jr / CH % NCHUNK;
+    mbar_wait(&full[ci[k]], (jr / STAGES) & 1);
     nvalid[k] = sh.valid(jk);
-    ks[k] = stages + ci[k] * CH * STAGE + jk % CH * K_TILE;
-    vs[k] = stages + ci[k] * CH * STAGE + CH * K_TILE + jk % CH * V_TILE;
+    ks[k] = stages + ci[k] * CH * STAGE + jr % CH * K_TILE;
+    vs[k] = stages + ci[k] * CH * STAGE + CH * K_TILE + jr % CH * V_TILE;
   }
   if constexpr (SWAP) {
     consume_swap<KT, VT, NS>(o[0], m[0], l[0], q, ks, vs, nvalid, G, lane, sl2);
@@ -758,23 +771,63 @@ __device__ __forceinline__ void consume_step(int jt, float (&o)[MW][D / 8][4], f
   for (int k = 0; k < NS; k++) mbar_arrive(&empty[ci[k]]);
 }
 
+// A share's empty accumulators: O, the running max m and the sum l of each of the lane's rows.
+__device__ __forceinline__ void acc_init(float (&o)[MW][D / 8][4], float (&m)[MW][2], float (&l)[MW][2]) {
+#pragma unroll
+  for (int k = 0; k < MW; k++) {
+#pragma unroll
+    for (int i = 0; i < D / 8; i++) o[k][i][0] = o[k][i][1] = o[k][i][2] = o[k][i][3] = 0.0f;
+    m[k][0] = m[k][1] = -INFINITY, l[k][0] = l[k][1] = 0.0f;
+  }
+}
+
+// A consumer warp's sub-tiles of a share, from its first, jt: those of its token group (two
+// a step under PAIR, a last odd one alone). Then V's per-tensor scale on O (fp8).
+__device__ __forceinline__ void consume_share(int jt, int n_sub, float (&o)[MW][D / 8][4], float (&m)[MW][2], float (&l)[MW][2], const qsrc &q,
+                                              const u8 *qsm, const u8 *stages, u64 *full, u64 *empty, const share &sh, int wm, int lane,
+                                              float sl2, const i64 (&span)[MW][2][2], const int *list, int J0, const qg_cache &c) {
+  if constexpr (PAIR)
+    for (; jt + WARPS_T < n_sub; jt += 2 * WARPS_T) consume_step<2>(jt, o, m, l, q, qsm, stages, full, empty, sh, wm, lane, sl2, span, list, J0);
+  for (; jt < n_sub; jt += WARPS_T) consume_step<1>(jt, o, m, l, q, qsm, stages, full, empty, sh, wm, lane, sl2, span, list, J0);
+  if constexpr (TENSOR_UNIT<VT> != 0.0f) {
+    const float vsc = c.v_scale * TENSOR_UNIT<VT>;
+#pragma unroll
+    for (int k = 0; k < MW; k++)
+#pragma unroll
+      for (int i = 0; i < D / 8; i++) o[k][i][0] *= vsc, o[k][i][1] *= vsc, o[k][i][2] *= vsc, o[k][i][3] *= vsc;
+  }
+}
+
+// Row sums: each lane held 4 of the 16 columns of a tile (SWAP: 2 of the 16 rows).
+__device__ __forceinline__ void row_sums(float (&l)[MW][2]) {
+#pragma unroll
+  for (int k = 0; k < MW; k++)
+#pragma unroll
+    for (int r = 0; r < 2; r++)
+#pragma unroll
+      for (int x = SWAP ? 4 : 1; x < (SWAP ? 32 : 4); x <<= 1) l[k][r] += __shfl_xor_sync(0xffffffffu, l[k][r], x);
+}
+
 // Merge the WARPS_T token groups of each m-tile: every consumer warp's (m, l, O) into
-// shared memory (reusing the stages: red_o [WARPS_T][MT*16][D], red_m and red_l
-// [WARPS_T][MT*16]), then per (head, channel) the merged value: the output when the share
-// is the whole list (ns == 1), else this split's f32 partial. g, j, wm, wt: the lane's and
-// the warp's places, as the kernel computed them.
+// shared memory (red_o [WARPS_T][RED_ROWS][D], red_m and red_l [WARPS_T][RED_ROWS]: over
+// the drained stages, or the persistent attend's own area, which holds the G real rows
+// only), then per (head, channel) the merged value: the output when the share is the whole
+// list (ns == 1), else this split's f32 partial. g, j, wm, wt: the lane's and the warp's
+// places, as the kernel computed them. The TEAM threads that merge meet on team_sync.
 __device__ __forceinline__ void merge_groups(const qg_work &wk, const qg_batch &bt, const float (&o)[MW][D / 8][4], const float (&m)[MW][2],
                                              const float (&l)[MW][2], float *red_o, float *red_m, float *red_l, int b, int h, int split,
                                              int ns, void *out, int g, int j, int wm, int wt, int warp) {
-  __syncthreads(); // the ring is drained
+  team_sync(); // every consumer is done with the share (without PERSIST: the ring is drained)
   if constexpr (SWAP) { // O^T: lane (g, j) holds channels of rows g, g + 8 for heads 2j, 2j + 1
     if (warp < NC) {
 #pragma unroll
       for (int mt = 0; mt < D / 16; mt++)
 #pragma unroll
-        for (int e = 0; e < 4; e++) red_o[((i64)wt * 16 + 2 * j + (e & 1)) * D + vrow_swap<VT>(mt, g, e >> 1)] = o[0][mt][e];
+        for (int e = 0; e < 4; e++)
+          if (!PERSIST || 2 * j + (e & 1) < RED_ROWS) red_o[((i64)wt * RED_ROWS + 2 * j + (e & 1)) * D + vrow_swap<VT>(mt, g, e >> 1)] = o[0][mt][e];
       if (g == 0)
-        for (int c = 0; c < 2; c++) red_m[wt * 16 + 2 * j + c] = m[0][c], red_l[wt * 16 + 2 * j + c] = l[0][c];
+        for (int c = 0; c < 2; c++)
+          if (!PERSIST || 2 * j + c < RED_ROWS) red_m[wt * RED_ROWS + 2 * j + c] = m[0][c], red_l[wt * RED_ROWS + 2 * j + c] = l[0][c];
     }
   }
 #pragma unroll
@@ -782,28 +835,29 @@ __device__ __forceinline__ void merge_groups(const qg_work &wk, const qg_batch &
 #pragma unroll
     for (int r = 0; r < 2 && warp < NC && !SWAP; r++) {
       const int row = (wm * MW + i) * 16 + g + 8 * r;
-      float *dst = red_o + ((i64)wt * MT * 16 + row) * D;
+      if (PERSIST && row >= RED_ROWS) continue; // a padding row: the persistent area holds the G real ones
+      float *dst = red_o + ((i64)wt * RED_ROWS + row) * D;
 #pragma unroll
       for (int nt = 0; nt < D / 8; nt++) {
         dst[vcol(nt, 2 * j)] = o[i][nt][2 * r];
         dst[vcol(nt, 2 * j + 1)] = o[i][nt][2 * r + 1];
       }
-      if (j == 0) red_m[wt * MT * 16 + row] = m[i][r], red_l[wt * MT * 16 + row] = l[i][r];
+      if (j == 0) red_m[wt * RED_ROWS + row] = m[i][r], red_l[wt * RED_ROWS + row] = l[i][r];
     }
-  __syncthreads();
+  team_sync();
 
-  for (int i = threadIdx.x; i < G * D; i += THREADS) {
+  for (int i = threadIdx.x; i < G * D; i += TEAM) {
     const int r = i / D, d = i % D;
     float ms = -INFINITY;
 #pragma unroll
-    for (int w = 0; w < WARPS_T; w++) ms = fmaxf(ms, red_m[w * MT * 16 + r]);
+    for (int w = 0; w < WARPS_T; w++) ms = fmaxf(ms, red_m[w * RED_ROWS + r]);
     const float mref = ms == -INFINITY ? 0.0f : ms;
     float acc = 0.0f, lsum = 0.0f;
 #pragma unroll
     for (int w = 0; w < WARPS_T; w++) {
-      const float f = fast_exp2(red_m[w * MT * 16 + r] - mref);
-      acc += f * red_o[((i64)w * MT * 16 + r) * D + d];
-      lsum += f * red_l[w * MT * 16 + r];
+      const float f = fast_exp2(red_m[w * RED_ROWS + r] - mref);
+      acc += f * red_o[((i64)w * RED_ROWS + r) * D + d];
+      lsum += f * red_l[w * RED_ROWS + r];
     }
     const i64 row = part_row(b, h, r);
     if (ns == 1) {
@@ -836,6 +890,131 @@ __device__ __forceinline__ void merge_splits(const qg_work &wk, const qg_batch &
   }
 }
 
+#if QG_PERSIST
+// The persistent attend (plan persist > 0, QGEN_TUNE persist=N; one-token modules). Grid:
+// one CTA a resident slot. The work is the same shares as the one-wave
+// kernel's, only more of them (runtime/gpu.c: N times the splits, at most QG_MAX_SPLITS), so
+// the bits do not depend on which CTA takes which share: each writes its own partial and the
+// last of a list's merges them in split order. Share i (of n_rows x N_KV x max_splits, the
+// split outermost, so that the slots' first claims cover every list) is split i / (n_rows x
+// N_KV) of list i % (n_rows x N_KV); the producer claims them one by one from a counter
+// (wk.ticket past the lists' tickets; the last CTA to run out zeroes it for the next launch),
+// skips the splits a list does not have, stages the share's queries into one of two buffers
+// and hands the share to the consumers through a two-slot mailbox (mbarriers pfull /
+// pempty). The ring runs on across shares (consume_step and produce take the sub-tiles it
+// carried before), so while the consumers finish and merge one share the producer already
+// copies the next: the ring stays full, and the next share's start (claim, length, list
+// count, page table) overlaps the end of the last. The consumers take a list's last ticket
+// as the one-wave kernel does, but merge the lists they won (a bit each in `won`) only once
+// the shares have run out: inside the loop, the merge's registers beside the loop's spilled
+// (ptxas, q4_0 and q8_0 at 96 registers).
+struct pshare {
+  share sh;
+  int b, h, split, ns; // b < 0: no more shares
+};
+constexpr int PBOX = QGEN_PERSIST_BOX; // the mailbox: two shares, four mbarriers
+static_assert(2 * sizeof(pshare) + 4 * sizeof(u64) <= PBOX && sizeof(pshare) % 8 == 0, "the mailbox fits its bytes");
+
+__device__ __forceinline__ void attend_persistent(const qg_cache &c, const qg_work &wk, const qg_batch &bt, const void *q, void *out,
+                                                  int dense, int bulk, u8 *smem, u64 *full, u64 *empty) {
+  // [q buffer 0 | q buffer 1 | mailbox | (to a 128-byte line) ring | merge area | weights]
+  u8 *qbuf = smem;
+  pshare *box = (pshare *)(smem + 2 * Q_BYTES);
+  u64 *pfull = (u64 *)(box + 2), *pempty = pfull + 2;
+  u8 *stages = smem + 2 * Q_BYTES + PBOX;
+  stages += (128 - (smem_u32(stages) & 127)) & 127;
+  float *red_o = (float *)(stages + STAGES * STAGE), *red_m = red_o + WARPS_T * G * D, *red_l = red_m + WARPS_T * G;
+  float *wsm = red_l + WARPS_T * G;           // the last split's merge weights: G x QG_MAX_SPLITS
+  u32 *won = (u32 *)(wsm + G * QG_MAX_SPLITS); // [QGEN_MAX_BATCH x N_KV bits]: the lists it merges
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, j = lane & 3;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < NCHUNK; s++) mbar_init(&full[s], 32), mbar_init(&empty[s], CH * 32 * WARPS_M);
+    for (int s = 0; s < 2; s++) mbar_init(&pfull[s], 32), mbar_init(&pempty[s], TEAM);
+    mbar_init_fence();
+  }
+  for (int i = threadIdx.x; i < QGEN_MAX_BATCH * N_KV / 32; i += THREADS) won[i] = 0;
+  constexpr int PAD = (MT * 16 - G) * Q_SROW / 16; // 16-byte words of a staged copy's padding rows
+  if (warp < NC) // the padding rows of each buffer's NQ copies, zero for good
+    for (int i = threadIdx.x; i < 2 * NQ * PAD; i += TEAM)
+      *(uint4 *)(qbuf + i / (NQ * PAD) * Q_BYTES + i / PAD % NQ * MT * 16 * Q_SROW + G * Q_SROW + 16 * (i % PAD)) = make_uint4(0, 0, 0, 0);
+  __syncthreads();
+  int J = 0; // sub-tiles the ring carried before the current share
+  if (warp == NC) {
+    const int lists = bt.n * N_KV, total = lists * wk.max_splits;
+    int *claim = wk.ticket + QGEN_MAX_BATCH * N_KV; // [0] shares claimed, [1] CTAs run out
+    if (!dense) grid_dep_wait(); // the lists and their counts are select's
+    for (int k = 0;; k++) {
+      int it, b = 0, h = 0, split = 0, ns = 1;
+      i64 len = 0, L = 0, base = 0;
+      for (;;) { // the next share a list has
+        it = __shfl_sync(0xffffffffu, lane == 0 ? atomicAdd(claim, 1) : 0, 0);
+        if (it >= total) break;
+        split = it / lists, b = it % lists / N_KV, h = it % N_KV;
+        len = c.seq_len[bt.seq[b]], L = list_pages(wk, bt, b, h, len, dense, base), ns = n_splits(L, wk.max_splits);
+        if (split < ns) break;
+      }
+      if (k >= 2) mbar_wait(&pempty[k & 1], ((k >> 1) + 1) & 1); // the consumers are done with this slot's last share
+      const share sh = {len, pages_of(len), L, L * split / ns, L * (split + 1) / ns, base};
+      if (it < total) {
+        u8 *qsm = qbuf + (k & 1) * Q_BYTES;
+        load_group_q<32>(q, bt, b, h, [&](int r, int d, float x) {
+          const u32 w = pack2<KT::BF>(x, 0.0f);
+          *(u16 *)(qsm + r * Q_SROW + 2 * k_slot(d)) = (u16)w;
+          if constexpr (NQ == 2) *(u16 *)(qsm + MT * 16 * Q_SROW + r * Q_SROW + 2 * k_slot(d)) = (u16)pack2_residue<true>(x, 0.0f, w);
+        }, lane);
+      }
+      if (lane == 0) box[k & 1] = {sh, it < total ? b : -1, h, split, ns};
+      mbar_arrive(&pfull[k & 1]); // (each lane: its query stores before)
+      if (it >= total) break;
+      const int seq = bt.seq[b];
+      const int *list = dense ? nullptr : wk.list + ((i64)seq * N_KV + h) * c.pages_per_seq;
+      const int n_sub = (int)(sh.p1 - sh.p0) * SPP;
+      produce_any(c, list, seq, h, sh, n_sub, stages, full, empty, lane, bulk, J);
+      J += n_sub;
+    }
+    if (lane == 0 && atomicAdd(claim + 1, 1) == (int)gridDim.x - 1) claim[0] = claim[1] = 0; // every CTA has run out
+    asm volatile("cp.async.wait_all;\n" ::: "memory"); // (no copy outlives its thread)
+    return;
+  }
+  const int wm = warp % WARPS_M, wt = warp / WARPS_M;
+  const float sl2 = TENSOR_UNIT<KT> != 0.0f ? SCALE_LOG2 * (c.k_scale * TENSOR_UNIT<KT>) : SCALE_LOG2;
+  i64 span[MW][2][2] = {}; // (engine modules only)
+  for (int k = 0;; k++) {
+    mbar_wait(&pfull[k & 1], (k >> 1) & 1);
+    const pshare &ps = box[k & 1]; // (read where used: fewer registers across the loop)
+    if (ps.b < 0) break;
+    const share sh = ps.sh;
+    const u8 *qsm = qbuf + (k & 1) * Q_BYTES;
+    const qsrc qs(qsm, lane);
+    float o[MW][D / 8][4], m[MW][2], l[MW][2];
+    acc_init(o, m, l);
+    const int n_sub = (int)(sh.p1 - sh.p0) * SPP;
+    // this group's first sub-tile of the share: the ring's position decides
+    consume_share((wt - J % WARPS_T + WARPS_T) % WARPS_T, n_sub, o, m, l, qs, qsm, stages, full, empty, sh, wm, lane, sl2, span, nullptr, J, c);
+    row_sums(l);
+    merge_groups(wk, bt, o, m, l, red_o, red_m, red_l, ps.b, ps.h, ps.split, ps.ns, out, g, j, wm, wt, warp);
+    if (ps.ns > 1) { // the partial's ticket
+      __threadfence();
+      team_sync();
+      const int bh = ps.b * N_KV + ps.h;
+      if (threadIdx.x == 0 && atomicAdd(wk.ticket + bh, 1) == ps.ns - 1) wk.ticket[bh] = 0, won[bh >> 5] |= 1u << (bh & 31);
+    }
+    mbar_arrive(&pempty[k & 1]); // done with the slot and its queries
+    J += n_sub;
+  }
+  team_sync(); // the lists this CTA won, each merged by the consumers in split order
+  for (int w = 0; w < (bt.n * N_KV + 31) / 32; w++)
+    for (u32 bits = won[w]; bits; bits &= bits - 1) {
+      const int bh = w * 32 + __ffs(bits) - 1, b = bh / N_KV, h = bh % N_KV;
+      i64 base;
+      const int ns = n_splits(list_pages(wk, bt, b, h, c.seq_len[bt.seq[b]], dense, base), wk.max_splits);
+      __threadfence();
+      combine_group<TEAM, true>(wk, bt, b, h, ns, out, wsm, 0, G);
+      team_sync(); // (wsm is the next one's)
+    }
+}
+#endif
+
 // registers sized by ptxas, or for QG_ATTEND_MIN_CTAS CTAs an SM (an explicit 1 is not the
 // same: ptxas then took 121 registers for q4_0's attend, not 96)
 #if QG_ATTEND_MIN_CTAS
@@ -847,6 +1026,10 @@ extern "C" __global__ void QG_ATTEND_BOUNDS qg_attend(qg_cache c, qg_work wk, qg
                                                                           int bulk) {
   extern __shared__ __align__(16) u8 smem[];
   __shared__ __align__(8) u64 full[NCHUNK], empty[NCHUNK];
+#if QG_PERSIST
+  attend_persistent(c, wk, bt, q, out, dense, bulk, smem, full, empty);
+  return;
+#endif
   // q first, then the ring from the next 128-byte line (the plan allots the slack): the
   // 128 bytes that 8 lanes copy must land in one shared-memory line, or the L2 is asked
   // for their sectors twice (the paged read then ran at <= 0.92x the plain read on an H200)
@@ -887,18 +1070,13 @@ extern "C" __global__ void QG_ATTEND_BOUNDS qg_attend(qg_cache c, qg_work wk, qg
   const int n_sub = (int)(sh.p1 - sh.p0) * SPP;
 
   float o[MW][D / 8][4], m[MW][2], l[MW][2];
-#pragma unroll
-  for (int k = 0; k < MW; k++) {
-#pragma unroll
-    for (int i = 0; i < D / 8; i++) o[k][i][0] = o[k][i][1] = o[k][i][2] = o[k][i][3] = 0.0f;
-    m[k][0] = m[k][1] = -INFINITY, l[k][0] = l[k][1] = 0.0f;
-  }
+  acc_init(o, m, l);
   const int wm = warp % WARPS_M, wt = warp / WARPS_M;
 
   // fp8 per-tensor scales (qtypes.cuh): K's in the score scale, V's on the output
   const float sl2 = TENSOR_UNIT<KT> != 0.0f ? SCALE_LOG2 * (c.k_scale * TENSOR_UNIT<KT>) : SCALE_LOG2;
   if (warp == NC) {
-    produce_any(c, list, seq, h, sh, n_sub, stages, full, empty, lane, bulk);
+    produce_any(c, list, seq, h, sh, n_sub, stages, full, empty, lane, bulk, 0);
   } else {
     const qsrc q(qsm, lane); // SWAP: Q^T's B-fragments (unused otherwise)
     i64 span[MW][2][2]; // engine modules: the spans of the lane's rows of each m-tile
@@ -909,26 +1087,9 @@ extern "C" __global__ void QG_ATTEND_BOUNDS qg_attend(qg_cache c, qg_work wk, qg
         span[i][r][0] = 0, span[i][r][1] = len;
         if constexpr (STEP > 0) row_span(bt, b, (wm * MW + i) * 16 + g + 8 * r, len, span[i][r][0], span[i][r][1]);
       }
-    int jt = wt;             // consumers of token group wt: two sub-tiles a step under PAIR, a last odd one alone
-    if constexpr (PAIR)
-      for (; jt + WARPS_T < n_sub; jt += 2 * WARPS_T) consume_step<2>(jt, o, m, l, q, qsm, stages, full, empty, sh, wm, lane, sl2, span, list);
-    for (; jt < n_sub; jt += WARPS_T) consume_step<1>(jt, o, m, l, q, qsm, stages, full, empty, sh, wm, lane, sl2, span, list);
-    if constexpr (TENSOR_UNIT<VT> != 0.0f) {
-      const float vsc = c.v_scale * TENSOR_UNIT<VT>;
-#pragma unroll
-      for (int k = 0; k < MW; k++)
-#pragma unroll
-        for (int i = 0; i < D / 8; i++) o[k][i][0] *= vsc, o[k][i][1] *= vsc, o[k][i][2] *= vsc, o[k][i][3] *= vsc;
-    }
+    consume_share(wt, n_sub, o, m, l, q, qsm, stages, full, empty, sh, wm, lane, sl2, span, list, 0, c);
   }
-
-  // Row sums: each lane held 4 of the 16 columns of a tile (SWAP: 2 of the 16 rows).
-#pragma unroll
-  for (int k = 0; k < MW; k++)
-#pragma unroll
-    for (int r = 0; r < 2; r++)
-#pragma unroll
-      for (int x = SWAP ? 4 : 1; x < (SWAP ? 32 : 4); x <<= 1) l[k][r] += __shfl_xor_sync(0xffffffffu, l[k][r], x);
+  row_sums(l);
   float *red_o = (float *)stages;                         // [WARPS_T][MT*16][D]
   float *red_m = red_o + WARPS_T * MT * 16 * D;           // [WARPS_T][MT*16]
   float *red_l = red_m + WARPS_T * MT * 16;               // [WARPS_T][MT*16]

@@ -15,14 +15,15 @@
 // (row block, KV head, batch row) at once. Partials are read with __ldcg: they were written
 // by other SMs and must not come from this SM's L1.
 
-// THREADS threads of the CTA call it for rows [r0, r1) of the group, with scratch shared
-// memory for (r1 - r0) * ns floats; writes the output rows of the real rows among them
-// (io_row). Warps first turn each head's (m_s, l_s) into normalised weights (every split's
-// pair loaded at once); then each thread sums four channels of one head over the splits,
-// 16-byte loads 16 splits deep: each L2 round trip here is on the step's critical path. The
-// first 16 splits of a thread's first four channels do not depend on the weights: they are
-// loaded before them, so that round trip overlaps the weights'.
-template <int THREADS>
+// THREADS threads of the CTA (those of ids below THREADS; the whole CTA where CONS is
+// false, else they meet on named barrier 1) call it for rows [r0, r1) of the group, with
+// scratch shared memory for (r1 - r0) * ns floats; writes the output rows of the real rows
+// among them (io_row). Warps first turn each head's (m_s, l_s) into normalised weights
+// (every split's pair loaded at once); then each thread sums four channels of one head over
+// the splits, 16-byte loads 16 splits deep: each L2 round trip here is on the step's
+// critical path. The first 16 splits of a thread's first four channels do not depend on the
+// weights: they are loaded before them, so that round trip overlaps the weights'.
+template <int THREADS, bool CONS = false>
 __device__ __forceinline__ void combine_group(const qg_work &wk, const qg_batch &bt, int b, int h, int ns, void *out, float *wsm, int r0,
                                               int r1) {
   constexpr int NWARP = THREADS / 32, MW = (QG_MAX_SPLITS + 31) / 32, DEEP = 16;
@@ -58,7 +59,8 @@ __device__ __forceinline__ void combine_group(const qg_work &wk, const qg_batch 
     for (int k = 0; k < MW; k++)
       if (lane + 32 * k < ns) wsm[r * ns + lane + 32 * k] = f[k] * inv;
   }
-  __syncthreads();
+  if constexpr (CONS) asm volatile("bar.sync 1, %0;\n" ::"n"(THREADS) : "memory");
+  else __syncthreads();
   for (int i = threadIdx.x; i < nr * (D / 4); i += THREADS) {
     const int r = i / (D / 4), d = (i % (D / 4)) * 4;
     float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);

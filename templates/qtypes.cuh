@@ -366,9 +366,10 @@ static_assert(KT::ROW == QG_K_ROW && VT::ROW == QG_V_ROW, "plan and type traits 
 // put: a loop that loads and then stores to shared memory runs one global round trip per
 // element, as the compiler may not hoist a load above a store that could alias it; and each
 // round trip of an engine module's batch re-reads the step's token offsets first (io_row),
-// so the many rows of a verify step must not come in small batches.
+// so the many rows of a verify step must not come in small batches. Called by THREADS
+// threads of ids tid = 0 .. THREADS - 1 (the CTA's threadIdx.x, or a warp's lanes).
 template <int THREADS, typename Put>
-__device__ __forceinline__ void load_group_q(const void *q, const qg_batch &bt, int b, int h, Put put) {
+__device__ __forceinline__ void load_group_q(const void *q, const qg_batch &bt, int b, int h, Put put, int tid = (int)threadIdx.x) {
   constexpr int N = G * D, ALL = (N + THREADS - 1) / THREADS, PER = ALL < 16 ? ALL : 16;
   const i64 base = ((i64)b * N_HEAD + h * G) * D; // the one-token module's rows are consecutive
   for (int i0 = 0; i0 < N; i0 += THREADS * PER) {
@@ -377,12 +378,12 @@ __device__ __forceinline__ void load_group_q(const void *q, const qg_batch &bt, 
     for (int u = 0; u < PER; u++) {
       // past the end: the last element again, so that no load sits behind a branch (a
       // conditional load is waited for in its own block, one round trip each)
-      const int i = min(i0 + u * THREADS + (int)threadIdx.x, N - 1);
+      const int i = min(i0 + u * THREADS + tid, N - 1);
       x[u] = STEP ? IT::load(q, io_row(bt, b, h, i / D) * D + i % D) : IT::load(q, base + i);
     }
 #pragma unroll
     for (int u = 0; u < PER; u++) {
-      const int i = i0 + u * THREADS + (int)threadIdx.x;
+      const int i = i0 + u * THREADS + tid;
       if (i < N) put(i / D, i % D, x[u]);
     }
   }

@@ -21,14 +21,14 @@ check_tuned() { # TUNE VARIANT...: qgen check --quick of each under QGEN_TUNE=TU
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee $R/gpu.txt
 # ab_cell VARIANT TAG ROUND COVERAGES [VAR=VALUE...]: one round of one side of a same-call A/B
 # (the later experiments' calls): qgen bench of VARIANT at 128K/512K x B1/B4 x COVERAGES x
-# T = 1, 8 (AB_CTX, AB_BATCH, AB_TOKENS set others) under the environment given
+# T = 1, 8 (AB_CTX, AB_BATCH, AB_TOKENS set others; AB_SPEC another spec file) under the environment given
 # (QGEN_TUNE=..., QGEN_TEMPLATE_DIR=...; none: the build's default), a kernel cache a tag,
 # into $R/VARIANT/TAG-ROUND.json (and .log).
 ab_cell() {
   local v=$1 tag=$2 rnd=$3 cov=$4
   shift 4
   mkdir -p $R/$v
-  env QGEN_CACHE_DIR=/tmp/qc-ab-$tag "$@" timeout 100 $B/qgen bench --spec specs/qwen3-4b.lua --variant $v --ctx ${AB_CTX:-128K,512K} \
+  env QGEN_CACHE_DIR=/tmp/qc-ab-$tag "$@" timeout 100 $B/qgen bench --spec ${AB_SPEC:-specs/qwen3-4b.lua} --variant $v --ctx ${AB_CTX:-128K,512K} \
     --batch ${AB_BATCH:-1,4} --coverage $cov --tokens ${AB_TOKENS:-1,8} --runs 20 --warmup 5 --json $R/$v/$tag-$rnd.json > $R/$v/$tag-$rnd.log 2>&1 ||
     echo "$v $tag $rnd failed: $(tail -n 2 $R/$v/$tag-$rnd.log)"
 }
