@@ -5,7 +5,8 @@
 # on qwen3-4b with select's short path off (QGEN_TUNE=selreg=0: the general path at small
 # sizes) and with 128-thread select CTAs of one key a thread (QGEN_TUNE=sel=128,selreg=1:
 # the cluster path at small sizes), with estimate and select as one launch (estsel=1, and
-# with selreg=1 its cluster path at small sizes), with attend's earlier quantized operands (olddq=1) and
+# with selreg=1 its cluster path at small sizes), with the persistent attend (persist=2, e4m3
+# too), with attend's earlier quantized operands (olddq=1) and
 # its plain ones where the swapped are the default (swap=0), on
 # qwen3-4b's and qwen3-4b-fp8's variants from sm_80-only bundles (the driver JITs their PTX,
 # so the sm_80 code paths run too) and, unless quick, on the > 4 GiB sequence for qwen3-4b;
@@ -65,6 +66,11 @@ if want paths; then
     QGEN_TUNE=estsel=1 "$build/qgen" check --spec specs/qwen3-4b.lua 2>&1 | sed 's/^/estsel=1: /' | tee -a "$log"
     [ "${PIPESTATUS[0]}" = 0 ] || fail=$((fail + 1))
   fi
+  # the persistent attend (opt-in): its shares claimed across CTAs, its ring across shares
+  for s in qwen3-4b qwen3-4b-fp8; do
+    QGEN_TUNE=persist=2 "$build/qgen" check --spec specs/$s.lua $quick 2>&1 | sed 's/^/persist=2: /' | tee -a "$log"
+    [ "${PIPESTATUS[0]}" = 0 ] || fail=$((fail + 1))
+  done
   # attend's earlier quantized operands (QGEN_TUNE olddq=1: the default of q8_0/q8_0 only; the others A/B it).
   QGEN_TUNE=olddq=1 "$build/qgen" check --spec specs/qwen3-4b.lua $quick 2>&1 | sed 's/^/olddq=1: /' | tee -a "$log"
   [ "${PIPESTATUS[0]}" = 0 ] || fail=$((fail + 1))
@@ -119,6 +125,8 @@ if want sanitizers && [ "$mode" != quick ] && command -v compute-sanitizer > /de
     grep -E "RACECHECK SUMMARY|checks passed" | sed "s/^/racecheck select cluster: /" | tee -a "$log"
   QGEN_TUNE=estsel=1,selreg=1 compute-sanitizer --tool racecheck "$build/qgen" check --spec specs/qwen3-4b.lua --variant qwen3-4b --quick 2>&1 |
     grep -E "RACECHECK SUMMARY|checks passed" | sed "s/^/racecheck estsel cluster: /" | tee -a "$log"
+  QGEN_TUNE=persist=2 compute-sanitizer --tool racecheck "$build/qgen" check --spec specs/qwen3-4b.lua --variant qwen3-4b --quick 2>&1 |
+    grep -E "RACECHECK SUMMARY|checks passed" | sed "s/^/racecheck persistent attend: /" | tee -a "$log"
   # the two-stage kernels and the top-p cut (shared-memory histograms), an f16 cache with its sketch,
   # at a p that cuts the check's lists
   for t in memcheck racecheck; do

@@ -143,6 +143,13 @@ ok $([ $? = 0 ] && [ "$(grep -c ' miss$' "$tmp/tuned.txt")" = 1 ]; echo $?) "a t
 QGEN_TUNE=estsel=1 "$QGEN" emit --spec specs/qwen3-4b.lua --variant qwen3-4b-q4_0 --arch sm_90 > "$tmp/tuned.txt" 2>&1
 ok $([ $? = 0 ] && awk '$2 == "qg_estsel" && $4 > 32 && $6 == "0/0" && $8 == 0 { n++ } END { exit n != 1 }' "$tmp/tuned.txt"; echo $?) \
   "QGEN_TUNE=estsel=1: qg_estsel built for sm_90, no spills ($(awk '$2 == "qg_estsel"' "$tmp/tuned.txt"))"
+# persist=2 builds the persistent attend (opt-in): its constant and two query buffers beside
+# the ring, for sm_90 and for the 99 KiB sm_86, without spills (q4_0's pairs: 128 registers)
+QGEN_TUNE=persist=2 "$QGEN" emit --spec specs/qwen3-4b.lua --variant qwen3-4b-q4_0 --arch sm_90,sm_86 > "$tmp/tuned.txt" 2>&1
+ok $([ $? = 0 ] && awk '$2 == "qg_attend" && $6 == "0/0" && $8 == 0 { n++ } END { exit n != 2 }' "$tmp/tuned.txt"; echo $?) \
+  "QGEN_TUNE=persist=2: the persistent qg_attend built for sm_90 and sm_86, no spills ($(awk '$2 == "qg_attend"' "$tmp/tuned.txt" | tr -s ' '))"
+QGEN_TUNE=persist=2 "$QGEN" emit --spec specs/qwen3-4b.lua --variant qwen3-4b --arch sm_90 --print 2>/dev/null | grep -q "#define QG_PERSIST 2"
+ok $? "QGEN_TUNE=persist=2 reaches the generated constants (QG_PERSIST 2)"
 for bad in stages=9 groups=0 groups=17 sel=300 frob=1 stages= "stages=2,"; do
   QGEN_TUNE="$bad" "$QGEN" emit --spec specs/qwen2.5-0.5b.lua --arch sm_90 > /dev/null 2>"$tmp/err.txt"
   ok $([ $? = 1 ] && grep -q "QGEN_TUNE" "$tmp/err.txt"; echo $?) "QGEN_TUNE='$bad' exits 1 and names the variable"

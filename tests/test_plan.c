@@ -87,7 +87,13 @@ static const char *broken(const qgen_layout *L, const qgen_arch *A, const qgen_p
   const int ring = P->stages * (P->k_tile_bytes + P->v_tile_bytes), red = P->warps_t * P->mt * 16 * (D + 2) * 4;
   const int comb = P->merge_rows ? 0 : L->group * QGEN_MAX_SPLITS * 4;
   const int area = ring > red ? (ring > comb ? ring : comb) : (red > comb ? red : comb);
-  if (P->attend_smem != q + area + 128) return "shared memory = q + max(ring, merge, weights) + 128 (to align the ring)";
+  /* the persistent attend's: two query buffers, the mailbox, the ring, its own merge area
+     (the G real rows) and weights, a bit a list of the largest batch */
+  const int pers = 2 * q + QGEN_PERSIST_BOX + 128 + ring + P->warps_t * L->group * (D + 2) * 4 + L->group * QGEN_MAX_SPLITS * 4 +
+                   QGEN_MAX_BATCH * L->n_head_kv / 8;
+  if (P->persist && P->attend_smem != pers) return "persistent: shared memory = 2 q + mailbox + 128 + ring + merge area + weights + list bits";
+  if (!P->persist && P->attend_smem != q + area + 128) return "shared memory = q + max(ring, merge, weights) + 128 (to align the ring)";
+  if (P->persist && (P->merge_rows || P->attend_smem + 512 > A->smem_block)) return "persistent: attend merges, within the arch's CTA limit";
   if (!tuned && (P->merge_rows || P->merge_threads)) return "a one-token module merges its splits in attend's last CTA";
   if (!tuned && P->attend_smem + 512 > A->smem_block) return "attend: shared memory over the arch's CTA limit"; /* tuned: refused at build */
   const int est_nt = (L->group + 7) / 8, est_nq = L->in_type == QGEN_TYPE_F16 ? 1 : 2;
@@ -420,6 +426,30 @@ int main(void) {
   }
   L.rescore = 1;
 
+  /* the persistent attend: under QGEN_TUNE=persist=N (a kernel-shaping key), for one-token
+     modules where its shared memory fits the arch. Rows: arch, query heads (8 KV heads of
+     128 channels), K = V type, QGEN_TUNE, engine step, the plan's persist wanted. */
+  const struct { int sm, heads; qgen_type kv; const char *tune; int step, want; const char *what; } pe[] = {
+      {90, 32, QGEN_TYPE_F16, "persist=2", 0, 2, "sm_90 f16: persistent, twice the splits"},
+      {90, 32, QGEN_TYPE_F16, NULL, 0, 0, "sm_90 f16 by default: one wave"},
+      {80, 32, QGEN_TYPE_F16, "persist=1", 0, 1, "sm_80 f16: persistent"},
+      {86, 32, QGEN_TYPE_F16, "persist=2", 0, 2, "sm_86 f16: persistent beside its smaller ring"},
+      {86, 128, QGEN_TYPE_F16, "persist=2", 0, 0, "sm_86 f16, a group of 16: its merge area beside the ring is over 99 KiB: one wave"},
+      {90, 128, QGEN_TYPE_F16, "persist=2", 0, 2, "sm_90 f16, a group of 16: persistent"},
+      {90, 32, QGEN_TYPE_Q4_0, "persist=4", 0, 4, "sm_90 q4_0: persistent, pairs"},
+      {90, 32, QGEN_TYPE_F16, "persist=2", 4, 0, "an engine module: one wave"},
+      {90, 32, QGEN_TYPE_F16, "persist=2,merge=1", 0, 0, "merge=1: one wave"}};
+  for (size_t i = 0; i < sizeof pe / sizeof *pe; i++) {
+    qgen_layout_init(&L, 128, pe[i].heads, 8, 64, pe[i].kv, pe[i].kv, QGEN_TYPE_F16, QGEN_TYPE_F16, 0.088, 1);
+    rc = qgen_tune_parse(pe[i].tune, &t, err, sizeof err);
+    t.step = pe[i].step;
+    const int ok = qgen_plan_make(&L, qgen_arch_of(pe[i].sm), &t, &P, err, sizeof err) == 0;
+    const char *why = ok && !pe[i].step ? broken(&L, qgen_arch_of(pe[i].sm), &P, 1) : NULL;
+    check(ok && rc == (pe[i].tune != NULL) && P.persist == pe[i].want && !why && (!P.persist || !P.pair || P.attend_min_ctas <= 3),
+          "%s (got persist %d, smem %d, pair %d, ctas %d: %s)", pe[i].what, P.persist, P.attend_smem, P.pair, P.attend_min_ctas, why ? why : "");
+  }
+  qgen_layout_init(&L, 128, 32, 8, 64, QGEN_TYPE_Q8_0, QGEN_TYPE_Q8_0, QGEN_TYPE_F16, QGEN_TYPE_F16, 0.088, 1);
+
   rc = qgen_tune_parse("chunk=3,ctas=4", &t, err, sizeof err);
   qgen_plan_make(&L, H100, &t, &P, NULL, 0);
   check(rc == 1 && P.chunk == 2 && P.attend_min_ctas == 4, "QGEN_TUNE=chunk=3,ctas=4: 3 does not divide 64-token pages, 2 given; 4 CTAs (got %d, %d)",
@@ -457,7 +487,7 @@ int main(void) {
         P.attend_min_ctas);
 
   const char *refused[] = {"groups=0", "groups=17", "stages=1", "stages=9", "groups=x", "groups=", "bulk=2", "selreg=33", "selreg=-1",
-                           "chunk=0", "chunk=17", "ctas=0", "ctas=17", "pair=2", "pair=-1", "estsel=2"};
+                           "chunk=0", "chunk=17", "ctas=0", "ctas=17", "pair=2", "pair=-1", "estsel=2", "persist=0", "persist=5"};
   for (size_t i = 0; i < sizeof refused / sizeof *refused; i++) {
     err[0] = 0;
     check(qgen_tune_parse(refused[i], &t, err, sizeof err) == -1 && strstr(err, "groups=1..16"), "QGEN_TUNE=%s is refused: %s",

@@ -66,7 +66,7 @@ static const char USAGE[] =
     "  QGEN_CACHE         off or 0: keep compiled kernels in memory only; on or 1 (default)\n"
     "  QGEN_TUNE          override the kernels' plan: groups=,stages=,smem=,split=,sel=,\n"
     "                     selreg=,pdl=,bulk=,olddq=,swap=,chunk=,pair=,ctas=,merge=,mtw=,\n"
-    "                     estsel= (each key once; emit, check, bench, eval)\n"
+    "                     estsel=,persist= (each key once; emit, check, bench, eval)\n"
     "  QGEN_TEMPLATE_DIR  read CUDA templates from this directory instead of the embedded copy\n"
     "  QGEN_DUMP_SOURCE   a directory: on a compile error, the failing unit is written there\n"
     "  QGEN_QUIET         set: no warnings on stderr\n"
